@@ -1,0 +1,39 @@
+//! JSON bodies of the relay's HTTP endpoints.
+
+use serde::{Deserialize, Serialize};
+
+use crate::codes::ErrorCode;
+
+/// `POST /v1/token` request: exchange an API key for a short-lived JWT.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TokenRequest {
+    /// The API key (`rw_live_…` or `rw_test_…`).
+    pub api_key: String,
+}
+
+/// `POST /v1/token` response.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TokenResponse {
+    /// The JWT to present as `Authorization: Bearer …` on the WebSocket upgrade.
+    pub token: String,
+    /// Expiry, milliseconds since the Unix epoch.
+    pub expires_at_ms: i64,
+    /// The tenant the key belongs to.
+    pub tenant_id: String,
+}
+
+/// Every HTTP error body: `{"error": {"code": "...", "message": "..."}}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HttpError {
+    /// The error.
+    pub error: HttpErrorBody,
+}
+
+/// The inner error object.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HttpErrorBody {
+    /// Machine-readable code.
+    pub code: ErrorCode,
+    /// Human-readable explanation.
+    pub message: String,
+}

@@ -1,0 +1,29 @@
+//! The Repowire wire protocol, shared by the relay and the client daemon.
+//!
+//! Components:
+//! - [`frame`]: the versioned JSON envelope and every frame type, both directions.
+//! - [`codec`]: decoding with size, version and type checks, and encoding.
+//! - [`ids`]: message ids (UUIDv7), peer ids and human ids (`ask-…`, `notif-…`).
+//! - [`codes`]: error codes carried in error frames and HTTP bodies, WebSocket close codes.
+//! - [`limits`]: size limits every implementation enforces.
+//! - [`validate`]: field rules (name alphabet, lengths, question shapes).
+//! - [`http`]: the JSON bodies of the HTTP endpoints (token exchange, errors).
+//!
+//! This crate is pure: no I/O, no async runtime. `docs/protocol.md` is the normative spec;
+//! this crate implements it.
+
+pub mod codec;
+pub mod codes;
+pub mod frame;
+pub mod http;
+pub mod ids;
+pub mod limits;
+pub mod validate;
+
+pub use codec::{DecodeError, decode, encode};
+pub use codes::{CloseCode, ErrorCode};
+pub use frame::*;
+pub use ids::{CorrelationId, MessageId, PeerId};
+
+/// The protocol version this crate speaks. Frames carry it in `v`.
+pub const PROTOCOL_VERSION: u32 = 1;

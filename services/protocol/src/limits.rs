@@ -1,0 +1,18 @@
+//! Size limits. Over a limit is an explicit error, never a truncation.
+
+/// Largest frame (one WebSocket text message), in bytes of UTF-8.
+pub const MAX_FRAME_BYTES: usize = 64 * 1024;
+/// Largest message text (`text` of ask/notify/broadcast, `reply` of ack), in bytes of UTF-8.
+pub const MAX_TEXT_BYTES: usize = 32 * 1024;
+/// Display names, circles and `to` targets.
+pub const MAX_NAME_BYTES: usize = 64;
+/// Peer descriptions (short task state).
+pub const MAX_DESCRIPTION_BYTES: usize = 512;
+/// Working-directory paths and other free-form metadata strings.
+pub const MAX_PATH_BYTES: usize = 4096;
+/// Backend names (`claude-code`, `codex` …) and short identifiers.
+pub const MAX_SHORT_BYTES: usize = 64;
+/// Options of a structured question.
+pub const MAX_QUESTION_OPTIONS: usize = 32;
+/// Reason strings in receipts.
+pub const MAX_REASON_BYTES: usize = 512;

@@ -1,0 +1,190 @@
+//! Field validation after parsing: lengths, name shapes, required combinations.
+//!
+//! Names (display names, circles, recipients) are 1–64 bytes of `[A-Za-z0-9._-]`; this keeps
+//! them safe to show in a terminal and unambiguous to type. Texts may hold any Unicode; the
+//! client sanitises before anything reaches a terminal.
+
+use crate::codec::DecodeError;
+use crate::codes::ErrorCode;
+use crate::frame::*;
+use crate::limits::*;
+
+type Result<T = ()> = std::result::Result<T, DecodeError>;
+
+fn invalid(message: impl Into<String>) -> DecodeError {
+    DecodeError::new(ErrorCode::InvalidFrame, message)
+}
+
+/// True for a valid display name, circle or recipient name.
+pub fn is_valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_NAME_BYTES
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+fn name(field: &str, value: &str) -> Result {
+    if is_valid_name(value) {
+        Ok(())
+    } else {
+        Err(invalid(format!(
+            "`{field}` must be 1-{MAX_NAME_BYTES} characters of letters, digits, '.', '_' or '-'"
+        )))
+    }
+}
+
+fn opt_name(field: &str, value: &Option<String>) -> Result {
+    value.as_deref().map_or(Ok(()), |v| name(field, v))
+}
+
+fn bounded(field: &str, value: &str, max: usize) -> Result {
+    if value.len() > max {
+        Err(invalid(format!(
+            "`{field}` is {} bytes; the limit is {max}",
+            value.len()
+        )))
+    } else {
+        Ok(())
+    }
+}
+
+fn text(field: &str, value: &str, allow_empty: bool) -> Result {
+    if value.len() > MAX_TEXT_BYTES {
+        return Err(DecodeError::new(
+            ErrorCode::TextTooLarge,
+            format!(
+                "`{field}` is {} bytes; the limit is {MAX_TEXT_BYTES}",
+                value.len()
+            ),
+        ));
+    }
+    if !allow_empty && value.trim().is_empty() {
+        return Err(invalid(format!("`{field}` must not be empty")));
+    }
+    Ok(())
+}
+
+fn question(q: &Question) -> Result {
+    if q.options.len() > MAX_QUESTION_OPTIONS {
+        return Err(invalid(format!(
+            "a question has at most {MAX_QUESTION_OPTIONS} options"
+        )));
+    }
+    for o in &q.options {
+        name("question.options[].id", &o.id)?;
+        bounded("question.options[].label", &o.label, MAX_DESCRIPTION_BYTES)?;
+    }
+    let ids: std::collections::HashSet<_> = q.options.iter().map(|o| &o.id).collect();
+    if ids.len() != q.options.len() {
+        return Err(invalid("question option ids must be distinct"));
+    }
+    match q.kind {
+        QuestionKind::Choice if q.options.len() < 2 => {
+            Err(invalid("a choice question needs at least two options"))
+        }
+        QuestionKind::Text if !q.options.is_empty() => {
+            Err(invalid("a text question has no options"))
+        }
+        QuestionKind::ToolPermission
+            if !(ids.len() == 2
+                && q.options.iter().any(|o| o.id == "allow")
+                && q.options.iter().any(|o| o.id == "deny")) =>
+        {
+            Err(invalid(
+                "a tool_permission question has exactly the options `allow` and `deny`",
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Validates a decoded frame.
+pub(crate) fn frame(frame: &Frame) -> Result {
+    match &frame.body {
+        Body::Hello(h) => bounded("client", &h.client, MAX_SHORT_BYTES),
+        Body::Register(r) => {
+            opt_name("name", &r.name)?;
+            opt_name("circle", &r.circle)?;
+            if r.backend.is_empty()
+                || r.backend.len() > MAX_SHORT_BYTES
+                || !r
+                    .backend
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            {
+                return Err(invalid(
+                    "`backend` must be 1-64 characters of letters, digits, '-' or '_'",
+                ));
+            }
+            if let Some(p) = &r.path {
+                bounded("path", p, MAX_PATH_BYTES)?;
+            }
+            if let Some(m) = &r.machine {
+                bounded("machine", m, MAX_SHORT_BYTES)?;
+            }
+            Ok(())
+        }
+        Body::UpdatePeer(u) => {
+            if let Some(d) = &u.description {
+                bounded("description", d, MAX_DESCRIPTION_BYTES)?;
+            }
+            Ok(())
+        }
+        Body::ListPeers(l) => opt_name("circle", &l.circle),
+        Body::Ask(a) => {
+            name("to", &a.to)?;
+            opt_name("circle", &a.circle)?;
+            text("text", &a.text, false)?;
+            a.question.as_ref().map_or(Ok(()), question)
+        }
+        Body::Notify(n) => {
+            name("to", &n.to)?;
+            opt_name("circle", &n.circle)?;
+            text("text", &n.text, false)
+        }
+        Body::Broadcast(b) => text("text", &b.text, false),
+        Body::Ack(a) => a
+            .reply
+            .as_deref()
+            .map_or(Ok(()), |r| text("reply", r, false)),
+        Body::Answer(a) => {
+            if a.option_id.is_none() && a.text.is_none() {
+                return Err(invalid("an answer needs `option_id` or `text`"));
+            }
+            opt_name("option_id", &a.option_id)?;
+            a.text.as_deref().map_or(Ok(()), |t| text("text", t, true))
+        }
+        Body::Receipt(r) => {
+            if let Some(reason) = &r.reason {
+                bounded("reason", reason, MAX_REASON_BYTES)?;
+            }
+            if r.state == ReceiptState::Failed && r.reason.is_none() {
+                return Err(invalid("a `failed` receipt needs a `reason`"));
+            }
+            Ok(())
+        }
+        Body::StatusQuery(q) => {
+            if q.message_id.is_some() == q.correlation_id.is_some() {
+                return Err(invalid(
+                    "give exactly one of `message_id` and `correlation_id`",
+                ));
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_allow_the_documented_alphabet_only() {
+        assert!(is_valid_name("api-server_2.x"));
+        assert!(!is_valid_name(""));
+        assert!(!is_valid_name("has space"));
+        assert!(!is_valid_name("esc\u{1b}[2J"));
+        assert!(!is_valid_name(&"a".repeat(MAX_NAME_BYTES + 1)));
+    }
+}

@@ -1,0 +1,178 @@
+//! The HTTP surface: token exchange, the WebSocket endpoint, health, readiness, metrics, and
+//! the admin API (see [`crate::admin`]).
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use repowire_protocol::ErrorCode;
+use repowire_protocol::http::{TokenRequest, TokenResponse};
+use serde::Deserialize;
+
+use crate::connection::{self, Authed};
+use crate::error::AppError;
+use crate::ids::now_ms;
+use crate::state::AppState;
+use crate::token::TokenError;
+use crate::{admin, apikey};
+
+/// Largest WebSocket message the transport reads; between the protocol's frame limit and this,
+/// the relay answers `frame_too_large` and keeps the connection.
+const TRANSPORT_MAX_MESSAGE: usize = 1024 * 1024;
+/// Read buffer per connection: small, because most connections are idle most of the time.
+const READ_BUFFER: usize = 4 * 1024;
+
+/// The full router.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/v1/token", post(token))
+        .route("/v1/ws", get(ws))
+        .nest("/admin/v1", admin::router(state.clone()))
+        .layer(middleware::from_fn_with_state(state.clone(), count_errors))
+        .with_state(state)
+}
+
+async fn count_errors(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    if let Some(code) = response.extensions().get::<ErrorCode>() {
+        state.metrics.error(*code);
+    }
+    response
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    if state.draining() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response();
+    }
+    match state.store.ping().await {
+        Ok(()) => "ready".into_response(),
+        Err(error) => {
+            tracing::warn!(%error, "readiness: storage unreachable");
+            (StatusCode::SERVICE_UNAVAILABLE, "storage unreachable").into_response()
+        }
+    }
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn token(
+    State(state): State<AppState>,
+    body: Result<Json<TokenRequest>, JsonRejection>,
+) -> Result<Json<TokenResponse>, AppError> {
+    let Json(req) = body
+        .map_err(|e| AppError::bad_request(format!("expected {{\"api_key\": \"rw_…\"}}: {e}")))?;
+    apikey::parse(&req.api_key)
+        .map_err(|e| AppError::unauthorized(ErrorCode::Unauthorized, e.to_string()))?;
+    let key = state
+        .store
+        .find_api_key_by_hash(&apikey::hash(&req.api_key))
+        .await?
+        .ok_or_else(|| AppError::unauthorized(ErrorCode::Unauthorized, "unknown API key"))?;
+    let now = now_ms();
+    if !key.usable_at(now) {
+        return Err(AppError::unauthorized(
+            ErrorCode::KeyRevoked,
+            "this API key was revoked or has expired",
+        ));
+    }
+    let (token, expires_at_ms) = state.tokens.issue(&key.id, &key.tenant_id, now);
+    Ok(Json(TokenResponse {
+        token,
+        expires_at_ms,
+        tenant_id: key.tenant_id,
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+struct WsQuery {
+    /// For clients that cannot set headers on the upgrade request.
+    access_token: Option<String>,
+}
+
+/// Checks the bearer token and its key. Shared by the upgrade handler and tests.
+pub async fn authenticate(state: &AppState, token: Option<&str>) -> Result<Authed, AppError> {
+    let token = token.ok_or_else(|| {
+        AppError::unauthorized(
+            ErrorCode::Unauthorized,
+            "missing token: send `Authorization: Bearer <jwt>` from POST /v1/token",
+        )
+    })?;
+    let claims = state.tokens.verify(token).map_err(|e| match e {
+        TokenError::Expired => AppError::unauthorized(ErrorCode::TokenExpired, e.to_string()),
+        TokenError::Invalid(_) => AppError::unauthorized(ErrorCode::Unauthorized, e.to_string()),
+    })?;
+    let key = state.store.get_api_key(&claims.sub).await?;
+    match key {
+        Some(k) if k.tenant_id == claims.tid && k.usable_at(now_ms()) => Ok(Authed {
+            tenant_id: k.tenant_id,
+            key_id: k.id,
+        }),
+        Some(k) if k.tenant_id == claims.tid => Err(AppError::unauthorized(
+            ErrorCode::KeyRevoked,
+            "the API key behind this token was revoked or has expired",
+        )),
+        _ => Err(AppError::unauthorized(
+            ErrorCode::Unauthorized,
+            "the token names no known API key",
+        )),
+    }
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+        .map(str::trim)
+}
+
+async fn ws(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(query): Query<WsQuery>,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Result<Response, AppError> {
+    if state.draining() {
+        return Err(AppError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::ShuttingDown,
+            "this relay is draining; connect to another",
+        ));
+    }
+    let upgrade =
+        upgrade.map_err(|e| AppError::bad_request(format!("not a WebSocket upgrade: {e}")))?;
+    let authed = authenticate(&state, bearer(&headers).or(query.access_token.as_deref())).await?;
+    let permit = state.conn_slots.clone().try_acquire_owned().map_err(|_| {
+        AppError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::RateLimited,
+            "connection limit reached; retry later",
+        )
+    })?;
+    let tracker = state.tracker.clone();
+    Ok(upgrade
+        .read_buffer_size(READ_BUFFER)
+        .write_buffer_size(0)
+        .max_message_size(TRANSPORT_MAX_MESSAGE)
+        .max_frame_size(TRANSPORT_MAX_MESSAGE)
+        .on_upgrade(move |socket| {
+            tracker.track_future(connection::serve(socket, state, authed, permit))
+        }))
+}

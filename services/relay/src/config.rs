@@ -1,0 +1,253 @@
+//! The relay's one configuration struct. Every field has a flag and an environment variable;
+//! nothing below `main` reads the environment.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+/// `repowire-relay`: the Repowire relay.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "repowire-relay", version, about)]
+pub struct Config {
+    /// What to do; with none, serve.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Relay settings.
+    #[command(flatten)]
+    pub relay: RelayConfig,
+}
+
+/// Subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Serve (the default).
+    Serve,
+    /// Manage tenants and API keys directly in the database.
+    Admin {
+        /// What to manage.
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
+}
+
+/// `repowire-relay admin …`
+#[derive(Debug, Clone, Subcommand)]
+pub enum AdminCommand {
+    /// Tenants.
+    #[command(subcommand)]
+    Tenant(TenantCommand),
+    /// API keys.
+    #[command(subcommand)]
+    Key(KeyCommand),
+}
+
+/// `admin tenant …`
+#[derive(Debug, Clone, Subcommand)]
+pub enum TenantCommand {
+    /// Create a tenant.
+    Create {
+        /// Unique tenant name.
+        name: String,
+    },
+    /// List tenants.
+    List,
+}
+
+/// `admin key …`
+#[derive(Debug, Clone, Subcommand)]
+pub enum KeyCommand {
+    /// Create an API key; it is printed once and never stored.
+    Create {
+        /// Tenant id or name.
+        tenant: String,
+        /// A label to recognise the key by.
+        #[arg(long, default_value = "")]
+        label: String,
+        /// Make an `rw_test_` key instead of `rw_live_`.
+        #[arg(long)]
+        test: bool,
+        /// Expire the key after this many days.
+        #[arg(long)]
+        expires_in_days: Option<u32>,
+    },
+    /// List a tenant's keys (never their text).
+    List {
+        /// Tenant id or name.
+        tenant: String,
+    },
+    /// Revoke a key; live connections using it are closed.
+    Revoke {
+        /// Key id (`key-…`).
+        key_id: String,
+    },
+}
+
+/// Settings of a relay process.
+#[derive(Debug, Clone, Args)]
+pub struct RelayConfig {
+    /// Address to listen on.
+    #[arg(
+        long,
+        env = "REPOWIRE_RELAY_LISTEN",
+        default_value = "127.0.0.1:8080",
+        global = true
+    )]
+    pub listen: SocketAddr,
+    /// Directory for the embedded SQLite database and generated secrets
+    /// [default: $XDG_DATA_HOME/repowire-relay or ~/.local/share/repowire-relay].
+    #[arg(long, env = "REPOWIRE_DATA_DIR", global = true)]
+    pub data_dir: Option<PathBuf>,
+    /// Postgres URL (`postgres://…`); without it the relay runs embedded on SQLite.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true, global = true)]
+    pub database_url: Option<String>,
+    /// Postgres pool size.
+    #[arg(long, env = "REPOWIRE_DB_POOL", default_value_t = 16, global = true)]
+    pub db_pool: u32,
+    /// HMAC secret for JWTs (required with Postgres so every pod verifies the same tokens;
+    /// embedded mode generates one in the data dir).
+    #[arg(
+        long,
+        env = "REPOWIRE_JWT_SECRET",
+        hide_env_values = true,
+        global = true
+    )]
+    pub jwt_secret: Option<String>,
+    /// Bearer credential of the admin API; without it the admin HTTP API is disabled.
+    #[arg(
+        long,
+        env = "REPOWIRE_ADMIN_TOKEN",
+        hide_env_values = true,
+        global = true
+    )]
+    pub admin_token: Option<String>,
+    /// Lifetime of issued JWTs, seconds.
+    #[arg(
+        long,
+        env = "REPOWIRE_TOKEN_TTL_SECS",
+        default_value_t = 900,
+        global = true
+    )]
+    pub token_ttl_secs: u64,
+    /// Undelivered entries a peer's inbox may hold; more are refused with `inbox_full`.
+    #[arg(
+        long,
+        env = "REPOWIRE_INBOX_CAP",
+        default_value_t = 10_000,
+        global = true
+    )]
+    pub inbox_cap: i64,
+    /// How long an undelivered message waits before it expires, seconds.
+    #[arg(long, env = "REPOWIRE_MESSAGE_TTL_SECS", default_value_t = 7 * 24 * 3600, global = true)]
+    pub message_ttl_secs: u64,
+    /// Descriptions older than this are cleared when read, seconds.
+    #[arg(
+        long,
+        env = "REPOWIRE_DESCRIPTION_TTL_SECS",
+        default_value_t = 900,
+        global = true
+    )]
+    pub description_ttl_secs: u64,
+    /// How long shutdown waits for connections and writes to drain, seconds.
+    #[arg(
+        long,
+        env = "REPOWIRE_DRAIN_TIMEOUT_SECS",
+        default_value_t = 10,
+        global = true
+    )]
+    pub drain_timeout_secs: u64,
+    /// Maximum concurrent WebSocket connections.
+    #[arg(
+        long,
+        env = "REPOWIRE_MAX_CONNECTIONS",
+        default_value_t = 20_000,
+        global = true
+    )]
+    pub max_connections: usize,
+    /// Outbound frames queued per connection before it is closed as a slow consumer.
+    #[arg(
+        long,
+        env = "REPOWIRE_OUTBOUND_QUEUE",
+        default_value_t = 1024,
+        global = true
+    )]
+    pub outbound_queue: usize,
+    /// Interval of relay pings, seconds.
+    #[arg(
+        long,
+        env = "REPOWIRE_PING_INTERVAL_SECS",
+        default_value_t = 20,
+        global = true
+    )]
+    pub ping_interval_secs: u64,
+    /// A connection silent for this long is closed, seconds.
+    #[arg(
+        long,
+        env = "REPOWIRE_IDLE_TIMEOUT_SECS",
+        default_value_t = 60,
+        global = true
+    )]
+    pub idle_timeout_secs: u64,
+    /// Time a new connection has to send `hello`, seconds.
+    #[arg(
+        long,
+        env = "REPOWIRE_HELLO_TIMEOUT_SECS",
+        default_value_t = 10,
+        global = true
+    )]
+    pub hello_timeout_secs: u64,
+    /// Interval of the expiry sweep, seconds.
+    #[arg(
+        long,
+        env = "REPOWIRE_SWEEP_INTERVAL_SECS",
+        default_value_t = 30,
+        global = true
+    )]
+    pub sweep_interval_secs: u64,
+    /// Most writes committed in one transaction.
+    #[arg(
+        long,
+        env = "REPOWIRE_WRITE_BATCH",
+        default_value_t = 512,
+        global = true
+    )]
+    pub write_batch: usize,
+    /// Log format: `json` or `text`.
+    #[arg(
+        long,
+        env = "REPOWIRE_LOG_FORMAT",
+        default_value = "json",
+        global = true
+    )]
+    pub log_format: String,
+}
+
+impl RelayConfig {
+    /// Settings suited to tests: embedded defaults, a fixed secret, short timeouts.
+    pub fn for_tests() -> Self {
+        let mut c = Config::parse_from(["repowire-relay"]).relay;
+        c.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        c.jwt_secret = Some("test-secret-test-secret-test-secret".into());
+        c.admin_token = Some("test-admin-token".into());
+        c.drain_timeout_secs = 5;
+        c
+    }
+
+    /// Duration helpers.
+    pub fn token_ttl(&self) -> Duration {
+        Duration::from_secs(self.token_ttl_secs)
+    }
+    /// Message TTL.
+    pub fn message_ttl(&self) -> Duration {
+        Duration::from_secs(self.message_ttl_secs)
+    }
+    /// Description TTL.
+    pub fn description_ttl(&self) -> Duration {
+        Duration::from_secs(self.description_ttl_secs)
+    }
+    /// Drain timeout.
+    pub fn drain_timeout(&self) -> Duration {
+        Duration::from_secs(self.drain_timeout_secs)
+    }
+}

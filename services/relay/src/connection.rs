@@ -1,0 +1,246 @@
+//! One WebSocket connection: `hello`/`welcome`, then a loop that reads frames, writes the
+//! outbound queue, pings, and closes with a code that says why (1001 on shutdown, 4008 slow
+//! consumer, 4001 key revoked, 4009 idle). On exit its peers go offline.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
+use futures::{SinkExt, StreamExt};
+use repowire_protocol::{
+    Body, CloseCode, ErrorCode, ErrorFrame, Frame, Limits, Presence, PresenceEvent, Welcome,
+    decode, limits,
+};
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
+
+use crate::dispatch::frame_text;
+use crate::hub::{ConnHandle, Kick, peer_info};
+use crate::ids::now_ms;
+use crate::metrics::TypeLabel;
+use crate::route::{self, Session};
+use crate::state::AppState;
+
+/// Who the token says this connection is.
+#[derive(Debug, Clone)]
+pub struct Authed {
+    /// Tenant.
+    pub tenant_id: String,
+    /// API key id.
+    pub key_id: String,
+}
+
+type Sink = futures::stream::SplitSink<WebSocket, Message>;
+
+async fn close(sink: &mut Sink, code: u16, reason: &str) {
+    let frame = CloseFrame {
+        code,
+        reason: Utf8Bytes::from(reason.to_owned()),
+    };
+    let _ = sink.send(Message::Close(Some(frame))).await;
+    let _ = sink.close().await;
+}
+
+fn error_text(
+    re: Option<repowire_protocol::MessageId>,
+    code: ErrorCode,
+    message: String,
+) -> Utf8Bytes {
+    frame_text(Body::Error(ErrorFrame::new(re, code, message)))
+}
+
+/// Waits for a valid `hello`. On failure, answers with an error and the close code to use.
+async fn hello(
+    state: &AppState,
+    stream: &mut futures::stream::SplitStream<WebSocket>,
+) -> Result<Frame, (Utf8Bytes, u16)> {
+    let timeout = Duration::from_secs(state.config.hello_timeout_secs);
+    let first = match tokio::time::timeout(timeout, stream.next()).await {
+        Ok(Some(Ok(Message::Text(text)))) => text,
+        Ok(Some(Ok(_))) => {
+            let e = error_text(
+                None,
+                ErrorCode::UnexpectedFrame,
+                "the first frame must be a `hello` text frame".into(),
+            );
+            return Err((e, CloseCode::HELLO_REQUIRED));
+        }
+        Ok(_) => return Err((Utf8Bytes::default(), CloseCode::NORMAL)),
+        Err(_) => {
+            let e = error_text(
+                None,
+                ErrorCode::UnexpectedFrame,
+                "no `hello` within the hello timeout".into(),
+            );
+            return Err((e, CloseCode::HELLO_REQUIRED));
+        }
+    };
+    match decode(first.as_str()) {
+        Ok(frame) if matches!(frame.body, Body::Hello(_)) => Ok(frame),
+        Ok(frame) => Err((
+            error_text(
+                Some(frame.id),
+                ErrorCode::UnexpectedFrame,
+                "the first frame must be `hello`".into(),
+            ),
+            CloseCode::HELLO_REQUIRED,
+        )),
+        Err(e) => {
+            state.metrics.error(e.code);
+            let code = if e.code == ErrorCode::UnsupportedVersion {
+                CloseCode::UNSUPPORTED_VERSION
+            } else {
+                CloseCode::HELLO_REQUIRED
+            };
+            Err((error_text(e.request_id, e.code, e.message), code))
+        }
+    }
+}
+
+/// Serves one upgraded connection until it closes.
+pub async fn serve(
+    socket: WebSocket,
+    state: AppState,
+    auth: Authed,
+    _permit: OwnedSemaphorePermit,
+) {
+    let (mut sink, mut stream) = socket.split();
+    let hello = match hello(&state, &mut stream).await {
+        Ok(frame) => frame,
+        Err((error, code)) => {
+            if !error.as_str().is_empty() {
+                let _ = sink.send(Message::Text(error)).await;
+            }
+            close(&mut sink, code, "hello required").await;
+            return;
+        }
+    };
+    let conn = state.hub.next_conn_id();
+    let welcome = Frame::new(Body::Welcome(Welcome {
+        re: hello.id,
+        connection_id: format!("conn-{conn}"),
+        tenant_id: auth.tenant_id.clone(),
+        server: concat!("repowire-relay/", env!("CARGO_PKG_VERSION")).to_owned(),
+        limits: Limits {
+            max_frame_bytes: limits::MAX_FRAME_BYTES,
+            max_text_bytes: limits::MAX_TEXT_BYTES,
+        },
+    }));
+    if sink
+        .send(Message::Text(repowire_protocol::encode(&welcome).into()))
+        .await
+        .is_err()
+    {
+        return;
+    }
+
+    let (tx, mut rx) = mpsc::channel::<Utf8Bytes>(state.config.outbound_queue.max(1));
+    let kick = Arc::new(Kick::default());
+    state.hub.add_conn(
+        &auth.tenant_id,
+        ConnHandle {
+            id: conn,
+            key_id: auth.key_id.clone(),
+            tx,
+            kick: kick.clone(),
+        },
+    );
+    state.metrics.connections.inc();
+    tracing::debug!(tenant = %auth.tenant_id, conn, "connection open");
+    let session = Session {
+        state: state.clone(),
+        tenant_id: auth.tenant_id.clone(),
+        conn,
+    };
+
+    let idle = Duration::from_secs(state.config.idle_timeout_secs);
+    let mut ping =
+        tokio::time::interval(Duration::from_secs(state.config.ping_interval_secs.max(1)));
+    ping.tick().await;
+    let mut last_heard = Instant::now();
+    loop {
+        tokio::select! {
+            biased;
+            () = state.shutdown.cancelled() => {
+                close(&mut sink, CloseCode::GOING_AWAY, "relay shutting down; reconnect and resume").await;
+                break;
+            }
+            (code, reason) = kick.kicked() => {
+                if code == CloseCode::SLOW_CONSUMER {
+                    state.metrics.slow_consumers.inc();
+                }
+                close(&mut sink, code, &reason).await;
+                break;
+            }
+            Some(out) = rx.recv() => {
+                if sink.send(Message::Text(out)).await.is_err() {
+                    break;
+                }
+            }
+            incoming = stream.next() => {
+                last_heard = Instant::now();
+                match incoming {
+                    Some(Ok(Message::Text(text))) => on_text(&session, text.as_str()).await,
+                    Some(Ok(Message::Binary(_))) => session.refuse(None, route::Refusal::new(
+                        ErrorCode::MalformedFrame, "binary frames are not part of the protocol; send JSON text frames")),
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                    Some(Ok(Message::Close(_))) | None => break,
+                    Some(Err(error)) => {
+                        tracing::debug!(%error, conn, "connection read failed");
+                        close(&mut sink, CloseCode::TOO_BIG, "unreadable or oversized message").await;
+                        break;
+                    }
+                }
+            }
+            _ = ping.tick() => {
+                if last_heard.elapsed() > idle {
+                    close(&mut sink, CloseCode::IDLE_TIMEOUT, "no traffic within the idle timeout").await;
+                    break;
+                }
+                if sink.send(Message::Ping(Default::default())).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+
+    let gone = state.hub.remove_conn(&auth.tenant_id, conn);
+    state.metrics.connections.dec();
+    let now = now_ms();
+    for mut record in gone {
+        state.metrics.peers.dec();
+        if let Err(error) = state
+            .store
+            .touch_peer(&record.tenant_id, &record.peer_id, now)
+            .await
+        {
+            tracing::warn!(%error, peer = %record.peer_id, "could not record last_seen");
+        }
+        record.last_seen_ms = now;
+        let info = peer_info(&record, None);
+        state.hub.broadcast(
+            &auth.tenant_id,
+            frame_text(Body::Presence(Presence {
+                event: PresenceEvent::Offline,
+                peer: info,
+            })),
+        );
+    }
+    tracing::debug!(tenant = %auth.tenant_id, conn, "connection closed");
+}
+
+async fn on_text(s: &Session, text: &str) {
+    let started = Instant::now();
+    match decode(text) {
+        Err(e) => s.refuse(e.request_id, route::Refusal::new(e.code, e.message)),
+        Ok(frame) => {
+            s.state
+                .metrics
+                .frames_received
+                .get_or_create(&TypeLabel {
+                    r#type: frame.body.type_name(),
+                })
+                .inc();
+            route::handle(s, frame, started).await;
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! HTTP errors: one type, one JSON shape, 4xx says why, 5xx says nothing internal.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use repowire_protocol::ErrorCode;
+use repowire_protocol::http::{HttpError, HttpErrorBody};
+
+use crate::store::StoreError;
+
+/// An HTTP error response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppError {
+    /// Status.
+    pub status: StatusCode,
+    /// Code.
+    pub code: ErrorCode,
+    /// Message shown to the caller.
+    pub message: String,
+}
+
+impl AppError {
+    /// Any error.
+    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+    /// 401.
+    pub fn unauthorized(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, code, message)
+    }
+    /// 400.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidFrame, message)
+    }
+    /// 404.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, message)
+    }
+}
+
+impl From<StoreError> for AppError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Conflict(message) => {
+                Self::new(StatusCode::CONFLICT, ErrorCode::InvalidFrame, message)
+            }
+            other => {
+                tracing::error!(error = %other, "storage failure in an HTTP request");
+                Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    ErrorCode::Unavailable,
+                    "storage is unavailable; retry later",
+                )
+            }
+        }
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let message = if self.status.is_server_error() && self.code == ErrorCode::Internal {
+            "internal error".to_owned()
+        } else {
+            self.message
+        };
+        let mut response = (
+            self.status,
+            Json(HttpError {
+                error: HttpErrorBody {
+                    code: self.code,
+                    message,
+                },
+            }),
+        )
+            .into_response();
+        // Read by the metrics middleware to count errors by code.
+        response.extensions_mut().insert(self.code);
+        response
+    }
+}

@@ -1,0 +1,607 @@
+//! Live state of this relay process: connections, which peer is bound to which connection,
+//! turn state, and per-peer delivery ordering.
+//!
+//! The hub is the only owner of this state; callers use its methods and never see the lock.
+//! The lock is a std `Mutex` held for short, non-async sections only. Frames are pushed with
+//! `try_send`: a connection whose queue is full is kicked as a slow consumer (it resumes from
+//! its inbox on reconnect) instead of blocking everyone else.
+//!
+//! Ordering: a peer that (re)binds starts in catch-up. Live deliveries for it are skipped
+//! (they are safe in its inbox) until the catch-up task has pushed every pending entry and
+//! [`Hub::finish_catch_up`] confirms nothing newer was committed meanwhile; from then on live
+//! deliveries flow in commit order.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use axum::extract::ws::Utf8Bytes;
+use repowire_protocol::{CloseCode, PeerInfo, PeerStatus, PeerSummary, Role, TurnState};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::store::PeerRecord;
+
+/// Connection id, unique in this process.
+pub type ConnId = u64;
+
+/// Why a connection is being closed from outside its task.
+#[derive(Debug, Default)]
+pub struct Kick {
+    token: CancellationToken,
+    reason: OnceLock<(u16, String)>,
+}
+
+impl Kick {
+    /// Asks the connection to close with `code`; the first reason wins.
+    pub fn kick(&self, code: u16, reason: impl Into<String>) {
+        let _ = self.reason.set((code, reason.into()));
+        self.token.cancel();
+    }
+
+    /// Resolves when kicked.
+    pub async fn kicked(&self) -> (u16, String) {
+        self.token.cancelled().await;
+        self.reason
+            .get()
+            .cloned()
+            .unwrap_or((CloseCode::POLICY, String::new()))
+    }
+}
+
+/// A connection as the hub sees it.
+#[derive(Debug, Clone)]
+pub struct ConnHandle {
+    /// Id.
+    pub id: ConnId,
+    /// API key behind it (revocation closes it).
+    pub key_id: String,
+    /// Outbound frames.
+    pub tx: mpsc::Sender<Utf8Bytes>,
+    /// Close from outside.
+    pub kick: Arc<Kick>,
+}
+
+/// A peer bound to a connection.
+#[derive(Debug, Clone)]
+pub struct LivePeer {
+    /// Identity snapshot (name, circle, description …).
+    pub record: PeerRecord,
+    /// Holding connection.
+    pub conn: ConnId,
+    /// Turn state.
+    pub turn_state: TurnState,
+    /// Last activity (ms).
+    pub last_seen_ms: i64,
+    catching_up: bool,
+    latest_seq: i64,
+}
+
+impl LivePeer {
+    /// The peer's role.
+    pub fn role(&self) -> Role {
+        parse_role(&self.record.role)
+    }
+
+    /// A short reference.
+    pub fn summary(&self) -> PeerSummary {
+        summary(&self.record)
+    }
+}
+
+/// Parses a stored role; unknown spellings are treated as `agent` (least privilege).
+pub fn parse_role(s: &str) -> Role {
+    match s {
+        "service" => Role::Service,
+        "human" => Role::Human,
+        "orchestrator" => Role::Orchestrator,
+        _ => Role::Agent,
+    }
+}
+
+/// A short reference to a stored peer.
+pub fn summary(r: &PeerRecord) -> PeerSummary {
+    PeerSummary {
+        peer_id: r.peer_id.clone().into(),
+        name: r.name.clone(),
+        circle: r.circle.clone(),
+    }
+}
+
+/// The wire view of a peer: its record plus live state when bound.
+pub fn peer_info(r: &PeerRecord, live: Option<&LivePeer>) -> PeerInfo {
+    let (status, turn_state, last_seen_ms) = match live {
+        Some(l) if l.turn_state == TurnState::Working => {
+            (PeerStatus::Busy, l.turn_state, l.last_seen_ms)
+        }
+        Some(l) => (PeerStatus::Online, l.turn_state, l.last_seen_ms),
+        None => (PeerStatus::Offline, TurnState::Unknown, r.last_seen_ms),
+    };
+    PeerInfo {
+        peer_id: r.peer_id.clone().into(),
+        name: r.name.clone(),
+        circle: r.circle.clone(),
+        backend: r.backend.clone(),
+        role: parse_role(&r.role),
+        status,
+        turn_state,
+        path: r.path.clone(),
+        machine: r.machine.clone(),
+        description: r.description.clone(),
+        last_seen_ms,
+    }
+}
+
+#[derive(Debug, Default)]
+struct TenantHub {
+    conns: HashMap<ConnId, ConnHandle>,
+    peers: HashMap<String, LivePeer>,
+}
+
+/// The live-state owner.
+#[derive(Debug, Default)]
+pub struct Hub {
+    tenants: Mutex<HashMap<String, TenantHub>>,
+    next_conn: AtomicU64,
+}
+
+/// Result of binding a peer.
+#[derive(Debug)]
+pub struct Bound {
+    /// The record with its final display name.
+    pub record: PeerRecord,
+    /// The connection that held this peer before (takeover on reclaim), if another.
+    pub previous_conn: Option<ConnId>,
+}
+
+impl Hub {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, TenantHub>> {
+        // A poisoned lock means a panic mid-update in a short section with no awaits; the maps
+        // are still structurally valid, so keep serving rather than take the process down.
+        self.tenants.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A fresh connection id.
+    pub fn next_conn_id(&self) -> ConnId {
+        self.next_conn.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Adds a connection.
+    pub fn add_conn(&self, tenant_id: &str, conn: ConnHandle) {
+        self.lock()
+            .entry(tenant_id.to_owned())
+            .or_default()
+            .conns
+            .insert(conn.id, conn);
+    }
+
+    /// Removes a connection; returns the peers it held (now offline).
+    pub fn remove_conn(&self, tenant_id: &str, conn: ConnId) -> Vec<PeerRecord> {
+        let mut tenants = self.lock();
+        let Some(t) = tenants.get_mut(tenant_id) else {
+            return Vec::new();
+        };
+        t.conns.remove(&conn);
+        let gone: Vec<String> = t
+            .peers
+            .iter()
+            .filter(|(_, p)| p.conn == conn)
+            .map(|(id, _)| id.clone())
+            .collect();
+        let records = gone
+            .iter()
+            .filter_map(|id| t.peers.remove(id))
+            .map(|p| p.record)
+            .collect();
+        if t.conns.is_empty() && t.peers.is_empty() {
+            tenants.remove(tenant_id);
+        }
+        records
+    }
+
+    /// Binds a peer to a connection, choosing its display name: `base`, else `base-2`,
+    /// `base-3` … — the first not held by another live peer of the same circle.
+    pub fn bind_peer(
+        &self,
+        conn: ConnId,
+        mut record: PeerRecord,
+        base: &str,
+        now_ms: i64,
+    ) -> Bound {
+        let mut tenants = self.lock();
+        let t = tenants.entry(record.tenant_id.clone()).or_default();
+        let taken = |name: &str| {
+            t.peers.values().any(|p| {
+                p.record.peer_id != record.peer_id
+                    && p.record.circle == record.circle
+                    && p.record.name == name
+            })
+        };
+        let mut name = base.to_owned();
+        let mut n = 2;
+        while taken(&name) {
+            let suffix = format!("-{n}");
+            let keep = base
+                .len()
+                .min(repowire_protocol::limits::MAX_NAME_BYTES - suffix.len());
+            name = format!("{}{suffix}", &base[..keep]);
+            n += 1;
+        }
+        record.name = name;
+        let previous_conn = t
+            .peers
+            .get(&record.peer_id)
+            .map(|p| p.conn)
+            .filter(|c| *c != conn);
+        t.peers.insert(
+            record.peer_id.clone(),
+            LivePeer {
+                record: record.clone(),
+                conn,
+                turn_state: TurnState::Unknown,
+                last_seen_ms: now_ms,
+                catching_up: true,
+                latest_seq: 0,
+            },
+        );
+        Bound {
+            record,
+            previous_conn,
+        }
+    }
+
+    /// Unbinds a peer if `conn` holds it; returns its record.
+    pub fn unbind_peer(&self, tenant_id: &str, conn: ConnId, peer_id: &str) -> Option<PeerRecord> {
+        let mut tenants = self.lock();
+        let t = tenants.get_mut(tenant_id)?;
+        if t.peers.get(peer_id).is_some_and(|p| p.conn == conn) {
+            t.peers.remove(peer_id).map(|p| p.record)
+        } else {
+            None
+        }
+    }
+
+    /// The peer, if `conn` holds it.
+    pub fn owned_peer(&self, tenant_id: &str, conn: ConnId, peer_id: &str) -> Option<LivePeer> {
+        self.lock()
+            .get(tenant_id)
+            .and_then(|t| t.peers.get(peer_id))
+            .filter(|p| p.conn == conn)
+            .cloned()
+    }
+
+    /// The peer, if live anywhere on this process.
+    pub fn live_peer(&self, tenant_id: &str, peer_id: &str) -> Option<LivePeer> {
+        self.lock()
+            .get(tenant_id)
+            .and_then(|t| t.peers.get(peer_id))
+            .cloned()
+    }
+
+    /// Live peers of a tenant with a display name.
+    pub fn live_named(&self, tenant_id: &str, name: &str) -> Vec<LivePeer> {
+        self.lock()
+            .get(tenant_id)
+            .map(|t| {
+                t.peers
+                    .values()
+                    .filter(|p| p.record.name == name)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Every live peer of a tenant.
+    pub fn live_peers(&self, tenant_id: &str) -> Vec<LivePeer> {
+        self.lock()
+            .get(tenant_id)
+            .map(|t| t.peers.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Updates a bound peer's live fields; returns the updated snapshot.
+    pub fn update_peer(
+        &self,
+        tenant_id: &str,
+        conn: ConnId,
+        peer_id: &str,
+        turn_state: Option<TurnState>,
+        description: Option<Option<String>>,
+        now_ms: i64,
+    ) -> Option<LivePeer> {
+        let mut tenants = self.lock();
+        let p = tenants
+            .get_mut(tenant_id)?
+            .peers
+            .get_mut(peer_id)
+            .filter(|p| p.conn == conn)?;
+        if let Some(ts) = turn_state {
+            p.turn_state = ts;
+        }
+        if let Some(d) = description {
+            p.record.description_at_ms = d.as_ref().map(|_| now_ms);
+            p.record.description = d;
+        }
+        p.last_seen_ms = now_ms;
+        Some(p.clone())
+    }
+
+    /// Clears an expired description on the live snapshot.
+    pub fn clear_description(&self, tenant_id: &str, peer_id: &str) {
+        if let Some(p) = self
+            .lock()
+            .get_mut(tenant_id)
+            .and_then(|t| t.peers.get_mut(peer_id))
+        {
+            p.record.description = None;
+            p.record.description_at_ms = None;
+        }
+    }
+
+    fn push(conn: &ConnHandle, frame: Utf8Bytes) -> bool {
+        match conn.tx.try_send(frame) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                conn.kick.kick(
+                    CloseCode::SLOW_CONSUMER,
+                    "outbound queue full; reconnect and resume",
+                );
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+
+    /// Sends a frame to a connection. False if it is gone or was kicked as slow.
+    pub fn send_to_conn(&self, tenant_id: &str, conn: ConnId, frame: Utf8Bytes) -> bool {
+        let tenants = self.lock();
+        match tenants.get(tenant_id).and_then(|t| t.conns.get(&conn)) {
+            Some(c) => Self::push(c, frame),
+            None => false,
+        }
+    }
+
+    /// Sends a frame to the connection holding a peer. False if the peer is not live here.
+    pub fn send_to_peer(&self, tenant_id: &str, peer_id: &str, frame: Utf8Bytes) -> bool {
+        let tenants = self.lock();
+        let Some(t) = tenants.get(tenant_id) else {
+            return false;
+        };
+        match t.peers.get(peer_id).and_then(|p| t.conns.get(&p.conn)) {
+            Some(c) => Self::push(c, frame),
+            None => false,
+        }
+    }
+
+    /// A live delivery after commit: records `seq` and pushes unless the peer is catching up.
+    /// True if pushed.
+    pub fn deliver_live(
+        &self,
+        tenant_id: &str,
+        peer_id: &str,
+        seq: i64,
+        frame: impl FnOnce() -> Utf8Bytes,
+    ) -> bool {
+        let mut tenants = self.lock();
+        let Some(t) = tenants.get_mut(tenant_id) else {
+            return false;
+        };
+        let Some(p) = t.peers.get_mut(peer_id) else {
+            return false;
+        };
+        p.latest_seq = p.latest_seq.max(seq);
+        if p.catching_up {
+            return false;
+        }
+        match t.conns.get(&p.conn) {
+            Some(c) => Self::push(c, frame()),
+            None => false,
+        }
+    }
+
+    /// The outbound queue of `conn`, while it holds the peer (catch-up and replay push with
+    /// backpressure through it instead of kicking).
+    pub fn conn_sender(
+        &self,
+        tenant_id: &str,
+        conn: ConnId,
+        peer_id: &str,
+    ) -> Option<mpsc::Sender<Utf8Bytes>> {
+        let tenants = self.lock();
+        let t = tenants.get(tenant_id)?;
+        t.peers.get(peer_id).filter(|p| p.conn == conn)?;
+        t.conns.get(&conn).map(|c| c.tx.clone())
+    }
+
+    /// The highest seq dispatched for the peer so far, while `conn` holds it.
+    pub fn latest_seq(&self, tenant_id: &str, conn: ConnId, peer_id: &str) -> Option<i64> {
+        self.lock()
+            .get(tenant_id)?
+            .peers
+            .get(peer_id)
+            .filter(|p| p.conn == conn)
+            .map(|p| p.latest_seq)
+    }
+
+    /// Ends catch-up if nothing was dispatched for the peer since `snapshot` (a
+    /// [`Hub::latest_seq`] taken before the catch-up read, which therefore saw every commit up
+    /// to it). `Some(true)`: done; `Some(false)`: read again; `None`: the peer left `conn`.
+    pub fn finish_catch_up(
+        &self,
+        tenant_id: &str,
+        conn: ConnId,
+        peer_id: &str,
+        snapshot: i64,
+    ) -> Option<bool> {
+        let mut tenants = self.lock();
+        let p = tenants
+            .get_mut(tenant_id)?
+            .peers
+            .get_mut(peer_id)
+            .filter(|p| p.conn == conn)?;
+        if p.latest_seq <= snapshot {
+            p.catching_up = false;
+            Some(true)
+        } else {
+            Some(false)
+        }
+    }
+
+    /// Sends a frame to every connection of a tenant.
+    pub fn broadcast(&self, tenant_id: &str, frame: Utf8Bytes) {
+        if let Some(t) = self.lock().get(tenant_id) {
+            for c in t.conns.values() {
+                Self::push(c, frame.clone());
+            }
+        }
+    }
+
+    /// Closes every connection authenticated with `key_id`.
+    pub fn kick_key(&self, key_id: &str, code: u16, reason: &str) -> usize {
+        let tenants = self.lock();
+        let mut n = 0;
+        for c in tenants
+            .values()
+            .flat_map(|t| t.conns.values())
+            .filter(|c| c.key_id == key_id)
+        {
+            c.kick.kick(code, reason);
+            n += 1;
+        }
+        n
+    }
+
+    /// Closes one connection.
+    pub fn kick_conn(&self, tenant_id: &str, conn: ConnId, code: u16, reason: &str) {
+        if let Some(c) = self.lock().get(tenant_id).and_then(|t| t.conns.get(&conn)) {
+            c.kick.kick(code, reason);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(peer_id: &str, circle: &str) -> PeerRecord {
+        PeerRecord {
+            tenant_id: "t".into(),
+            peer_id: peer_id.into(),
+            name: String::new(),
+            circle: circle.into(),
+            backend: "claude-code".into(),
+            role: "agent".into(),
+            path: None,
+            machine: None,
+            description: None,
+            description_at_ms: None,
+            created_at_ms: 0,
+            last_seen_ms: 0,
+            last_seq: 0,
+        }
+    }
+
+    #[test]
+    fn colliding_names_in_one_circle_get_suffixes_but_other_circles_do_not() {
+        let hub = Hub::default();
+        assert_eq!(
+            hub.bind_peer(1, record("p1", "a"), "api", 0).record.name,
+            "api"
+        );
+        assert_eq!(
+            hub.bind_peer(1, record("p2", "a"), "api", 0).record.name,
+            "api-2"
+        );
+        assert_eq!(
+            hub.bind_peer(1, record("p3", "a"), "api", 0).record.name,
+            "api-3"
+        );
+        assert_eq!(
+            hub.bind_peer(1, record("p4", "b"), "api", 0).record.name,
+            "api"
+        );
+        // Rebinding the same peer keeps its own name.
+        assert_eq!(
+            hub.bind_peer(2, record("p1", "a"), "api", 0).record.name,
+            "api"
+        );
+    }
+
+    #[test]
+    fn live_deliveries_wait_for_catch_up_to_finish() {
+        let hub = Hub::default();
+        let (tx, mut rx) = mpsc::channel(8);
+        hub.add_conn(
+            "t",
+            ConnHandle {
+                id: 1,
+                key_id: "k".into(),
+                tx,
+                kick: Arc::default(),
+            },
+        );
+        hub.bind_peer(1, record("p1", "a"), "api", 0);
+        assert!(
+            !hub.deliver_live("t", "p1", 1, || "m1".into()),
+            "skipped while catching up"
+        );
+        assert_eq!(
+            hub.finish_catch_up("t", 1, "p1", 0),
+            Some(false),
+            "seq 1 was committed after the read"
+        );
+        assert_eq!(hub.finish_catch_up("t", 1, "p1", 1), Some(true));
+        assert!(hub.deliver_live("t", "p1", 2, || "m2".into()));
+        assert_eq!(rx.try_recv().expect("pushed").as_str(), "m2");
+    }
+
+    #[test]
+    fn a_full_queue_kicks_the_connection_as_a_slow_consumer() {
+        let hub = Hub::default();
+        let (tx, _rx) = mpsc::channel(1);
+        let kick = Arc::new(Kick::default());
+        hub.add_conn(
+            "t",
+            ConnHandle {
+                id: 1,
+                key_id: "k".into(),
+                tx,
+                kick: kick.clone(),
+            },
+        );
+        assert!(hub.send_to_conn("t", 1, "a".into()));
+        assert!(!hub.send_to_conn("t", 1, "b".into()));
+        assert_eq!(
+            kick.reason.get().map(|r| r.0),
+            Some(CloseCode::SLOW_CONSUMER)
+        );
+    }
+
+    #[test]
+    fn revoking_a_key_kicks_only_its_connections() {
+        let hub = Hub::default();
+        let (a, b) = (Arc::new(Kick::default()), Arc::new(Kick::default()));
+        let (tx, _rx) = mpsc::channel(1);
+        hub.add_conn(
+            "t1",
+            ConnHandle {
+                id: 1,
+                key_id: "k1".into(),
+                tx: tx.clone(),
+                kick: a.clone(),
+            },
+        );
+        hub.add_conn(
+            "t2",
+            ConnHandle {
+                id: 2,
+                key_id: "k2".into(),
+                tx,
+                kick: b.clone(),
+            },
+        );
+        assert_eq!(hub.kick_key("k1", CloseCode::KEY_REVOKED, "revoked"), 1);
+        assert!(a.token.is_cancelled() && !b.token.is_cancelled());
+    }
+}

@@ -1,0 +1,16 @@
+//! Relay-minted identifiers: tenants (`tnt-…`), keys (`key-…`), peers, correlation ids.
+
+/// 16 random lowercase base-32 characters (80 bits).
+pub fn random_suffix() -> String {
+    repowire_protocol::PeerId::from_random(rand::random())
+        .0
+        .trim_start_matches(repowire_protocol::ids::PEER_ID_PREFIX)
+        .to_owned()
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

@@ -1,0 +1,76 @@
+//! The Repowire relay: authenticated WebSocket routing between agent sessions, with durable
+//! per-peer inboxes.
+//!
+//! Components:
+//! - [`config`]: the one configuration struct (flags + env).
+//! - [`api`]: HTTP routes (token exchange, WebSocket upgrade, health, metrics) and
+//!   [`admin`] (tenants and API keys, HTTP and CLI).
+//! - [`connection`]: one WebSocket connection's loop; [`route`]: the handlers of client frames,
+//!   where the routing semantics live.
+//! - [`hub`]: live state of this process (connections, bound peers, delivery order).
+//! - [`writer`]: batched durable writes; [`dispatch`]: fan-out after each commit.
+//! - [`store`]: the storage trait with Postgres and SQLite implementations.
+//! - [`apikey`], [`token`]: API keys and the JWTs they are exchanged for.
+//! - [`metrics`], [`sweeper`] (message expiry).
+//!
+//! [`run`] serves a bound listener until the state's shutdown token is cancelled, then drains.
+
+pub mod admin;
+pub mod api;
+pub mod apikey;
+pub mod config;
+pub mod connection;
+pub mod dispatch;
+pub mod error;
+pub mod hub;
+pub mod ids;
+pub mod metrics;
+pub mod route;
+pub mod state;
+pub mod store;
+pub mod sweeper;
+pub mod token;
+pub mod writer;
+
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+pub use config::{Config, RelayConfig};
+pub use state::AppState;
+
+/// Serves until `state.shutdown` is cancelled, then drains: readiness goes false, no new
+/// connections are accepted, open ones are closed with 1001, and queued writes are committed,
+/// all within the drain timeout.
+pub async fn run(
+    listener: TcpListener,
+    state: AppState,
+    writer_task: JoinHandle<()>,
+) -> std::io::Result<()> {
+    let sweeper = tokio::spawn(sweeper::run(state.clone()));
+    let shutdown = state.shutdown.clone();
+    let draining = state.clone();
+    axum::serve(listener, api::router(state.clone()))
+        .with_graceful_shutdown(async move {
+            shutdown.cancelled().await;
+            draining.start_draining();
+        })
+        .await?;
+    let drain = state.config.drain_timeout();
+    state.tracker.close();
+    if tokio::time::timeout(drain, state.tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(?drain, "connections did not close within the drain timeout");
+    }
+    if tokio::time::timeout(drain, state.writer.flush())
+        .await
+        .is_err()
+    {
+        tracing::warn!("queued writes did not finish within the drain timeout");
+    }
+    sweeper.abort();
+    // Everything queued before the flush is committed; nothing new can arrive.
+    writer_task.abort();
+    Ok(())
+}

@@ -1,0 +1,212 @@
+//! `repowire-relay`: parse config, set up tracing, open storage, then serve or run an admin
+//! command. Everything else is in the library.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use repowire_relay::apikey::KeyMode;
+use repowire_relay::config::{AdminCommand, Command, KeyCommand, TenantCommand};
+use repowire_relay::store::Store;
+use repowire_relay::store::postgres::PgStore;
+use repowire_relay::store::sqlite::SqliteStore;
+use repowire_relay::token::Tokens;
+use repowire_relay::{AppState, Config, RelayConfig, admin};
+use tokio_util::sync::CancellationToken;
+
+fn main() -> ExitCode {
+    let config = Config::parse();
+    init_tracing(&config.relay.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if format == "text" {
+        builder.init();
+    } else {
+        builder.json().flatten_event(true).init();
+    }
+}
+
+fn default_data_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .unwrap_or_else(|| PathBuf::from("."));
+    base.join("repowire-relay")
+}
+
+async fn open_store(config: &RelayConfig, data_dir: &Path) -> anyhow::Result<Arc<dyn Store>> {
+    Ok(match config.database_url.as_deref() {
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            Arc::new(
+                PgStore::connect(url, config.db_pool)
+                    .await
+                    .context("connecting to Postgres")?,
+            )
+        }
+        Some(other) => bail!(
+            "DATABASE_URL must be a postgres:// URL (got `{}`)",
+            other.split(':').next().unwrap_or("")
+        ),
+        None => {
+            std::fs::create_dir_all(data_dir)
+                .with_context(|| format!("creating {}", data_dir.display()))?;
+            let path = data_dir.join("relay.db");
+            Arc::new(
+                SqliteStore::open(&path)
+                    .await
+                    .with_context(|| format!("opening {}", path.display()))?,
+            )
+        }
+    })
+}
+
+/// The JWT secret: configured, or (embedded mode only) generated once into the data dir so
+/// tokens survive restarts.
+fn jwt_secret(config: &RelayConfig, data_dir: &Path) -> anyhow::Result<Vec<u8>> {
+    if let Some(secret) = &config.jwt_secret {
+        if secret.len() < 32 {
+            bail!("REPOWIRE_JWT_SECRET must be at least 32 characters");
+        }
+        return Ok(secret.as_bytes().to_vec());
+    }
+    if config.database_url.is_some() {
+        bail!("set REPOWIRE_JWT_SECRET: with Postgres every relay pod must verify the same tokens");
+    }
+    let path = data_dir.join("jwt-secret");
+    if let Ok(existing) = std::fs::read_to_string(&path) {
+        return Ok(existing.trim().as_bytes().to_vec());
+    }
+    let secret: String = (0..48)
+        .map(|_| format!("{:02x}", rand::random::<u8>()))
+        .collect();
+    write_private(&path, &secret)?;
+    Ok(secret.into_bytes())
+}
+
+fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    file.write_all(contents.as_bytes())?;
+    Ok(())
+}
+
+async fn run(config: Config) -> anyhow::Result<()> {
+    let relay = config.relay;
+    let data_dir = relay.data_dir.clone().unwrap_or_else(default_data_dir);
+    let store = open_store(&relay, &data_dir).await?;
+    match config.command {
+        Some(Command::Admin { command }) => admin_command(store.as_ref(), command).await,
+        Some(Command::Serve) | None => serve(relay, store, &data_dir).await,
+    }
+}
+
+async fn serve(relay: RelayConfig, store: Arc<dyn Store>, data_dir: &Path) -> anyhow::Result<()> {
+    let tokens = Tokens::new(&jwt_secret(&relay, data_dir)?, relay.token_ttl());
+    if let Some((tenant, key)) = admin::bootstrap(store.as_ref()).await? {
+        println!(
+            "Created tenant `{}` ({}) and its first API key. It is shown once; keep it:",
+            tenant.name, tenant.id
+        );
+        println!();
+        println!("    {}", key.text);
+        println!();
+    }
+    let listener = tokio::net::TcpListener::bind(relay.listen)
+        .await
+        .with_context(|| format!("binding {}", relay.listen))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, storage = store.backend(), "repowire relay listening (WebSocket at /v1/ws)");
+    let shutdown = CancellationToken::new();
+    tokio::spawn(signals(shutdown.clone()));
+    let (state, writer) = AppState::new(relay, store, tokens, shutdown);
+    repowire_relay::run(listener, state, writer).await?;
+    tracing::info!("relay stopped");
+    Ok(())
+}
+
+async fn signals(shutdown: CancellationToken) {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(error) => {
+            tracing::error!(%error, "cannot listen for SIGTERM");
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("interrupt: draining"),
+        _ = term.recv() => tracing::info!("SIGTERM: draining"),
+    }
+    shutdown.cancel();
+}
+
+async fn admin_command(store: &dyn Store, command: AdminCommand) -> anyhow::Result<()> {
+    match command {
+        AdminCommand::Tenant(TenantCommand::Create { name }) => {
+            let t = admin::create_tenant(store, &name).await?;
+            println!("{}\t{}", t.id, t.name);
+        }
+        AdminCommand::Tenant(TenantCommand::List) => {
+            for t in store.list_tenants().await? {
+                println!("{}\t{}\t{}", t.id, t.name, t.plan);
+            }
+        }
+        AdminCommand::Key(KeyCommand::Create {
+            tenant,
+            label,
+            test,
+            expires_in_days,
+        }) => {
+            let mode = if test { KeyMode::Test } else { KeyMode::Live };
+            let k = admin::create_key(store, &tenant, mode, &label, expires_in_days).await?;
+            eprintln!(
+                "key {} for tenant {} (shown once):",
+                k.record.id, k.record.tenant_id
+            );
+            println!("{}", k.text);
+        }
+        AdminCommand::Key(KeyCommand::List { tenant }) => {
+            for k in admin::list_keys(store, &tenant).await? {
+                let state = if k.revoked_at_ms.is_some() {
+                    "revoked"
+                } else {
+                    "active"
+                };
+                println!("{}\t{}\t{}\t{}", k.id, k.display, state, k.label);
+            }
+        }
+        AdminCommand::Key(KeyCommand::Revoke { key_id }) => {
+            admin::revoke_key(store, None, &key_id).await?;
+            println!("revoked {key_id}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,134 @@
+//! Prometheus metrics, rendered at `/metrics`.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use repowire_protocol::ErrorCode;
+
+/// A `type` label.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TypeLabel {
+    /// Frame type or message kind.
+    pub r#type: &'static str,
+}
+
+/// A `code` label.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CodeLabel {
+    /// Error code.
+    pub code: &'static str,
+}
+
+/// A `state` label.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabel {
+    /// Delivery state.
+    pub state: &'static str,
+}
+
+/// Every metric of a relay process.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Open WebSocket connections.
+    pub connections: Gauge,
+    /// Live registered peers on this process.
+    pub peers: Gauge,
+    /// Frames received, by type.
+    pub frames_received: Family<TypeLabel, Counter>,
+    /// Requests refused (WebSocket error frames and HTTP errors), by error code.
+    pub errors: Family<CodeLabel, Counter>,
+    /// Messages persisted, by kind.
+    pub messages_accepted: Family<TypeLabel, Counter>,
+    /// Delivery state changes, by state.
+    pub delivery_states: Family<StateLabel, Counter>,
+    /// Connections closed for not keeping up.
+    pub slow_consumers: Counter,
+    /// Time from a message frame's arrival to its durable accept.
+    pub accept_seconds: Histogram,
+    /// Writes per committed transaction.
+    pub write_batch_size: Histogram,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("repowire");
+        let m = Self {
+            connections: Gauge::default(),
+            peers: Gauge::default(),
+            frames_received: Family::default(),
+            errors: Family::default(),
+            messages_accepted: Family::default(),
+            delivery_states: Family::default(),
+            slow_consumers: Counter::default(),
+            accept_seconds: Histogram::new(exponential_buckets(0.000_1, 2.0, 16)),
+            write_batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "connections",
+            "Open WebSocket connections",
+            m.connections.clone(),
+        );
+        registry.register("peers", "Live registered peers", m.peers.clone());
+        registry.register(
+            "frames_received",
+            "Frames received by type",
+            m.frames_received.clone(),
+        );
+        registry.register("errors", "Refused requests by error code", m.errors.clone());
+        registry.register(
+            "messages_accepted",
+            "Messages persisted by kind",
+            m.messages_accepted.clone(),
+        );
+        registry.register(
+            "delivery_states",
+            "Delivery state changes",
+            m.delivery_states.clone(),
+        );
+        registry.register(
+            "slow_consumers",
+            "Connections closed as slow consumers",
+            m.slow_consumers.clone(),
+        );
+        registry.register(
+            "accept_seconds",
+            "Frame arrival to durable accept",
+            m.accept_seconds.clone(),
+        );
+        registry.register(
+            "write_batch_size",
+            "Writes per transaction",
+            m.write_batch_size.clone(),
+        );
+        Self { registry, ..m }
+    }
+
+    /// Counts a refused request.
+    pub fn error(&self, code: ErrorCode) {
+        self.errors
+            .get_or_create(&CodeLabel {
+                code: code.as_str(),
+            })
+            .inc();
+    }
+
+    /// Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}

@@ -1,0 +1,127 @@
+//! `receipt`, `replay`, `status_query`: the recipient and sender sides of an inbox.
+
+use std::time::Instant;
+
+use repowire_protocol::{
+    Body, DeliveryState, ErrorCode, MessageId, Receipt, ReceiptState, RecipientState, Replay,
+    ReplayDone, Status, StatusQuery,
+};
+
+use super::{Handled, Refusal, Session};
+use crate::dispatch::{deliver_frame, frame_text, to_wire};
+use crate::ids::now_ms;
+use crate::store::{MessageKey, ReceiptOp, WriteOp};
+
+const REPLAY_PAGE: i64 = 256;
+
+pub(super) fn receipt(s: &Session, id: MessageId, r: Receipt, started: Instant) -> Handled {
+    s.own(r.peer_id.as_str())?;
+    let state = match r.state {
+        ReceiptState::Delivered => DeliveryState::Delivered,
+        ReceiptState::Injected => DeliveryState::Injected,
+        ReceiptState::Failed => DeliveryState::Failed,
+    };
+    let op = ReceiptOp {
+        tenant_id: s.tenant_id.clone(),
+        peer_id: r.peer_id.0,
+        message_id: r.message_id.to_string(),
+        state,
+        reason: r.reason,
+        now_ms: now_ms(),
+    };
+    s.submit(id, WriteOp::Receipt(op), Vec::new(), started)
+}
+
+/// Replays in a task: a long inbox must not hold up the connection's reader, and pushes wait
+/// for queue space instead of tripping the slow-consumer guard.
+pub(super) fn replay(s: &Session, id: MessageId, r: Replay) -> Handled {
+    s.own(r.peer_id.as_str())?;
+    let s = s.clone();
+    s.state.tracker.clone().spawn(async move {
+        let peer = r.peer_id.0.clone();
+        let mut cursor = i64::try_from(r.after_seq).unwrap_or(i64::MAX);
+        let mut count = 0u64;
+        loop {
+            let entries = match s
+                .state
+                .store
+                .inbox_after(&s.tenant_id, &peer, cursor, false, REPLAY_PAGE)
+                .await
+            {
+                Ok(entries) => entries,
+                Err(e) => return s.refuse(Some(id), Refusal::from(e)),
+            };
+            for e in &entries {
+                let frame = deliver_frame(
+                    &peer,
+                    e.seq,
+                    e.state != DeliveryState::Accepted,
+                    to_wire(&e.message),
+                );
+                match s.state.hub.conn_sender(&s.tenant_id, s.conn, &peer) {
+                    Some(tx) if tx.send(frame).await.is_ok() => {}
+                    _ => return,
+                }
+                cursor = e.seq;
+                count += 1;
+            }
+            if (entries.len() as i64) < REPLAY_PAGE {
+                break;
+            }
+        }
+        let done = ReplayDone {
+            re: id,
+            peer_id: r.peer_id,
+            last_seq: u64::try_from(cursor).unwrap_or(0),
+            count,
+        };
+        if let Some(tx) = s.state.hub.conn_sender(&s.tenant_id, s.conn, &peer) {
+            let _ = tx.send(frame_text(Body::ReplayDone(done))).await;
+        }
+    });
+    Ok(())
+}
+
+pub(super) async fn status(s: &Session, id: MessageId, q: StatusQuery) -> Handled {
+    s.own(q.peer_id.as_str())?;
+    let key = match (&q.message_id, &q.correlation_id) {
+        (Some(m), _) => MessageKey::Id(m.to_string()),
+        (None, Some(c)) => MessageKey::Correlation(c.0.clone()),
+        (None, None) => {
+            return Err(Refusal::new(
+                ErrorCode::InvalidFrame,
+                "give message_id or correlation_id",
+            ));
+        }
+    };
+    let Some(found) = s
+        .state
+        .store
+        .message_status(&s.tenant_id, q.peer_id.as_str(), &key)
+        .await?
+    else {
+        return Err(Refusal::new(
+            ErrorCode::UnknownMessage,
+            "no message you sent has that id",
+        ));
+    };
+    let wire = to_wire(&found.message);
+    s.send(Body::Status(Status {
+        re: id,
+        message_id: wire.message_id,
+        kind: wire.kind,
+        correlation_id: wire.correlation_id,
+        recipients: found
+            .recipients
+            .into_iter()
+            .map(|(peer_id, state, reason)| RecipientState {
+                peer_id: peer_id.into(),
+                state,
+                reason,
+            })
+            .collect(),
+        reply: found.message.reply_text,
+        answer: wire.answer,
+    }));
+    Ok(())
+}

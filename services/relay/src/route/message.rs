@@ -1,0 +1,197 @@
+//! `ask`, `notify`, `broadcast`, `ack`, `answer`: build the write, hand it to the writer.
+//! The dispatcher answers `accepted` only after the write committed.
+
+use std::time::Instant;
+
+use repowire_protocol::{
+    Ack, Answer, AnswerValue, Ask, Broadcast, CorrelationId, DeliveryState, MessageId, MessageKind,
+    Notify, PeerSummary,
+};
+use serde::Serialize;
+
+use super::resolve::resolve;
+use super::{Handled, Session};
+use crate::hub::LivePeer;
+use crate::ids::now_ms;
+use crate::store::{CloseAsk, NewMessage, WriteOp};
+
+/// Hash of the request that created a message: a retry has the same, a reused id differs.
+fn content_hash(kind: &str, body: &impl Serialize) -> String {
+    crate::apikey::hash(&format!(
+        "{kind}:{}",
+        serde_json::to_string(body).unwrap_or_default()
+    ))
+}
+
+struct Draft<'a> {
+    id: MessageId,
+    kind: MessageKind,
+    sender: &'a LivePeer,
+    body: String,
+    correlation_id: Option<String>,
+    content_hash: String,
+    recipients: Vec<String>,
+}
+
+fn new_message(s: &Session, d: Draft<'_>) -> NewMessage {
+    let now = now_ms();
+    let ttl = i64::try_from(s.state.config.message_ttl().as_millis()).unwrap_or(i64::MAX / 4);
+    NewMessage {
+        tenant_id: s.tenant_id.clone(),
+        message_id: d.id.to_string(),
+        kind: d.kind,
+        from_peer_id: d.sender.record.peer_id.clone(),
+        from_name: d.sender.record.name.clone(),
+        from_circle: d.sender.record.circle.clone(),
+        body: d.body,
+        correlation_id: d.correlation_id,
+        reply_to: None,
+        question: None,
+        answer: None,
+        content_hash: d.content_hash,
+        created_at_ms: now,
+        expires_at_ms: now.saturating_add(ttl),
+        recipients: d.recipients,
+        inbox_cap: s.state.config.inbox_cap,
+    }
+}
+
+pub(super) async fn ask(s: &Session, id: MessageId, a: Ask, started: Instant) -> Handled {
+    let sender = s.own(a.from.as_str())?;
+    let target = resolve(s, &sender, &a.to, a.circle.as_deref()).await?;
+    let mut m = new_message(
+        s,
+        Draft {
+            id,
+            kind: MessageKind::Ask,
+            sender: &sender,
+            body: a.text.clone(),
+            correlation_id: Some(CorrelationId::ask_from_random(rand::random()).0),
+            content_hash: content_hash("ask", &a),
+            recipients: vec![target.peer_id.0.clone()],
+        },
+    );
+    m.reply_to = a.reply_to.map(|c| c.0);
+    m.question = a
+        .question
+        .as_ref()
+        .and_then(|q| serde_json::to_string(q).ok());
+    s.submit(id, WriteOp::Accept(m), vec![target], started)
+}
+
+pub(super) async fn notify(s: &Session, id: MessageId, n: Notify, started: Instant) -> Handled {
+    let sender = s.own(n.from.as_str())?;
+    let target = resolve(s, &sender, &n.to, n.circle.as_deref()).await?;
+    let m = new_message(
+        s,
+        Draft {
+            id,
+            kind: MessageKind::Notify,
+            sender: &sender,
+            body: n.text.clone(),
+            correlation_id: Some(CorrelationId::notif_from_random(rand::random()).0),
+            content_hash: content_hash("notify", &n),
+            recipients: vec![target.peer_id.0.clone()],
+        },
+    );
+    s.submit(id, WriteOp::Accept(m), vec![target], started)
+}
+
+pub(super) fn broadcast(s: &Session, id: MessageId, b: Broadcast, started: Instant) -> Handled {
+    let sender = s.own(b.from.as_str())?;
+    let recipients: Vec<PeerSummary> = s
+        .state
+        .hub
+        .live_peers(&s.tenant_id)
+        .iter()
+        .filter(|p| {
+            p.record.circle == sender.record.circle && p.record.peer_id != sender.record.peer_id
+        })
+        .map(LivePeer::summary)
+        .collect();
+    let m = new_message(
+        s,
+        Draft {
+            id,
+            kind: MessageKind::Broadcast,
+            sender: &sender,
+            body: b.text.clone(),
+            correlation_id: Some(CorrelationId::notif_from_random(rand::random()).0),
+            content_hash: content_hash("broadcast", &b),
+            recipients: recipients.iter().map(|r| r.peer_id.0.clone()).collect(),
+        },
+    );
+    s.submit(id, WriteOp::Accept(m), recipients, started)
+}
+
+fn close(
+    s: &Session,
+    id: MessageId,
+    sender: &LivePeer,
+    cid: &CorrelationId,
+    state: DeliveryState,
+    answer: Option<AnswerValue>,
+    reply: Option<(String, String)>,
+) -> CloseAsk {
+    CloseAsk {
+        tenant_id: s.tenant_id.clone(),
+        correlation_id: cid.0.clone(),
+        by_peer_id: sender.record.peer_id.clone(),
+        frame_id: id.to_string(),
+        state,
+        answer,
+        reply: reply.map(|(body, hash)| {
+            let mut m = new_message(
+                s,
+                Draft {
+                    id,
+                    kind: MessageKind::Reply,
+                    sender,
+                    body,
+                    correlation_id: Some(cid.0.clone()),
+                    content_hash: hash,
+                    recipients: Vec::new(),
+                },
+            );
+            m.reply_to = None;
+            m
+        }),
+        now_ms: now_ms(),
+    }
+}
+
+pub(super) fn ack(s: &Session, id: MessageId, a: Ack, started: Instant) -> Handled {
+    let sender = s.own(a.from.as_str())?;
+    let hash = content_hash("ack", &a);
+    let reply = a.reply.clone().map(|text| (text, hash));
+    let op = close(
+        s,
+        id,
+        &sender,
+        &a.correlation_id,
+        DeliveryState::Acked,
+        None,
+        reply,
+    );
+    s.submit(id, WriteOp::Close(op), Vec::new(), started)
+}
+
+pub(super) fn answer(s: &Session, id: MessageId, a: Answer, started: Instant) -> Handled {
+    let sender = s.own(a.from.as_str())?;
+    let value = AnswerValue {
+        option_id: a.option_id.clone(),
+        text: a.text.clone(),
+    };
+    // The reply body is rendered by the store from the question; the hash covers the request.
+    let reply = Some((String::new(), content_hash("answer", &a)));
+    let op = close(
+        s,
+        id,
+        &sender,
+        &a.correlation_id,
+        DeliveryState::Answered,
+        Some(value),
+        reply,
+    );
+    s.submit(id, WriteOp::Close(op), Vec::new(), started)
+}

@@ -1,0 +1,161 @@
+//! Handlers for frames from client daemons, one file per concern. Semantics live here:
+//! registration and reclaim, name resolution and circles, asks/acks/notifies/broadcasts,
+//! receipts, replay and status.
+//!
+//! Handlers answer through the connection's queue. Writes go to the writer, whose dispatcher
+//! answers `accepted`/`error` after commit; everything else answers directly.
+
+mod inbox;
+mod message;
+mod peers;
+mod register;
+mod resolve;
+
+use std::time::Instant;
+
+use repowire_protocol::{Body, ErrorCode, ErrorFrame, Frame, MessageId, PeerSummary};
+
+use crate::dispatch::frame_text;
+use crate::hub::{ConnId, LivePeer};
+use crate::state::AppState;
+use crate::store::WriteOp;
+use crate::writer::Origin;
+
+/// One authenticated connection's context.
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// Shared state.
+    pub state: AppState,
+    /// Tenant of the token.
+    pub tenant_id: String,
+    /// This connection.
+    pub conn: ConnId,
+}
+
+/// A refused request: becomes an `error` frame answering it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// Code.
+    pub code: ErrorCode,
+    /// Why, with a hint.
+    pub message: String,
+    /// For ambiguous names.
+    pub candidates: Vec<PeerSummary>,
+}
+
+impl Refusal {
+    /// A refusal.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            candidates: Vec::new(),
+        }
+    }
+
+    fn unavailable(error: impl std::fmt::Display) -> Self {
+        tracing::warn!(%error, "storage unavailable while handling a frame");
+        Self::new(
+            ErrorCode::Unavailable,
+            "storage is unavailable; nothing changed, retry later",
+        )
+    }
+}
+
+impl From<crate::store::StoreError> for Refusal {
+    fn from(e: crate::store::StoreError) -> Self {
+        Self::unavailable(e)
+    }
+}
+
+type Handled = Result<(), Refusal>;
+
+impl Session {
+    /// Queues a frame to this connection.
+    pub fn send(&self, body: Body) {
+        self.state
+            .hub
+            .send_to_conn(&self.tenant_id, self.conn, frame_text(body));
+    }
+
+    /// Sends an error frame and counts it.
+    pub fn refuse(&self, re: Option<MessageId>, r: Refusal) {
+        self.state.metrics.error(r.code);
+        self.send(Body::Error(ErrorFrame {
+            re,
+            code: r.code,
+            message: r.message,
+            candidates: r.candidates,
+        }));
+    }
+
+    /// The peer, if this connection holds it.
+    fn own(&self, peer_id: &str) -> Result<LivePeer, Refusal> {
+        self.state
+            .hub
+            .owned_peer(&self.tenant_id, self.conn, peer_id)
+            .ok_or_else(|| {
+                Refusal::new(
+                    ErrorCode::NotRegistered,
+                    format!(
+                        "peer {peer_id} is not registered on this connection; send `register` first"
+                    ),
+                )
+            })
+    }
+
+    fn submit(
+        &self,
+        re: MessageId,
+        op: WriteOp,
+        recipients: Vec<PeerSummary>,
+        started: Instant,
+    ) -> Handled {
+        let origin = Origin {
+            tenant_id: self.tenant_id.clone(),
+            conn: self.conn,
+            re,
+            recipients,
+            started,
+        };
+        self.state.writer.submit(op, Some(origin)).map_err(|_| {
+            Refusal::new(
+                ErrorCode::ShuttingDown,
+                "the relay is shutting down; reconnect",
+            )
+        })
+    }
+}
+
+/// Handles one decoded client frame.
+pub async fn handle(s: &Session, frame: Frame, started: Instant) {
+    let id = frame.id;
+    let result = match frame.body {
+        Body::Hello(_) => Err(Refusal::new(
+            ErrorCode::UnexpectedFrame,
+            "`hello` was already received",
+        )),
+        Body::Register(r) => register::register(s, id, r).await,
+        Body::Unregister(r) => peers::unregister(s, id, r).await,
+        Body::UpdatePeer(u) => peers::update(s, id, u).await,
+        Body::ListPeers(l) => peers::list(s, id, l).await,
+        Body::Ask(a) => message::ask(s, id, a, started).await,
+        Body::Notify(n) => message::notify(s, id, n, started).await,
+        Body::Broadcast(b) => message::broadcast(s, id, b, started),
+        Body::Ack(a) => message::ack(s, id, a, started),
+        Body::Answer(a) => message::answer(s, id, a, started),
+        Body::Receipt(r) => inbox::receipt(s, id, r, started),
+        Body::Replay(r) => inbox::replay(s, id, r),
+        Body::StatusQuery(q) => inbox::status(s, id, q).await,
+        other => Err(Refusal::new(
+            ErrorCode::UnexpectedFrame,
+            format!(
+                "`{}` frames are sent by the relay, not to it",
+                other.type_name()
+            ),
+        )),
+    };
+    if let Err(refusal) = result {
+        s.refuse(Some(id), refusal);
+    }
+}

@@ -1,0 +1,127 @@
+//! `list_peers`, `update_peer`, `unregister`.
+
+use std::collections::HashMap;
+
+use repowire_protocol::{
+    Body, ErrorCode, ListPeers, MessageId, PeerRef, Peers, Presence, PresenceEvent, Reply,
+    UpdatePeer,
+};
+
+use super::{Handled, Refusal, Session};
+use crate::dispatch::frame_text;
+use crate::hub::{parse_role, peer_info};
+use crate::ids::now_ms;
+
+pub(super) async fn list(s: &Session, id: MessageId, l: ListPeers) -> Handled {
+    let caller = s.own(l.peer_id.as_str())?;
+    let now = now_ms();
+    let ttl = i64::try_from(s.state.config.description_ttl().as_millis()).unwrap_or(i64::MAX / 4);
+    let live: HashMap<String, _> = s
+        .state
+        .hub
+        .live_peers(&s.tenant_id)
+        .into_iter()
+        .map(|p| (p.record.peer_id.clone(), p))
+        .collect();
+    let mesh_wide = l.all_circles || caller.role().crosses_circles();
+    let mut peers = Vec::new();
+    for mut record in s.state.store.list_peers(&s.tenant_id).await? {
+        let visible = match &l.circle {
+            Some(c) => &record.circle == c,
+            None => {
+                mesh_wide
+                    || record.circle == caller.record.circle
+                    || parse_role(&record.role).crosses_circles()
+            }
+        };
+        let live_peer = live.get(&record.peer_id);
+        if !visible || !(l.include_offline || live_peer.is_some()) {
+            continue;
+        }
+        if let Some(p) = live_peer {
+            record.description = p.record.description.clone();
+            record.description_at_ms = p.record.description_at_ms;
+        }
+        // Descriptions are task state, not truth: past their TTL they are cleared on read.
+        if record
+            .description_at_ms
+            .is_some_and(|at| at.saturating_add(ttl) < now)
+        {
+            s.state
+                .store
+                .set_description(&s.tenant_id, &record.peer_id, None, now)
+                .await?;
+            s.state.hub.clear_description(&s.tenant_id, &record.peer_id);
+            record.description = None;
+        }
+        peers.push(peer_info(&record, live_peer));
+    }
+    s.send(Body::Peers(Peers { re: id, peers }));
+    Ok(())
+}
+
+pub(super) async fn update(s: &Session, id: MessageId, u: UpdatePeer) -> Handled {
+    s.own(u.peer_id.as_str())?;
+    let now = now_ms();
+    let description = u
+        .description
+        .map(|d| Some(d.trim().to_owned()).filter(|d| !d.is_empty()));
+    if let Some(d) = &description {
+        s.state
+            .store
+            .set_description(&s.tenant_id, u.peer_id.as_str(), d.as_deref(), now)
+            .await?;
+    }
+    let updated = s
+        .state
+        .hub
+        .update_peer(
+            &s.tenant_id,
+            s.conn,
+            u.peer_id.as_str(),
+            u.turn_state,
+            description,
+            now,
+        )
+        .ok_or_else(|| Refusal::new(ErrorCode::NotRegistered, "the peer left this connection"))?;
+    s.send(Body::Ok(Reply { re: id }));
+    let info = peer_info(&updated.record, Some(&updated));
+    s.state.hub.broadcast(
+        &s.tenant_id,
+        frame_text(Body::Presence(Presence {
+            event: PresenceEvent::Updated,
+            peer: info,
+        })),
+    );
+    Ok(())
+}
+
+pub(super) async fn unregister(s: &Session, id: MessageId, r: PeerRef) -> Handled {
+    let Some(record) = s
+        .state
+        .hub
+        .unbind_peer(&s.tenant_id, s.conn, r.peer_id.as_str())
+    else {
+        return Err(Refusal::new(
+            ErrorCode::NotRegistered,
+            format!("peer {} is not registered on this connection", r.peer_id),
+        ));
+    };
+    s.state.metrics.peers.dec();
+    let now = now_ms();
+    s.state
+        .store
+        .touch_peer(&s.tenant_id, &record.peer_id, now)
+        .await?;
+    s.send(Body::Ok(Reply { re: id }));
+    let mut record = record;
+    record.last_seen_ms = now;
+    s.state.hub.broadcast(
+        &s.tenant_id,
+        frame_text(Body::Presence(Presence {
+            event: PresenceEvent::Offline,
+            peer: peer_info(&record, None),
+        })),
+    );
+    Ok(())
+}

@@ -1,0 +1,194 @@
+//! `register`: new peers and reclaims, name allocation, and the catch-up that replays a
+//! peer's pending inbox in order before live deliveries resume.
+
+use repowire_protocol::validate::is_valid_name;
+use repowire_protocol::{
+    Body, CloseCode, MessageId, Presence, PresenceEvent, Register, Registered,
+};
+
+use super::{Handled, Session};
+use crate::dispatch::{deliver_frame, frame_text, to_wire};
+use crate::hub::{ConnId, peer_info};
+use crate::ids::now_ms;
+use crate::state::AppState;
+use crate::store::PeerRecord;
+
+const DEFAULT_CIRCLE: &str = "default";
+const CATCH_UP_PAGE: i64 = 256;
+
+/// A display name from a path's last component: name characters kept, others become '-'.
+fn name_from_path(path: &str) -> Option<String> {
+    let last = path.trim_end_matches('/').rsplit('/').next()?;
+    let cleaned: String = last
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(repowire_protocol::limits::MAX_NAME_BYTES)
+        .collect();
+    let cleaned = cleaned.trim_matches('-').to_owned();
+    is_valid_name(&cleaned).then_some(cleaned)
+}
+
+/// The reclaim rule of the identity contract: the backend must match, and the path must
+/// match when both sides give one.
+fn may_reclaim(stored: &PeerRecord, claim: &Register) -> bool {
+    stored.backend == claim.backend
+        && match (&stored.path, &claim.path) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        }
+}
+
+pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled {
+    let now = now_ms();
+    let stored = match &r.reclaim {
+        Some(peer_id) => {
+            s.state
+                .store
+                .get_peer(&s.tenant_id, peer_id.as_str())
+                .await?
+        }
+        None => None,
+    };
+    let (record, base, reclaimed) = match stored.filter(|p| may_reclaim(p, &r)) {
+        Some(old) => {
+            let base = r.name.clone().unwrap_or_else(|| old.name.clone());
+            let record = PeerRecord {
+                circle: r.circle.clone().unwrap_or(old.circle.clone()),
+                role: r.role.as_str().to_owned(),
+                path: r.path.clone().or(old.path.clone()),
+                machine: r.machine.clone().or(old.machine.clone()),
+                last_seen_ms: now,
+                ..old
+            };
+            (record, base, true)
+        }
+        None => {
+            let base = r
+                .name
+                .clone()
+                .or_else(|| r.path.as_deref().and_then(name_from_path))
+                .unwrap_or_else(|| r.backend.clone());
+            let record = PeerRecord {
+                tenant_id: s.tenant_id.clone(),
+                peer_id: repowire_protocol::PeerId::from_random(rand::random()).0,
+                name: base.clone(),
+                circle: r
+                    .circle
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_CIRCLE.to_owned()),
+                backend: r.backend.clone(),
+                role: r.role.as_str().to_owned(),
+                path: r.path.clone(),
+                machine: r.machine.clone(),
+                description: None,
+                description_at_ms: None,
+                created_at_ms: now,
+                last_seen_ms: now,
+                last_seq: 0,
+            };
+            (record, base, false)
+        }
+    };
+
+    let bound = s.state.hub.bind_peer(s.conn, record, &base, now);
+    let peer_id = bound.record.peer_id.clone();
+    if let Err(e) = s.state.store.upsert_peer(&bound.record).await {
+        s.state.hub.unbind_peer(&s.tenant_id, s.conn, &peer_id);
+        return Err(e.into());
+    }
+    if let Some(previous) = bound.previous_conn {
+        tracing::info!(peer = %peer_id, previous, conn = s.conn, "peer reclaimed from another connection");
+    }
+    s.state.metrics.peers.inc();
+    let live = s.state.hub.live_peer(&s.tenant_id, &peer_id);
+    let info = peer_info(&bound.record, live.as_ref());
+    s.send(Body::Registered(Registered {
+        re: id,
+        peer: info.clone(),
+        reclaimed,
+        inbox_seq: u64::try_from(bound.record.last_seq).unwrap_or(0),
+    }));
+    s.state.hub.broadcast(
+        &s.tenant_id,
+        frame_text(Body::Presence(Presence {
+            event: PresenceEvent::Online,
+            peer: info,
+        })),
+    );
+    tracing::info!(tenant = %s.tenant_id, peer = %peer_id, name = %bound.record.name, reclaimed, "peer registered");
+    let state = s.state.clone();
+    let tenant = s.tenant_id.clone();
+    let conn = s.conn;
+    s.state
+        .tracker
+        .spawn(async move { catch_up(state, tenant, conn, peer_id).await });
+    Ok(())
+}
+
+/// Pushes every pending inbox entry of a freshly bound peer, in order, then opens the live path.
+async fn catch_up(state: AppState, tenant: String, conn: ConnId, peer_id: String) {
+    let hub = &state.hub;
+    let mut cursor = 0;
+    loop {
+        let Some(snapshot) = hub.latest_seq(&tenant, conn, &peer_id) else {
+            return;
+        };
+        loop {
+            let entries = match state
+                .store
+                .inbox_after(&tenant, &peer_id, cursor, true, CATCH_UP_PAGE)
+                .await
+            {
+                Ok(entries) => entries,
+                Err(error) => {
+                    tracing::warn!(%error, peer = %peer_id, "inbox catch-up failed; closing so the client resumes later");
+                    hub.kick_conn(
+                        &tenant,
+                        conn,
+                        CloseCode::INTERNAL,
+                        "storage unavailable; reconnect later",
+                    );
+                    return;
+                }
+            };
+            for entry in &entries {
+                let frame = deliver_frame(&peer_id, entry.seq, false, to_wire(&entry.message));
+                match hub.conn_sender(&tenant, conn, &peer_id) {
+                    Some(tx) if tx.send(frame).await.is_ok() => cursor = entry.seq,
+                    _ => return,
+                }
+            }
+            if (entries.len() as i64) < CATCH_UP_PAGE {
+                break;
+            }
+        }
+        match hub.finish_catch_up(&tenant, conn, &peer_id, snapshot) {
+            Some(true) | None => return,
+            Some(false) => continue,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_come_from_the_last_path_component() {
+        assert_eq!(
+            name_from_path("/home/me/src/api-server/").as_deref(),
+            Some("api-server")
+        );
+        assert_eq!(
+            name_from_path("/tmp/my project").as_deref(),
+            Some("my-project")
+        );
+        assert_eq!(name_from_path("/").as_deref(), None);
+    }
+}

@@ -1,0 +1,79 @@
+//! Name resolution: from `to` (a peer id or a display name) and an optional circle to exactly
+//! one peer of the caller's tenant, or a refusal. Never guesses between several matches.
+//!
+//! Scope: with `circle`, that circle only. Without it, the caller's own circle plus peers whose
+//! role crosses circles; a caller whose role crosses circles sees the whole tenant. Live peers
+//! win over offline ones of the same name (the offline one is a past session); several live
+//! matches, or several offline matches with no live one, are ambiguous.
+
+use repowire_protocol::{ErrorCode, PeerId, PeerSummary};
+
+use super::{Refusal, Session};
+use crate::hub::{LivePeer, parse_role, summary};
+
+pub(super) async fn resolve(
+    s: &Session,
+    caller: &LivePeer,
+    to: &str,
+    circle: Option<&str>,
+) -> Result<PeerSummary, Refusal> {
+    if PeerId::looks_like(to) {
+        return match s.state.store.get_peer(&s.tenant_id, to).await? {
+            Some(p) => Ok(summary(&p)),
+            None => Err(Refusal::new(
+                ErrorCode::UnknownPeer,
+                format!("no peer with id {to}"),
+            )),
+        };
+    }
+    let mesh_wide = caller.role().crosses_circles();
+    let in_scope = |peer_circle: &str, role: &str| match circle {
+        Some(c) => peer_circle == c,
+        None => {
+            mesh_wide || peer_circle == caller.record.circle || parse_role(role).crosses_circles()
+        }
+    };
+    let live: Vec<PeerSummary> = s
+        .state
+        .hub
+        .live_named(&s.tenant_id, to)
+        .iter()
+        .filter(|p| in_scope(&p.record.circle, &p.record.role))
+        .map(LivePeer::summary)
+        .collect();
+    let candidates = if live.is_empty() {
+        s.state
+            .store
+            .peers_named(&s.tenant_id, to)
+            .await?
+            .iter()
+            .filter(|p| in_scope(&p.circle, &p.role))
+            .map(summary)
+            .collect()
+    } else {
+        live
+    };
+    match candidates.len() {
+        1 => Ok(candidates
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| unreachable!("length checked"))),
+        0 => Err(Refusal::new(
+            ErrorCode::UnknownPeer,
+            match circle {
+                Some(c) => format!("no peer named `{to}` in circle `{c}`"),
+                None => format!(
+                    "no peer named `{to}` in circle `{}`; list peers, or pass `circle` to look in another",
+                    caller.record.circle
+                ),
+            },
+        )),
+        n => Err(Refusal {
+            code: ErrorCode::AmbiguousPeer,
+            message: format!(
+                "`{to}` matches {n} peers; pass `circle` or address one by its peer id"
+            ),
+            candidates,
+        }),
+    }
+}

@@ -1,0 +1,103 @@
+//! `AppState`: cheap handles shared by every request and connection.
+
+use std::ops::Deref;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::RelayConfig;
+use crate::dispatch::Dispatcher;
+use crate::hub::Hub;
+use crate::metrics::Metrics;
+use crate::store::Store;
+use crate::token::Tokens;
+use crate::writer::Writer;
+
+/// Shared state; clone freely.
+#[derive(Clone, Debug)]
+pub struct AppState(Arc<Inner>);
+
+/// What [`AppState`] holds.
+#[derive(Debug)]
+pub struct Inner {
+    /// Settings.
+    pub config: RelayConfig,
+    /// Durable storage.
+    pub store: Arc<dyn Store>,
+    /// Live state of this process.
+    pub hub: Arc<Hub>,
+    /// The write path.
+    pub writer: Writer,
+    /// JWT issue/verify.
+    pub tokens: Tokens,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Root shutdown token: cancelled on SIGTERM/Ctrl-C.
+    pub shutdown: CancellationToken,
+    /// Connection tasks, awaited on shutdown.
+    pub tracker: TaskTracker,
+    /// Connection slots.
+    pub conn_slots: Arc<Semaphore>,
+    draining: AtomicBool,
+}
+
+impl std::fmt::Debug for dyn Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Store({})", self.backend())
+    }
+}
+
+impl Deref for AppState {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+impl AppState {
+    /// Builds the state and starts the writer task (returned for shutdown).
+    pub fn new(
+        config: RelayConfig,
+        store: Arc<dyn Store>,
+        tokens: Tokens,
+        shutdown: CancellationToken,
+    ) -> (Self, JoinHandle<()>) {
+        let hub = Arc::new(Hub::default());
+        let metrics = Arc::new(Metrics::new());
+        let dispatcher = Arc::new(Dispatcher::new(hub.clone(), metrics.clone()));
+        let (writer, writer_task) = Writer::spawn(
+            store.clone(),
+            dispatcher,
+            metrics.clone(),
+            config.write_batch,
+        );
+        let conn_slots = Arc::new(Semaphore::new(config.max_connections));
+        let state = Self(Arc::new(Inner {
+            config,
+            store,
+            hub,
+            writer,
+            tokens,
+            metrics,
+            shutdown,
+            tracker: TaskTracker::new(),
+            conn_slots,
+            draining: AtomicBool::new(false),
+        }));
+        (state, writer_task)
+    }
+
+    /// True once shutdown began: `/readyz` fails and new connections are refused.
+    pub fn draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst) || self.shutdown.is_cancelled()
+    }
+
+    /// Marks the process as draining.
+    pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,107 @@
+//! Durable storage: tenants, API keys, peers, messages and inboxes.
+//!
+//! [`Store`] is the one interface the relay uses; [`postgres::PgStore`] (production) and
+//! [`sqlite::SqliteStore`] (embedded) implement it with the same SQL body (see [`sql`]), and the
+//! same behaviour tests run against both. Every method takes the tenant id and every statement
+//! filters on it: nothing here can read or write across tenants.
+//!
+//! Writes that move inbox state go through [`Store::apply`] as a batch of [`WriteOp`]s in one
+//! transaction (group commit); the relay's writer task builds the batches.
+
+use async_trait::async_trait;
+
+pub mod postgres;
+mod records;
+mod sql;
+pub mod sqlite;
+
+pub use records::*;
+
+/// Storage failures. Expected outcomes (duplicates, full inboxes, unknown asks) are not errors:
+/// they are variants of the operation's outcome.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database could not be reached or failed; nothing was committed.
+    #[error("database unavailable: {0}")]
+    Unavailable(#[from] sqlx::Error),
+    /// Migrations failed.
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A row held data this version cannot read.
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+    /// A uniqueness rule refused the insert (e.g. a tenant name already taken).
+    #[error("{0}")]
+    Conflict(String),
+}
+
+/// Result alias for storage calls.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// The storage interface.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// `postgres` or `sqlite`.
+    fn backend(&self) -> &'static str;
+    /// Cheap liveness check for `/readyz`.
+    async fn ping(&self) -> Result<()>;
+
+    /// Creates a tenant; `Conflict` if the name is taken.
+    async fn create_tenant(&self, tenant: &TenantRecord) -> Result<()>;
+    /// All tenants, oldest first.
+    async fn list_tenants(&self) -> Result<Vec<TenantRecord>>;
+    /// One tenant by id or by name.
+    async fn find_tenant(&self, id_or_name: &str) -> Result<Option<TenantRecord>>;
+
+    /// Stores a new API key (hash only).
+    async fn insert_api_key(&self, key: &ApiKeyRecord) -> Result<()>;
+    /// Looks a key up by the hash of its full text.
+    async fn find_api_key_by_hash(&self, hash: &str) -> Result<Option<ApiKeyRecord>>;
+    /// Looks a key up by id.
+    async fn get_api_key(&self, id: &str) -> Result<Option<ApiKeyRecord>>;
+    /// Keys of a tenant.
+    async fn list_api_keys(&self, tenant_id: &str) -> Result<Vec<ApiKeyRecord>>;
+    /// Revokes a key; false if it does not exist or was already revoked.
+    async fn revoke_api_key(&self, id: &str, now_ms: i64) -> Result<bool>;
+
+    /// Inserts a new peer or replaces the identity fields of an existing one (reclaim).
+    async fn upsert_peer(&self, peer: &PeerRecord) -> Result<()>;
+    /// One peer of a tenant.
+    async fn get_peer(&self, tenant_id: &str, peer_id: &str) -> Result<Option<PeerRecord>>;
+    /// Peers of a tenant with a display name.
+    async fn peers_named(&self, tenant_id: &str, name: &str) -> Result<Vec<PeerRecord>>;
+    /// All peers of a tenant.
+    async fn list_peers(&self, tenant_id: &str) -> Result<Vec<PeerRecord>>;
+    /// Sets (or clears, with `None`) a peer's description.
+    async fn set_description(
+        &self,
+        tenant_id: &str,
+        peer_id: &str,
+        description: Option<&str>,
+        now_ms: i64,
+    ) -> Result<()>;
+    /// Records activity.
+    async fn touch_peer(&self, tenant_id: &str, peer_id: &str, now_ms: i64) -> Result<()>;
+
+    /// Applies a batch of writes in one transaction; one outcome per op, in order.
+    async fn apply(&self, ops: &[WriteOp]) -> Result<Vec<WriteOutcome>>;
+
+    /// Inbox entries of a peer after `after_seq`, oldest first; `pending_only` keeps entries
+    /// not yet reported delivered. Expired and failed entries are never returned.
+    async fn inbox_after(
+        &self,
+        tenant_id: &str,
+        peer_id: &str,
+        after_seq: i64,
+        pending_only: bool,
+        limit: i64,
+    ) -> Result<Vec<InboxEntry>>;
+
+    /// A message the given peer sent, by message id or correlation id, with its recipients.
+    async fn message_status(
+        &self,
+        tenant_id: &str,
+        sender: &str,
+        key: &MessageKey,
+    ) -> Result<Option<MessageStatus>>;
+}

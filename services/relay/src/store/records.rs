@@ -1,0 +1,368 @@
+//! Rows and write operations exchanged with the store.
+
+use repowire_protocol::{DeliveryState, MessageKind};
+
+/// A tenant.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+pub struct TenantRecord {
+    /// Id (`tnt-…`).
+    pub id: String,
+    /// Unique name.
+    pub name: String,
+    /// Plan name.
+    pub plan: String,
+    /// Creation time (ms).
+    pub created_at_ms: i64,
+}
+
+/// An API key; the key text itself is never stored.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+pub struct ApiKeyRecord {
+    /// Id (`key-…`), the JWT subject.
+    pub id: String,
+    /// Owning tenant.
+    pub tenant_id: String,
+    /// SHA-256 of the full key text, hex.
+    #[serde(skip)]
+    pub hash: String,
+    /// A recognisable, non-secret rendering (`rw_live_ab12…`).
+    pub display: String,
+    /// Free-form label.
+    pub label: String,
+    /// `live` or `test`.
+    pub mode: String,
+    /// Creation time (ms).
+    pub created_at_ms: i64,
+    /// Expiry (ms), if any.
+    pub expires_at_ms: Option<i64>,
+    /// Revocation time (ms), if revoked.
+    pub revoked_at_ms: Option<i64>,
+}
+
+impl ApiKeyRecord {
+    /// True when the key may be used at `now_ms`.
+    pub fn usable_at(&self, now_ms: i64) -> bool {
+        self.revoked_at_ms.is_none() && self.expires_at_ms.is_none_or(|e| e > now_ms)
+    }
+}
+
+/// A peer's durable identity. Presence (online, turn state) lives in the hub, not here.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct PeerRecord {
+    /// Tenant.
+    pub tenant_id: String,
+    /// Relay-minted id.
+    pub peer_id: String,
+    /// Display name.
+    pub name: String,
+    /// Circle.
+    pub circle: String,
+    /// Backend.
+    pub backend: String,
+    /// Role (wire spelling).
+    pub role: String,
+    /// Working directory.
+    pub path: Option<String>,
+    /// Machine.
+    pub machine: Option<String>,
+    /// Description.
+    pub description: Option<String>,
+    /// When the description was set (ms).
+    pub description_at_ms: Option<i64>,
+    /// Creation time (ms).
+    pub created_at_ms: i64,
+    /// Last activity (ms).
+    pub last_seen_ms: i64,
+    /// Highest inbox seq handed out.
+    pub last_seq: i64,
+}
+
+/// A message to persist and enqueue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewMessage {
+    /// Tenant.
+    pub tenant_id: String,
+    /// Sender-minted UUIDv7, as text.
+    pub message_id: String,
+    /// Kind.
+    pub kind: MessageKind,
+    /// Sender peer id.
+    pub from_peer_id: String,
+    /// Sender display name at send time.
+    pub from_name: String,
+    /// Sender circle at send time.
+    pub from_circle: String,
+    /// Text.
+    pub body: String,
+    /// Relay-minted correlation id (asks, notifications) or the ask's id (replies).
+    pub correlation_id: Option<String>,
+    /// For asks: the ask this one chains to (closed in the same transaction).
+    pub reply_to: Option<String>,
+    /// Structured question, JSON.
+    pub question: Option<String>,
+    /// Typed answer, JSON (replies to structured asks).
+    pub answer: Option<String>,
+    /// Hash of the sender's request, to tell a retry from an id reused for other content.
+    pub content_hash: String,
+    /// Accept time (ms).
+    pub created_at_ms: i64,
+    /// Expiry of undelivered entries (ms).
+    pub expires_at_ms: i64,
+    /// Recipient peer ids (one for ask/notify/reply, many for broadcast).
+    pub recipients: Vec<String>,
+    /// Inbox cap per recipient.
+    pub inbox_cap: i64,
+}
+
+/// Closing an ask with `ack` or `answer`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CloseAsk {
+    /// Tenant.
+    pub tenant_id: String,
+    /// The ask.
+    pub correlation_id: String,
+    /// The closing peer; must be the ask's recipient.
+    pub by_peer_id: String,
+    /// The closing frame's id (idempotent retries).
+    pub frame_id: String,
+    /// `Acked` or `Answered`.
+    pub state: DeliveryState,
+    /// Typed answer (answered).
+    pub answer: Option<repowire_protocol::AnswerValue>,
+    /// Reply to enqueue for the asker; its `recipients` are filled in by the store.
+    pub reply: Option<NewMessage>,
+    /// Time (ms).
+    pub now_ms: i64,
+}
+
+/// A receipt from a recipient's daemon.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiptOp {
+    /// Tenant.
+    pub tenant_id: String,
+    /// Recipient.
+    pub peer_id: String,
+    /// Message.
+    pub message_id: String,
+    /// `Delivered`, `Injected` or `Failed`.
+    pub state: DeliveryState,
+    /// Reason, for failures.
+    pub reason: Option<String>,
+    /// Time (ms).
+    pub now_ms: i64,
+}
+
+/// One write in a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteOp {
+    /// Persist a message and enqueue it.
+    Accept(NewMessage),
+    /// Close an ask.
+    Close(CloseAsk),
+    /// Move an inbox entry forward.
+    Receipt(ReceiptOp),
+    /// Expire undelivered entries older than `now_ms` (at most `limit`).
+    Expire {
+        /// Time (ms).
+        now_ms: i64,
+        /// Batch bound.
+        limit: i64,
+    },
+}
+
+/// A recipient's inbox slot for a newly accepted message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Enqueued {
+    /// Recipient.
+    pub peer_id: String,
+    /// Inbox sequence number.
+    pub seq: i64,
+}
+
+/// Outcome of an accept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AcceptOutcome {
+    /// Persisted; `refused` lists broadcast recipients whose inbox was full.
+    Accepted {
+        /// Slots handed out.
+        enqueued: Vec<Enqueued>,
+        /// Broadcast recipients skipped because their inbox was full.
+        refused: Vec<String>,
+        /// The correlation id actually stored (re-minted on a collision).
+        correlation_id: Option<String>,
+        /// For `reply_to`: the ask closed by this one and its asker, to tell them.
+        closed_prior: Option<ClosedAsk>,
+    },
+    /// The same request was accepted before; nothing changed.
+    Duplicate {
+        /// Recipients of the original.
+        recipients: Vec<String>,
+        /// Correlation id of the original.
+        correlation_id: Option<String>,
+    },
+    /// The id was used before for a different message.
+    IdReused,
+    /// The (single) recipient's inbox is full.
+    InboxFull {
+        /// The recipient.
+        peer_id: String,
+    },
+    /// A recipient does not exist (it was removed between resolution and write).
+    UnknownRecipient {
+        /// The recipient.
+        peer_id: String,
+    },
+    /// `reply_to` names no ask, or one the sender is not part of.
+    BadReplyTo,
+}
+
+/// An ask that was closed, for telling its asker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClosedAsk {
+    /// The ask's message id.
+    pub message_id: String,
+    /// Its correlation id.
+    pub correlation_id: String,
+    /// Who asked.
+    pub asker: String,
+    /// The asker's display name and circle at ask time.
+    pub asker_name: String,
+    /// The asker's circle at ask time.
+    pub asker_circle: String,
+    /// Who was asked.
+    pub recipient: String,
+    /// `Acked` or `Answered`.
+    pub state: DeliveryState,
+}
+
+/// Outcome of closing an ask.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CloseOutcome {
+    /// Closed; the reply (if any) was enqueued for the asker.
+    Closed {
+        /// The ask.
+        closed: ClosedAsk,
+        /// The reply's slot in the asker's inbox.
+        reply: Option<Enqueued>,
+        /// The reply text as stored (answers are rendered from the question).
+        reply_text: Option<String>,
+    },
+    /// The same close was applied before.
+    Duplicate {
+        /// The ask.
+        closed: ClosedAsk,
+    },
+    /// No such ask in this tenant.
+    Unknown,
+    /// The closing peer is not the recipient.
+    NotRecipient,
+    /// Already closed by another frame.
+    AlreadyClosed,
+    /// `answer` on a plain ask, or an answer that does not fit the question.
+    InvalidAnswer(String),
+    /// The asker's inbox is full; the ask stays open.
+    InboxFull,
+}
+
+/// A state change a sender should hear about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateChange {
+    /// Tenant.
+    pub tenant_id: String,
+    /// Sender of the message.
+    pub sender: String,
+    /// The message.
+    pub message_id: String,
+    /// Its correlation id.
+    pub correlation_id: Option<String>,
+    /// The recipient.
+    pub recipient: String,
+    /// New state.
+    pub state: DeliveryState,
+    /// Reason (failures).
+    pub reason: Option<String>,
+}
+
+/// Outcome of a receipt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReceiptOutcome {
+    /// Moved forward.
+    Changed(StateChange),
+    /// Already at or past that state: nothing to do (retries are harmless).
+    Unchanged,
+    /// No such entry in that peer's inbox.
+    Unknown,
+}
+
+/// One outcome per [`WriteOp`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// For `Accept`.
+    Accept(AcceptOutcome),
+    /// For `Close`.
+    Close(CloseOutcome),
+    /// For `Receipt`.
+    Receipt(ReceiptOutcome),
+    /// For `Expire`: the entries that expired.
+    Expire(Vec<StateChange>),
+}
+
+/// A stored message, as read back for delivery and status.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct StoredMessage {
+    /// Message id.
+    pub message_id: String,
+    /// Kind (wire spelling).
+    pub kind: String,
+    /// Sender.
+    pub from_peer_id: String,
+    /// Sender name.
+    pub from_name: String,
+    /// Sender circle.
+    pub from_circle: String,
+    /// Text.
+    pub body: String,
+    /// Correlation id.
+    pub correlation_id: Option<String>,
+    /// Chained ask.
+    pub reply_to: Option<String>,
+    /// Question JSON.
+    pub question: Option<String>,
+    /// Answer JSON.
+    pub answer: Option<String>,
+    /// Accept time.
+    pub created_at_ms: i64,
+    /// Expiry.
+    pub expires_at_ms: i64,
+    /// Reply text of a closed ask.
+    pub reply_text: Option<String>,
+}
+
+/// An inbox entry with its message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboxEntry {
+    /// Sequence number.
+    pub seq: i64,
+    /// Entry state.
+    pub state: DeliveryState,
+    /// The message.
+    pub message: StoredMessage,
+}
+
+/// How a sender names one of its messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MessageKey {
+    /// By message id.
+    Id(String),
+    /// By correlation id.
+    Correlation(String),
+}
+
+/// A sent message and its per-recipient states.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageStatus {
+    /// The message.
+    pub message: StoredMessage,
+    /// (recipient, state, reason).
+    pub recipients: Vec<(String, DeliveryState, Option<String>)>,
+}

@@ -1,0 +1,727 @@
+//! The SQL implementation of [`Store`](super::Store), written once and instantiated for
+//! Postgres and SQLite by [`impl_store!`].
+//!
+//! Both dialects accept `$N` placeholders, `ON CONFLICT`, `RETURNING` and partial indexes, so
+//! one body serves both; the macro makes each instance type-check against its own driver.
+//! Inside [`Store::apply`](super::Store::apply) no statement is allowed to fail on expected
+//! conditions (Postgres aborts a transaction on any error): duplicates and caps are detected
+//! with reads, `ON CONFLICT DO NOTHING` and guarded updates instead.
+//!
+//! Write order inside one op matters: the first write of an op is the guarded slot allocation,
+//! so an op that is refused (full inbox) has written nothing.
+
+pub(crate) const TENANT_COLS: &str = "id, name, plan, created_at_ms";
+pub(crate) const KEY_COLS: &str =
+    "id, tenant_id, hash, display, label, mode, created_at_ms, expires_at_ms, revoked_at_ms";
+pub(crate) const PEER_COLS: &str = "tenant_id, peer_id, name, circle, backend, role, path, machine, \
+     description, description_at_ms, created_at_ms, last_seen_ms, last_seq";
+pub(crate) const MSG_COLS: &str = "m.message_id, m.kind, m.from_peer_id, m.from_name, \
+     m.from_circle, m.body, m.correlation_id, m.reply_to, m.question, m.answer, m.created_at_ms, \
+     m.expires_at_ms, m.reply_text";
+
+/// Parses a stored delivery state.
+pub(crate) fn state(s: &str) -> super::Result<repowire_protocol::DeliveryState> {
+    repowire_protocol::DeliveryState::parse(s)
+        .ok_or_else(|| super::StoreError::Corrupt(format!("unknown inbox state `{s}`")))
+}
+
+/// Which transitions a receipt may make: forward only, never out of a terminal state.
+pub(crate) fn receipt_allowed(
+    from: repowire_protocol::DeliveryState,
+    to: repowire_protocol::DeliveryState,
+) -> bool {
+    use repowire_protocol::DeliveryState::*;
+    matches!(
+        (from, to),
+        (Accepted, Delivered) | (Accepted | Delivered, Injected | Failed)
+    )
+}
+
+macro_rules! impl_store {
+    ($store:ident, $db:ty, $backend:literal) => {
+        use $crate::store::sql::{KEY_COLS, MSG_COLS, PEER_COLS, TENANT_COLS, receipt_allowed, state};
+        use $crate::store::*;
+        use repowire_protocol::{CorrelationId, DeliveryState, MessageKind};
+
+        type Conn = <$db as sqlx::Database>::Connection;
+
+        #[derive(sqlx::FromRow)]
+        struct InboxRow {
+            seq: i64,
+            state: String,
+            #[sqlx(flatten)]
+            message: StoredMessage,
+        }
+
+        #[derive(sqlx::FromRow)]
+        struct AskRow {
+            message_id: String,
+            from_peer_id: String,
+            from_name: String,
+            from_circle: String,
+            closed_at_ms: Option<i64>,
+            closed_by: Option<String>,
+            question: Option<String>,
+            recipient: String,
+            state: String,
+        }
+
+        #[derive(sqlx::FromRow)]
+        struct EntryRow {
+            tenant_id: String,
+            peer_id: String,
+            message_id: String,
+            state: String,
+            from_peer_id: String,
+            correlation_id: Option<String>,
+        }
+
+        impl $store {
+            /// Hands out the next inbox slot of `peer_id` unless its inbox holds `cap` pending
+            /// entries. `Ok(None)`: full or unknown (see [`Self::peer_exists`]).
+            async fn allocate_slot(
+                conn: &mut Conn,
+                tenant_id: &str,
+                peer_id: &str,
+                cap: i64,
+            ) -> Result<Option<i64>> {
+                let seq: Option<i64> = sqlx::query_scalar(
+                    "UPDATE peers SET last_seq = last_seq + 1, pending = pending + 1 \
+                     WHERE tenant_id = $1 AND peer_id = $2 AND pending < $3 RETURNING last_seq",
+                )
+                .bind(tenant_id)
+                .bind(peer_id)
+                .bind(cap)
+                .fetch_optional(&mut *conn)
+                .await?;
+                Ok(seq)
+            }
+
+            async fn peer_exists(conn: &mut Conn, tenant_id: &str, peer_id: &str) -> Result<bool> {
+                let found: Option<i64> =
+                    sqlx::query_scalar("SELECT 1 FROM peers WHERE tenant_id = $1 AND peer_id = $2")
+                        .bind(tenant_id)
+                        .bind(peer_id)
+                        .fetch_optional(&mut *conn)
+                        .await?;
+                Ok(found.is_some())
+            }
+
+            /// Moves an inbox entry from `from` to `to` (compare-and-set) and keeps the
+            /// pending counter right. False if the entry was not in state `from`.
+            #[allow(clippy::too_many_arguments)] // one row's full key and both states; a struct would only rename them
+            async fn move_entry(
+                conn: &mut Conn,
+                tenant_id: &str,
+                peer_id: &str,
+                message_id: &str,
+                from: DeliveryState,
+                to: DeliveryState,
+                reason: Option<&str>,
+                now_ms: i64,
+            ) -> Result<bool> {
+                let moved = sqlx::query(
+                    "UPDATE inbox SET state = $1, reason = $2, updated_at_ms = $3 \
+                     WHERE tenant_id = $4 AND peer_id = $5 AND message_id = $6 AND state = $7",
+                )
+                .bind(to.as_str())
+                .bind(reason)
+                .bind(now_ms)
+                .bind(tenant_id)
+                .bind(peer_id)
+                .bind(message_id)
+                .bind(from.as_str())
+                .execute(&mut *conn)
+                .await?
+                .rows_affected()
+                    == 1;
+                if moved && from == DeliveryState::Accepted {
+                    sqlx::query(
+                        "UPDATE peers SET pending = pending - 1 WHERE tenant_id = $1 AND peer_id = $2",
+                    )
+                    .bind(tenant_id)
+                    .bind(peer_id)
+                    .execute(&mut *conn)
+                    .await?;
+                }
+                Ok(moved)
+            }
+
+            /// Inserts the message row; false on a unique collision (correlation id or a
+            /// concurrent insert of the same id).
+            async fn insert_message(conn: &mut Conn, m: &NewMessage, cid: Option<&str>) -> Result<bool> {
+                let inserted = sqlx::query(
+                    "INSERT INTO messages (tenant_id, message_id, kind, from_peer_id, from_name, \
+                     from_circle, body, correlation_id, reply_to, question, answer, content_hash, \
+                     created_at_ms, expires_at_ms) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+                     ON CONFLICT DO NOTHING",
+                )
+                .bind(&m.tenant_id)
+                .bind(&m.message_id)
+                .bind(m.kind.as_str())
+                .bind(&m.from_peer_id)
+                .bind(&m.from_name)
+                .bind(&m.from_circle)
+                .bind(&m.body)
+                .bind(cid)
+                .bind(&m.reply_to)
+                .bind(&m.question)
+                .bind(&m.answer)
+                .bind(&m.content_hash)
+                .bind(m.created_at_ms)
+                .bind(m.expires_at_ms)
+                .execute(&mut *conn)
+                .await?
+                .rows_affected();
+                Ok(inserted == 1)
+            }
+
+            async fn insert_entry(conn: &mut Conn, m: &NewMessage, slot: &Enqueued) -> Result<()> {
+                sqlx::query(
+                    "INSERT INTO inbox (tenant_id, peer_id, seq, message_id, state, reason, \
+                     updated_at_ms, expires_at_ms) VALUES ($1, $2, $3, $4, 'accepted', NULL, $5, $6)",
+                )
+                .bind(&m.tenant_id)
+                .bind(&slot.peer_id)
+                .bind(slot.seq)
+                .bind(&m.message_id)
+                .bind(m.created_at_ms)
+                .bind(m.expires_at_ms)
+                .execute(&mut *conn)
+                .await?;
+                Ok(())
+            }
+
+            /// Writes the message row, re-minting an originating correlation id on a collision.
+            async fn insert_with_cid(conn: &mut Conn, m: &NewMessage) -> Result<Option<String>> {
+                let mut cid = m.correlation_id.clone();
+                for _ in 0..4 {
+                    if Self::insert_message(conn, m, cid.as_deref()).await? {
+                        return Ok(cid);
+                    }
+                    cid = match (m.kind, &cid) {
+                        (MessageKind::Ask, _) => Some(CorrelationId::ask_from_random(rand::random()).0),
+                        (MessageKind::Notify | MessageKind::Broadcast, _) => {
+                            Some(CorrelationId::notif_from_random(rand::random()).0)
+                        }
+                        _ => break,
+                    };
+                }
+                Err(StoreError::Conflict(format!(
+                    "message {} collided with a concurrent insert",
+                    m.message_id
+                )))
+            }
+
+            async fn ask_row(conn: &mut Conn, tenant_id: &str, cid: &str) -> Result<Option<AskRow>> {
+                Ok(sqlx::query_as::<_, AskRow>(
+                    "SELECT m.message_id, m.from_peer_id, m.from_name, m.from_circle, m.closed_at_ms, m.closed_by, m.question, \
+                     i.peer_id AS recipient, i.state FROM messages m JOIN inbox i \
+                     ON i.tenant_id = m.tenant_id AND i.message_id = m.message_id \
+                     WHERE m.tenant_id = $1 AND m.correlation_id = $2 AND m.kind = 'ask'",
+                )
+                .bind(tenant_id)
+                .bind(cid)
+                .fetch_optional(&mut *conn)
+                .await?)
+            }
+
+            /// Closes an open ask row (messages + the recipient's entry). False if another
+            /// frame closed it first.
+            async fn close_row(
+                conn: &mut Conn,
+                tenant_id: &str,
+                ask: &AskRow,
+                close: (&str, DeliveryState, Option<&str>, Option<&str>),
+                now_ms: i64,
+            ) -> Result<bool> {
+                let (frame_id, to, answer, reply_text) = close;
+                let closed = sqlx::query(
+                    "UPDATE messages SET closed_at_ms = $1, closed_by = $2, answer = $3, \
+                     reply_text = $4 WHERE tenant_id = $5 AND message_id = $6 AND closed_at_ms IS NULL",
+                )
+                .bind(now_ms)
+                .bind(frame_id)
+                .bind(answer)
+                .bind(reply_text)
+                .bind(tenant_id)
+                .bind(&ask.message_id)
+                .execute(&mut *conn)
+                .await?
+                .rows_affected()
+                    == 1;
+                if closed {
+                    let from = state(&ask.state)?;
+                    if !from.is_terminal() {
+                        Self::move_entry(
+                            conn, tenant_id, &ask.recipient, &ask.message_id, from, to, None, now_ms,
+                        )
+                        .await?;
+                    }
+                }
+                Ok(closed)
+            }
+
+            async fn accept_one(conn: &mut Conn, m: &NewMessage) -> Result<AcceptOutcome> {
+                let existing: Option<(String, Option<String>)> = sqlx::query_as(
+                    "SELECT content_hash, correlation_id FROM messages \
+                     WHERE tenant_id = $1 AND message_id = $2",
+                )
+                .bind(&m.tenant_id)
+                .bind(&m.message_id)
+                .fetch_optional(&mut *conn)
+                .await?;
+                if let Some((hash, correlation_id)) = existing {
+                    if hash != m.content_hash {
+                        return Ok(AcceptOutcome::IdReused);
+                    }
+                    let recipients: Vec<String> = sqlx::query_scalar(
+                        "SELECT peer_id FROM inbox WHERE tenant_id = $1 AND message_id = $2 ORDER BY peer_id",
+                    )
+                    .bind(&m.tenant_id)
+                    .bind(&m.message_id)
+                    .fetch_all(&mut *conn)
+                    .await?;
+                    return Ok(AcceptOutcome::Duplicate { recipients, correlation_id });
+                }
+
+                let prior = match &m.reply_to {
+                    Some(cid) => match Self::ask_row(conn, &m.tenant_id, cid).await? {
+                        Some(ask) if ask.from_peer_id == m.from_peer_id || ask.recipient == m.from_peer_id => Some(ask),
+                        _ => return Ok(AcceptOutcome::BadReplyTo),
+                    },
+                    None => None,
+                };
+
+                let single = m.kind != MessageKind::Broadcast;
+                let mut recipients = m.recipients.clone();
+                recipients.sort();
+                recipients.dedup();
+                let mut enqueued = Vec::with_capacity(recipients.len());
+                let mut refused = Vec::new();
+                for peer_id in recipients {
+                    match Self::allocate_slot(conn, &m.tenant_id, &peer_id, m.inbox_cap).await? {
+                        Some(seq) => enqueued.push(Enqueued { peer_id, seq }),
+                        None if !Self::peer_exists(conn, &m.tenant_id, &peer_id).await? => {
+                            if single {
+                                return Ok(AcceptOutcome::UnknownRecipient { peer_id });
+                            }
+                        }
+                        None if single => return Ok(AcceptOutcome::InboxFull { peer_id }),
+                        None => refused.push(peer_id),
+                    }
+                }
+
+                let closed_prior = match prior {
+                    Some(ask) if ask.closed_at_ms.is_none() => {
+                        let close = (m.message_id.as_str(), DeliveryState::Acked, None, None);
+                        Self::close_row(conn, &m.tenant_id, &ask, close, m.created_at_ms)
+                            .await?
+                            .then(|| ClosedAsk {
+                                message_id: ask.message_id.clone(),
+                                correlation_id: m.reply_to.clone().unwrap_or_default(),
+                                asker: ask.from_peer_id.clone(),
+                                asker_name: ask.from_name.clone(),
+                                asker_circle: ask.from_circle.clone(),
+                                recipient: ask.recipient.clone(),
+                                state: DeliveryState::Acked,
+                            })
+                    }
+                    _ => None,
+                };
+
+                let correlation_id = Self::insert_with_cid(conn, m).await?;
+                for slot in &enqueued {
+                    Self::insert_entry(conn, m, slot).await?;
+                }
+                Ok(AcceptOutcome::Accepted { enqueued, refused, correlation_id, closed_prior })
+            }
+
+            async fn close_one(conn: &mut Conn, c: &CloseAsk) -> Result<CloseOutcome> {
+                let Some(ask) = Self::ask_row(conn, &c.tenant_id, &c.correlation_id).await? else {
+                    return Ok(CloseOutcome::Unknown);
+                };
+                if ask.recipient != c.by_peer_id {
+                    return Ok(CloseOutcome::NotRecipient);
+                }
+                let closed = ClosedAsk {
+                    message_id: ask.message_id.clone(),
+                    correlation_id: c.correlation_id.clone(),
+                    asker: ask.from_peer_id.clone(),
+                    asker_name: ask.from_name.clone(),
+                    asker_circle: ask.from_circle.clone(),
+                    recipient: ask.recipient.clone(),
+                    state: c.state,
+                };
+                if ask.closed_at_ms.is_some() {
+                    return Ok(if ask.closed_by.as_deref() == Some(c.frame_id.as_str()) {
+                        CloseOutcome::Duplicate { closed }
+                    } else {
+                        CloseOutcome::AlreadyClosed
+                    });
+                }
+                let mut reply = c.reply.clone();
+                if let Some(answer) = &c.answer {
+                    let question = match ask.question.as_deref().map(serde_json::from_str::<repowire_protocol::Question>) {
+                        None => {
+                            return Ok(CloseOutcome::InvalidAnswer(
+                                "this ask has no structured question; close it with ack".into(),
+                            ));
+                        }
+                        Some(Err(e)) => return Err(StoreError::Corrupt(format!("question JSON: {e}"))),
+                        Some(Ok(q)) => q,
+                    };
+                    match question.check_answer(answer) {
+                        Err(why) => return Ok(CloseOutcome::InvalidAnswer(why)),
+                        Ok(rendered) => {
+                            if let Some(r) = reply.as_mut() {
+                                r.body = rendered;
+                            }
+                        }
+                    }
+                }
+                let slot = match &reply {
+                    Some(r) => match Self::allocate_slot(conn, &c.tenant_id, &ask.from_peer_id, r.inbox_cap).await? {
+                        Some(seq) => Some(Enqueued { peer_id: ask.from_peer_id.clone(), seq }),
+                        None => return Ok(CloseOutcome::InboxFull),
+                    },
+                    None => None,
+                };
+                let answer_json = c
+                    .answer
+                    .as_ref()
+                    .map(|a| serde_json::to_string(a).unwrap_or_default());
+                let reply_text = reply.as_ref().map(|r| r.body.clone());
+                let close = (c.frame_id.as_str(), c.state, answer_json.as_deref(), reply_text.as_deref());
+                if !Self::close_row(conn, &c.tenant_id, &ask, close, c.now_ms).await? {
+                    return Ok(CloseOutcome::AlreadyClosed);
+                }
+                if let (Some(r), Some(slot)) = (&reply, &slot) {
+                    let mut r = r.clone();
+                    r.answer = answer_json.clone();
+                    Self::insert_with_cid(conn, &r).await?;
+                    Self::insert_entry(conn, &r, slot).await?;
+                }
+                Ok(CloseOutcome::Closed { closed, reply: slot, reply_text })
+            }
+
+            async fn receipt_one(conn: &mut Conn, r: &ReceiptOp) -> Result<ReceiptOutcome> {
+                let row = sqlx::query_as::<_, EntryRow>(
+                    "SELECT i.tenant_id, i.peer_id, i.message_id, i.state, m.from_peer_id, m.correlation_id \
+                     FROM inbox i JOIN messages m ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id \
+                     WHERE i.tenant_id = $1 AND i.peer_id = $2 AND i.message_id = $3",
+                )
+                .bind(&r.tenant_id)
+                .bind(&r.peer_id)
+                .bind(&r.message_id)
+                .fetch_optional(&mut *conn)
+                .await?;
+                let Some(row) = row else { return Ok(ReceiptOutcome::Unknown) };
+                let from = state(&row.state)?;
+                if !receipt_allowed(from, r.state) {
+                    return Ok(ReceiptOutcome::Unchanged);
+                }
+                let moved = Self::move_entry(
+                    conn, &r.tenant_id, &r.peer_id, &r.message_id, from, r.state, r.reason.as_deref(), r.now_ms,
+                )
+                .await?;
+                if !moved {
+                    return Ok(ReceiptOutcome::Unchanged);
+                }
+                Ok(ReceiptOutcome::Changed(StateChange {
+                    tenant_id: row.tenant_id,
+                    sender: row.from_peer_id,
+                    message_id: row.message_id,
+                    correlation_id: row.correlation_id,
+                    recipient: row.peer_id,
+                    state: r.state,
+                    reason: r.reason.clone(),
+                }))
+            }
+
+            async fn expire_due(conn: &mut Conn, now_ms: i64, limit: i64) -> Result<Vec<StateChange>> {
+                let rows = sqlx::query_as::<_, EntryRow>(
+                    "SELECT i.tenant_id, i.peer_id, i.message_id, i.state, m.from_peer_id, m.correlation_id \
+                     FROM inbox i JOIN messages m ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id \
+                     WHERE i.state = 'accepted' AND i.expires_at_ms <= $1 ORDER BY i.expires_at_ms LIMIT $2",
+                )
+                .bind(now_ms)
+                .bind(limit)
+                .fetch_all(&mut *conn)
+                .await?;
+                let mut changes = Vec::with_capacity(rows.len());
+                for row in rows {
+                    let reason = "not delivered before the message TTL";
+                    if Self::move_entry(
+                        conn, &row.tenant_id, &row.peer_id, &row.message_id,
+                        DeliveryState::Accepted, DeliveryState::Expired, Some(reason), now_ms,
+                    )
+                    .await?
+                    {
+                        changes.push(StateChange {
+                            tenant_id: row.tenant_id,
+                            sender: row.from_peer_id,
+                            message_id: row.message_id,
+                            correlation_id: row.correlation_id,
+                            recipient: row.peer_id,
+                            state: DeliveryState::Expired,
+                            reason: Some(reason.into()),
+                        });
+                    }
+                }
+                Ok(changes)
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl Store for $store {
+            fn backend(&self) -> &'static str {
+                $backend
+            }
+
+            async fn ping(&self) -> Result<()> {
+                sqlx::query("SELECT 1").execute(&self.pool).await?;
+                Ok(())
+            }
+
+            async fn create_tenant(&self, t: &TenantRecord) -> Result<()> {
+                let inserted = sqlx::query(
+                    "INSERT INTO tenants (id, name, plan, created_at_ms) VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT DO NOTHING",
+                )
+                .bind(&t.id)
+                .bind(&t.name)
+                .bind(&t.plan)
+                .bind(t.created_at_ms)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+                if inserted == 0 {
+                    return Err(StoreError::Conflict(format!("a tenant named `{}` exists", t.name)));
+                }
+                Ok(())
+            }
+
+            async fn list_tenants(&self) -> Result<Vec<TenantRecord>> {
+                let sql = format!("SELECT {TENANT_COLS} FROM tenants ORDER BY created_at_ms, id");
+                Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).fetch_all(&self.pool).await?)
+            }
+
+            async fn find_tenant(&self, id_or_name: &str) -> Result<Option<TenantRecord>> {
+                let sql = format!("SELECT {TENANT_COLS} FROM tenants WHERE id = $1 OR name = $1");
+                Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(id_or_name).fetch_optional(&self.pool).await?)
+            }
+
+            async fn insert_api_key(&self, k: &ApiKeyRecord) -> Result<()> {
+                sqlx::query(
+                    "INSERT INTO api_keys (id, tenant_id, hash, display, label, mode, created_at_ms, \
+                     expires_at_ms, revoked_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                )
+                .bind(&k.id)
+                .bind(&k.tenant_id)
+                .bind(&k.hash)
+                .bind(&k.display)
+                .bind(&k.label)
+                .bind(&k.mode)
+                .bind(k.created_at_ms)
+                .bind(k.expires_at_ms)
+                .bind(k.revoked_at_ms)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
+            async fn find_api_key_by_hash(&self, hash: &str) -> Result<Option<ApiKeyRecord>> {
+                let sql = format!("SELECT {KEY_COLS} FROM api_keys WHERE hash = $1");
+                Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(hash).fetch_optional(&self.pool).await?)
+            }
+
+            async fn get_api_key(&self, id: &str) -> Result<Option<ApiKeyRecord>> {
+                let sql = format!("SELECT {KEY_COLS} FROM api_keys WHERE id = $1");
+                Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(&self.pool).await?)
+            }
+
+            async fn list_api_keys(&self, tenant_id: &str) -> Result<Vec<ApiKeyRecord>> {
+                let sql = format!(
+                    "SELECT {KEY_COLS} FROM api_keys WHERE tenant_id = $1 ORDER BY created_at_ms, id"
+                );
+                Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).fetch_all(&self.pool).await?)
+            }
+
+            async fn revoke_api_key(&self, id: &str, now_ms: i64) -> Result<bool> {
+                let n = sqlx::query(
+                    "UPDATE api_keys SET revoked_at_ms = $1 WHERE id = $2 AND revoked_at_ms IS NULL",
+                )
+                .bind(now_ms)
+                .bind(id)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+                Ok(n == 1)
+            }
+
+            async fn upsert_peer(&self, p: &PeerRecord) -> Result<()> {
+                sqlx::query(
+                    "INSERT INTO peers (tenant_id, peer_id, name, circle, backend, role, path, machine, \
+                     description, description_at_ms, created_at_ms, last_seen_ms) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+                     ON CONFLICT (tenant_id, peer_id) DO UPDATE SET name = excluded.name, \
+                     circle = excluded.circle, backend = excluded.backend, role = excluded.role, \
+                     path = excluded.path, machine = excluded.machine, last_seen_ms = excluded.last_seen_ms",
+                )
+                .bind(&p.tenant_id)
+                .bind(&p.peer_id)
+                .bind(&p.name)
+                .bind(&p.circle)
+                .bind(&p.backend)
+                .bind(&p.role)
+                .bind(&p.path)
+                .bind(&p.machine)
+                .bind(&p.description)
+                .bind(p.description_at_ms)
+                .bind(p.created_at_ms)
+                .bind(p.last_seen_ms)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
+            async fn get_peer(&self, tenant_id: &str, peer_id: &str) -> Result<Option<PeerRecord>> {
+                let sql = format!("SELECT {PEER_COLS} FROM peers WHERE tenant_id = $1 AND peer_id = $2");
+                Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(peer_id).fetch_optional(&self.pool).await?)
+            }
+
+            async fn peers_named(&self, tenant_id: &str, name: &str) -> Result<Vec<PeerRecord>> {
+                let sql = format!(
+                    "SELECT {PEER_COLS} FROM peers WHERE tenant_id = $1 AND name = $2 ORDER BY circle, peer_id"
+                );
+                Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(name).fetch_all(&self.pool).await?)
+            }
+
+            async fn list_peers(&self, tenant_id: &str) -> Result<Vec<PeerRecord>> {
+                let sql = format!(
+                    "SELECT {PEER_COLS} FROM peers WHERE tenant_id = $1 ORDER BY circle, name, peer_id"
+                );
+                Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).fetch_all(&self.pool).await?)
+            }
+
+            async fn set_description(
+                &self,
+                tenant_id: &str,
+                peer_id: &str,
+                description: Option<&str>,
+                now_ms: i64,
+            ) -> Result<()> {
+                sqlx::query(
+                    "UPDATE peers SET description = $1, description_at_ms = $2, last_seen_ms = $3 \
+                     WHERE tenant_id = $4 AND peer_id = $5",
+                )
+                .bind(description)
+                .bind(description.map(|_| now_ms))
+                .bind(now_ms)
+                .bind(tenant_id)
+                .bind(peer_id)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
+            async fn touch_peer(&self, tenant_id: &str, peer_id: &str, now_ms: i64) -> Result<()> {
+                sqlx::query("UPDATE peers SET last_seen_ms = $1 WHERE tenant_id = $2 AND peer_id = $3")
+                    .bind(now_ms)
+                    .bind(tenant_id)
+                    .bind(peer_id)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
+            }
+
+            async fn apply(&self, ops: &[WriteOp]) -> Result<Vec<WriteOutcome>> {
+                let mut tx = self.pool.begin().await?;
+                let mut outcomes = Vec::with_capacity(ops.len());
+                for op in ops {
+                    outcomes.push(match op {
+                        WriteOp::Accept(m) => WriteOutcome::Accept(Self::accept_one(&mut tx, m).await?),
+                        WriteOp::Close(c) => WriteOutcome::Close(Self::close_one(&mut tx, c).await?),
+                        WriteOp::Receipt(r) => WriteOutcome::Receipt(Self::receipt_one(&mut tx, r).await?),
+                        WriteOp::Expire { now_ms, limit } => {
+                            WriteOutcome::Expire(Self::expire_due(&mut tx, *now_ms, *limit).await?)
+                        }
+                    });
+                }
+                tx.commit().await?;
+                Ok(outcomes)
+            }
+
+            async fn inbox_after(
+                &self,
+                tenant_id: &str,
+                peer_id: &str,
+                after_seq: i64,
+                pending_only: bool,
+                limit: i64,
+            ) -> Result<Vec<InboxEntry>> {
+                let filter = if pending_only {
+                    "i.state = 'accepted'"
+                } else {
+                    "i.state NOT IN ('expired', 'failed')"
+                };
+                let sql = format!(
+                    "SELECT i.seq, i.state, {MSG_COLS} FROM inbox i JOIN messages m \
+                     ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id \
+                     WHERE i.tenant_id = $1 AND i.peer_id = $2 AND i.seq > $3 AND {filter} \
+                     ORDER BY i.seq LIMIT $4"
+                );
+                let rows: Vec<InboxRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                    .bind(tenant_id)
+                    .bind(peer_id)
+                    .bind(after_seq)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.into_iter()
+                    .map(|r| Ok(InboxEntry { seq: r.seq, state: state(&r.state)?, message: r.message }))
+                    .collect()
+            }
+
+            async fn message_status(
+                &self,
+                tenant_id: &str,
+                sender: &str,
+                key: &MessageKey,
+            ) -> Result<Option<MessageStatus>> {
+                let (column, value) = match key {
+                    MessageKey::Id(id) => ("m.message_id", id),
+                    MessageKey::Correlation(cid) => ("m.correlation_id", cid),
+                };
+                let sql = format!(
+                    "SELECT {MSG_COLS} FROM messages m WHERE m.tenant_id = $1 AND m.from_peer_id = $2 \
+                     AND {column} = $3 AND m.kind <> 'reply'"
+                );
+                let message: Option<StoredMessage> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                    .bind(tenant_id)
+                    .bind(sender)
+                    .bind(value)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                let Some(message) = message else { return Ok(None) };
+                let rows: Vec<(String, String, Option<String>)> = sqlx::query_as(
+                    "SELECT peer_id, state, reason FROM inbox WHERE tenant_id = $1 AND message_id = $2 \
+                     ORDER BY peer_id",
+                )
+                .bind(tenant_id)
+                .bind(&message.message_id)
+                .fetch_all(&self.pool)
+                .await?;
+                let recipients = rows
+                    .into_iter()
+                    .map(|(p, s, r)| Ok((p, state(&s)?, r)))
+                    .collect::<Result<_>>()?;
+                Ok(Some(MessageStatus { message, recipients }))
+            }
+        }
+    };
+}
+
+pub(crate) use impl_store;
