@@ -1,0 +1,178 @@
+//! Test harness: an in-process relay on a loopback port over a real store (SQLite file or a
+//! fresh Postgres database from `#[sqlx::test]`), and a real WebSocket client.
+//!
+//! Waits are bounded by [`WAIT`] so a missing frame fails the test instead of hanging it; no
+//! test sleeps to make a race pass.
+
+#![allow(dead_code, unreachable_pub)] // each test binary uses a different subset
+
+pub mod client;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use repowire_relay::apikey::KeyMode;
+use repowire_relay::store::Store;
+use repowire_relay::store::postgres::PgStore;
+use repowire_relay::store::sqlite::SqliteStore;
+use repowire_relay::token::Tokens;
+use repowire_relay::{AppState, RelayConfig, admin};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use client::TestClient;
+
+/// Upper bound for any single wait in a test.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// A database the relay can be (re)started on.
+pub enum Db {
+    /// A SQLite file in a temp dir.
+    Sqlite(tempfile::TempDir),
+    /// A fresh Postgres database.
+    Postgres(sqlx::PgPool),
+}
+
+impl Db {
+    pub fn sqlite() -> Self {
+        Db::Sqlite(tempfile::tempdir().expect("temp dir"))
+    }
+
+    pub fn path(&self) -> Option<PathBuf> {
+        match self {
+            Db::Sqlite(dir) => Some(dir.path().join("relay.db")),
+            Db::Postgres(_) => None,
+        }
+    }
+
+    /// A store over this database (a new one each call, as a restarted process would open).
+    pub async fn store(&self) -> Arc<dyn Store> {
+        match self {
+            Db::Sqlite(dir) => Arc::new(
+                SqliteStore::open(&dir.path().join("relay.db"))
+                    .await
+                    .expect("open sqlite"),
+            ),
+            Db::Postgres(pool) => {
+                Arc::new(PgStore::new(pool.clone()).await.expect("migrate postgres"))
+            }
+        }
+    }
+}
+
+/// A running relay.
+pub struct TestRelay {
+    pub http: String,
+    pub ws: String,
+    pub state: AppState,
+    shutdown: CancellationToken,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl TestRelay {
+    pub async fn start(db: &Db) -> Self {
+        Self::start_with(db, RelayConfig::for_tests()).await
+    }
+
+    pub async fn start_with(db: &Db, config: RelayConfig) -> Self {
+        let store = db.store().await;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let tokens = Tokens::new(
+            config.jwt_secret.as_deref().unwrap_or_default().as_bytes(),
+            config.token_ttl(),
+        );
+        let shutdown = CancellationToken::new();
+        let (state, writer) = AppState::new(config, store, tokens, shutdown.clone());
+        let task = tokio::spawn(repowire_relay::run(listener, state.clone(), writer));
+        Self {
+            http: format!("http://{addr}"),
+            ws: format!("ws://{addr}/v1/ws"),
+            state,
+            shutdown,
+            task,
+        }
+    }
+
+    /// Cancels and waits for the drain to finish.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(WAIT, self.task)
+            .await
+            .expect("drained in time")
+            .expect("join")
+            .expect("serve");
+    }
+
+    /// Shutdown without waiting (to observe the drain from a client).
+    pub fn begin_shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// A new tenant and a live key for it.
+    pub async fn tenant(&self, name: &str) -> (String, String) {
+        let t = admin::create_tenant(self.state.store.as_ref(), name)
+            .await
+            .expect("tenant");
+        let k = admin::create_key(
+            self.state.store.as_ref(),
+            &t.id,
+            KeyMode::Live,
+            "test",
+            None,
+        )
+        .await
+        .expect("key");
+        (t.id, k.text)
+    }
+
+    /// A connected client for a key.
+    pub async fn client(&self, api_key: &str) -> TestClient {
+        TestClient::connect(&self.http, &self.ws, api_key).await
+    }
+
+    pub async fn metrics(&self) -> String {
+        reqwest::get(format!("{}/metrics", self.http))
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("body")
+    }
+}
+
+/// Reads a counter sample from Prometheus text (0 when absent).
+pub fn counter(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Runs one scenario against SQLite and against Postgres.
+#[macro_export]
+macro_rules! both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name($crate::common::Db::sqlite()).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[sqlx::test(migrations = false)]
+                async fn $name(pool: sqlx::PgPool) {
+                    super::$name($crate::common::Db::Postgres(pool)).await;
+                }
+            )*
+        }
+    };
+}
