@@ -98,8 +98,9 @@ macro_rules! impl_store {
             }
 
             async fn peer_exists(conn: &mut Conn, tenant_id: &str, peer_id: &str) -> Result<bool> {
-                let found: Option<i64> =
-                    sqlx::query_scalar("SELECT 1 FROM peers WHERE tenant_id = $1 AND peer_id = $2")
+                // Selects a TEXT column: a literal `1` is INT4 in Postgres but INTEGER in SQLite.
+                let found: Option<String> =
+                    sqlx::query_scalar("SELECT peer_id FROM peers WHERE tenant_id = $1 AND peer_id = $2")
                         .bind(tenant_id)
                         .bind(peer_id)
                         .fetch_optional(&mut *conn)

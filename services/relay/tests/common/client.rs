@@ -228,6 +228,15 @@ impl TestClient {
         .await
     }
 
+    /// The next error frame.
+    pub async fn error(&mut self) -> ErrorFrame {
+        self.expect(|f| match &f.body {
+            Body::Error(e) => Some(e.clone()),
+            _ => None,
+        })
+        .await
+    }
+
     /// Reports a receipt (no answer on success).
     pub async fn receipt(&mut self, peer: &PeerId, message: MessageId, state: ReceiptState) {
         self.send(Body::Receipt(Receipt {

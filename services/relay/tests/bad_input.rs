@@ -1,0 +1,424 @@
+//! Bad input gets a clear error (frame or HTTP status), is counted in /metrics, and changes no
+//! stored state.
+
+mod common;
+
+use common::{Db, TestRelay, client, counter};
+use repowire_protocol::*;
+
+both_backends!(
+    malformed_and_oversized_frames_get_error_frames_and_change_nothing,
+    the_first_frame_must_be_a_hello_in_a_supported_version,
+    bad_tokens_and_keys_are_refused_over_http,
+    revoking_a_key_closes_its_live_connections,
+    the_admin_api_needs_its_own_credential,
+);
+
+fn errors(metrics: &str, code: &str) -> f64 {
+    counter(
+        metrics,
+        &format!("repowire_errors_total{{code=\"{code}\"}}"),
+    )
+}
+
+async fn malformed_and_oversized_frames_get_error_frames_and_change_nothing(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let (_, key) = relay.tenant("acme").await;
+    let (mut a, mut b) = (relay.client(&key).await, relay.client(&key).await);
+    let alice = a.peer("alice", "dev").await;
+    let bob = b.peer("bob", "dev").await;
+
+    a.send_raw("this is not json".into()).await;
+    assert_eq!(a.error().await.code, ErrorCode::MalformedFrame);
+
+    let id = MessageId::new();
+    a.send_raw(format!(r#"{{"v":1,"type":"teleport","id":"{id}"}}"#))
+        .await;
+    let e = a.error().await;
+    assert_eq!((e.code, e.re), (ErrorCode::UnknownType, Some(id)));
+
+    let id = MessageId::new();
+    a.send_raw(format!(
+        r#"{{"v":9,"type":"notify","id":"{id}","from":"{}","to":"bob","text":"x"}}"#,
+        alice.peer_id
+    ))
+    .await;
+    assert_eq!(a.error().await.code, ErrorCode::UnsupportedVersion);
+
+    let huge = Frame::new(Body::Notify(Notify {
+        from: alice.peer_id.clone(),
+        to: "bob".into(),
+        circle: None,
+        text: "x".repeat(70_000),
+    }));
+    a.send_frame(&huge).await;
+    let e = a.error().await;
+    assert_eq!(e.code, ErrorCode::FrameTooLarge);
+
+    let long = Frame::new(Body::Notify(Notify {
+        from: alice.peer_id.clone(),
+        to: "bob".into(),
+        circle: None,
+        text: "y".repeat(40_000),
+    }));
+    a.send_frame(&long).await;
+    let e = a.error().await;
+    assert_eq!((e.code, e.re), (ErrorCode::TextTooLarge, Some(long.id)));
+
+    let hostile = Frame::new(Body::Notify(Notify {
+        from: alice.peer_id.clone(),
+        to: "bob\u{1b}[2J".into(),
+        circle: None,
+        text: "x".into(),
+    }));
+    a.send_frame(&hostile).await;
+    assert_eq!(a.error().await.code, ErrorCode::InvalidFrame);
+
+    let spoof = Frame::new(Body::Notify(Notify {
+        from: bob.peer_id.clone(),
+        to: "alice".into(),
+        circle: None,
+        text: "as bob".into(),
+    }));
+    a.send_frame(&spoof).await;
+    assert_eq!(
+        a.answer(spoof.id).await.expect_err("spoof").code,
+        ErrorCode::NotRegistered
+    );
+
+    let from_relay = Frame::new(Body::Ok(Reply {
+        re: MessageId::new(),
+    }));
+    a.send_frame(&from_relay).await;
+    assert_eq!(
+        a.answer(from_relay.id)
+            .await
+            .expect_err("wrong direction")
+            .code,
+        ErrorCode::UnexpectedFrame
+    );
+
+    // The connection survived all of it and nothing was stored: bob's inbox is empty, and
+    // none of the refused ids is known.
+    let id = b
+        .send(Body::Replay(Replay {
+            peer_id: bob.peer_id.clone(),
+            after_seq: 0,
+        }))
+        .await;
+    let Ok(Body::ReplayDone(done)) = b.answer(id).await else {
+        panic!("replay")
+    };
+    assert_eq!(done.count, 0, "a refused frame left a message behind");
+    for refused in [huge.id, long.id, hostile.id, spoof.id] {
+        let q = a
+            .send(Body::StatusQuery(StatusQuery {
+                peer_id: alice.peer_id.clone(),
+                message_id: Some(refused),
+                correlation_id: None,
+            }))
+            .await;
+        assert_eq!(
+            a.answer(q).await.expect_err("nothing stored").code,
+            ErrorCode::UnknownMessage
+        );
+    }
+
+    // Beyond the transport limit the connection is closed with 1009, explicitly.
+    a.send_raw(format!(r#"{{"pad":"{}"}}"#, "z".repeat(1_100_000)))
+        .await;
+    let close = a.closed().await.expect("a close frame");
+    assert_eq!(u16::from(close.code), CloseCode::TOO_BIG);
+
+    let m = relay.metrics().await;
+    for code in [
+        "malformed_frame",
+        "unknown_type",
+        "unsupported_version",
+        "frame_too_large",
+        "text_too_large",
+        "invalid_frame",
+        "not_registered",
+        "unexpected_frame",
+    ] {
+        assert!(errors(&m, code) >= 1.0, "{code} not counted in:\n{m}");
+    }
+    relay.stop().await;
+}
+
+async fn the_first_frame_must_be_a_hello_in_a_supported_version(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let (_, key) = relay.tenant("acme").await;
+    let token = client::token(&relay.http, &key).await.expect("token").token;
+
+    let mut c = common::TestClient::from_ws(
+        client::open(&relay.ws, Some(&token))
+            .await
+            .expect("upgrade"),
+    );
+    c.send(Body::Register(Register {
+        backend: "claude-code".into(),
+        ..Default::default()
+    }))
+    .await;
+    let close = c.closed().await.expect("close");
+    assert_eq!(u16::from(close.code), CloseCode::HELLO_REQUIRED);
+
+    let mut c = common::TestClient::from_ws(
+        client::open(&relay.ws, Some(&token))
+            .await
+            .expect("upgrade"),
+    );
+    let id = MessageId::new();
+    c.send_raw(format!(
+        r#"{{"v":2,"type":"hello","id":"{id}","client":"future"}}"#
+    ))
+    .await;
+    let close = c.closed().await.expect("close");
+    assert_eq!(u16::from(close.code), CloseCode::UNSUPPORTED_VERSION);
+    let e = c
+        .expect(|f| match &f.body {
+            Body::Error(e) => Some(e.clone()),
+            _ => None,
+        })
+        .await;
+    assert_eq!((e.code, e.re), (ErrorCode::UnsupportedVersion, Some(id)));
+    assert!(
+        relay
+            .state
+            .store
+            .list_peers(&c.tenant_id)
+            .await
+            .expect("db")
+            .is_empty()
+    );
+    relay.stop().await;
+}
+
+async fn bad_tokens_and_keys_are_refused_over_http(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let (tenant, key) = relay.tenant("acme").await;
+    let code_of = |body: &serde_json::Value| {
+        body["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+
+    let (status, body) = client::token(&relay.http, "rw_live_not-a-key")
+        .await
+        .expect_err("malformed");
+    assert_eq!((status, code_of(&body).as_str()), (401, "unauthorized"));
+    let mut typo = key.clone().into_bytes();
+    typo[12] = if typo[12] == b'A' { b'B' } else { b'A' };
+    let (status, body) = client::token(&relay.http, &String::from_utf8(typo).expect("ascii"))
+        .await
+        .expect_err("typo");
+    assert_eq!(status, 401);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("checksum")
+    );
+    let unknown =
+        repowire_relay::apikey::mint(&tenant, repowire_relay::apikey::KeyMode::Live, "", 0, None)
+            .text;
+    assert_eq!(
+        client::token(&relay.http, &unknown)
+            .await
+            .expect_err("unknown")
+            .0,
+        401
+    );
+
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/token", relay.http))
+        .body("{")
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(resp.status().as_u16(), 400);
+
+    assert_eq!(
+        client::open(&relay.ws, None).await.err(),
+        Some(401),
+        "missing token"
+    );
+    assert_eq!(
+        client::open(&relay.ws, Some("not.a.jwt")).await.err(),
+        Some(401),
+        "garbage token"
+    );
+    let forged = repowire_relay::token::Tokens::new(
+        b"some-other-secret-some-other-secret",
+        std::time::Duration::from_secs(60),
+    );
+    let key_id = relay
+        .state
+        .store
+        .find_api_key_by_hash(&repowire_relay::apikey::hash(&key))
+        .await
+        .expect("db")
+        .expect("key")
+        .id;
+    let (forged, _) = forged.issue(&key_id, &tenant, repowire_relay::ids::now_ms());
+    assert_eq!(
+        client::open(&relay.ws, Some(&forged)).await.err(),
+        Some(401),
+        "forged token"
+    );
+    let (expired, _) =
+        relay
+            .state
+            .tokens
+            .issue(&key_id, &tenant, repowire_relay::ids::now_ms() - 3_600_000);
+    assert_eq!(
+        client::open(&relay.ws, Some(&expired)).await.err(),
+        Some(401),
+        "expired token"
+    );
+
+    let m = relay.metrics().await;
+    assert!(errors(&m, "unauthorized") >= 6.0, "{m}");
+    assert!(errors(&m, "token_expired") >= 1.0, "{m}");
+    assert!(
+        relay
+            .state
+            .store
+            .list_peers(&tenant)
+            .await
+            .expect("db")
+            .is_empty()
+    );
+    relay.stop().await;
+}
+
+async fn revoking_a_key_closes_its_live_connections(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let (tenant, key) = relay.tenant("acme").await;
+    let other = repowire_relay::admin::create_key(
+        relay.state.store.as_ref(),
+        &tenant,
+        repowire_relay::apikey::KeyMode::Test,
+        "",
+        None,
+    )
+    .await
+    .expect("key");
+    let token = client::token(&relay.http, &key).await.expect("token").token;
+    let mut live = relay.client(&key).await;
+    let mut unaffected = relay.client(&other.text).await;
+    let alive = unaffected.peer("stays", "dev").await;
+
+    let key_id = relay
+        .state
+        .store
+        .find_api_key_by_hash(&repowire_relay::apikey::hash(&key))
+        .await
+        .expect("db")
+        .expect("key")
+        .id;
+    let resp = reqwest::Client::new()
+        .delete(format!("{}/admin/v1/keys/{key_id}", relay.http))
+        .bearer_auth("test-admin-token")
+        .send()
+        .await
+        .expect("revoke");
+    assert_eq!(resp.status().as_u16(), 204);
+
+    let close = live.closed().await.expect("close");
+    assert_eq!(u16::from(close.code), CloseCode::KEY_REVOKED);
+    assert_eq!(
+        client::open(&relay.ws, Some(&token)).await.err(),
+        Some(401),
+        "its unexpired token is dead too"
+    );
+    let (status, body) = client::token(&relay.http, &key).await.expect_err("revoked");
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (401, Some("key_revoked"))
+    );
+    // The tenant's other key keeps working.
+    assert_eq!(unaffected.list(&alive.peer_id, false).await.len(), 1);
+    relay.stop().await;
+}
+
+async fn the_admin_api_needs_its_own_credential(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let (_, key) = relay.tenant("acme").await;
+    let token = client::token(&relay.http, &key).await.expect("token").token;
+    let http = reqwest::Client::new();
+    let url = format!("{}/admin/v1/tenants", relay.http);
+    for credential in [key.as_str(), token.as_str(), "wrong"] {
+        let resp = http
+            .get(&url)
+            .bearer_auth(credential)
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(
+            resp.status().as_u16(),
+            403,
+            "tenant credentials must not reach the admin API"
+        );
+    }
+    let resp = http
+        .post(&url)
+        .bearer_auth("test-admin-token")
+        .json(&serde_json::json!({"name": "beta"}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(resp.status().as_u16(), 201);
+    let dup = http
+        .post(&url)
+        .bearer_auth("test-admin-token")
+        .json(&serde_json::json!({"name": "beta"}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(dup.status().as_u16(), 409);
+    let bad = http
+        .post(&url)
+        .bearer_auth("test-admin-token")
+        .json(&serde_json::json!({"name": "has space"}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(bad.status().as_u16(), 400);
+    let minted: serde_json::Value = http
+        .post(format!("{url}/beta/keys"))
+        .bearer_auth("test-admin-token")
+        .json(&serde_json::json!({"label": "ci", "test": true}))
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json");
+    let text = minted["api_key"].as_str().expect("key shown once");
+    assert!(text.starts_with("rw_test_"));
+    assert!(
+        minted["key"].get("hash").is_none(),
+        "the hash is never returned"
+    );
+    assert!(client::token(&relay.http, text).await.is_ok());
+    let listed: serde_json::Value = http
+        .get(format!("{url}/beta/keys"))
+        .bearer_auth("test-admin-token")
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json");
+    assert!(
+        !listed.to_string().contains(text),
+        "listing never shows key text"
+    );
+    let m = relay.metrics().await;
+    assert!(errors(&m, "forbidden") >= 3.0, "{m}");
+    relay.stop().await;
+}

@@ -1,0 +1,269 @@
+//! Limits, expiry, presence fields, reclaim rules and graceful shutdown.
+
+mod common;
+
+use common::{Db, TestRelay, client};
+use repowire_protocol::*;
+use repowire_relay::RelayConfig;
+
+both_backends!(
+    a_full_inbox_refuses_new_messages_until_it_drains,
+    undelivered_messages_expire_visibly_to_the_sender,
+    presence_shows_turn_state_and_descriptions_expire_on_read,
+    reclaim_requires_a_matching_identity,
+    a_reclaim_from_another_connection_takes_the_peer_over,
+    shutdown_closes_connections_with_going_away,
+);
+
+async fn offline(relay: &TestRelay, key: &str, name: &str) -> PeerInfo {
+    let mut c = relay.client(key).await;
+    let p = c.peer(name, "dev").await;
+    let id = c
+        .send(Body::Unregister(PeerRef {
+            peer_id: p.peer_id.clone(),
+        }))
+        .await;
+    c.answer(id).await.expect("unregistered");
+    p
+}
+
+fn reclaim(p: &PeerInfo) -> Register {
+    Register {
+        backend: "claude-code".into(),
+        path: Some(format!("/work/{}", p.name)),
+        reclaim: Some(p.peer_id.clone()),
+        ..Default::default()
+    }
+}
+
+async fn a_full_inbox_refuses_new_messages_until_it_drains(db: Db) {
+    let relay = TestRelay::start_with(
+        &db,
+        RelayConfig {
+            inbox_cap: 2,
+            ..RelayConfig::for_tests()
+        },
+    )
+    .await;
+    let (_, key) = relay.tenant("acme").await;
+    let mut a = relay.client(&key).await;
+    let alice = a.peer("alice", "dev").await;
+    let bob = offline(&relay, &key, "bob").await;
+    a.notify(&alice, "bob", "1").await.expect("fits");
+    a.ask(&alice, "bob", "2").await.expect("fits");
+    let full = a
+        .notify(&alice, "bob", "3")
+        .await
+        .expect_err("over the cap");
+    assert_eq!(full.code, ErrorCode::InboxFull);
+    assert!(
+        full.message.contains("nothing was accepted"),
+        "{}",
+        full.message
+    );
+
+    let mut b = relay.client(&key).await;
+    b.register(reclaim(&bob)).await;
+    for text in ["1", "2"] {
+        let d = b.delivered_to(&bob.peer_id).await;
+        assert_eq!(d.message.text, text, "the refused message did not sneak in");
+        b.receipt(&bob.peer_id, d.message.message_id, ReceiptState::Delivered)
+            .await;
+        a.expect(|f| {
+            matches!(&f.body, Body::Delivery(x) if x.message_id == d.message.message_id)
+                .then_some(())
+        })
+        .await;
+    }
+    a.notify(&alice, "bob", "3 again")
+        .await
+        .expect("room again once delivered");
+    assert_eq!(b.delivered_to(&bob.peer_id).await.message.text, "3 again");
+    relay.stop().await;
+}
+
+async fn undelivered_messages_expire_visibly_to_the_sender(db: Db) {
+    let relay = TestRelay::start_with(
+        &db,
+        RelayConfig {
+            message_ttl_secs: 0,
+            ..RelayConfig::for_tests()
+        },
+    )
+    .await;
+    let (_, key) = relay.tenant("acme").await;
+    let mut a = relay.client(&key).await;
+    let alice = a.peer("alice", "dev").await;
+    let bob = offline(&relay, &key, "bob").await;
+    let sent = a.notify(&alice, "bob", "too late").await.expect("accepted");
+
+    assert_eq!(repowire_relay::sweeper::sweep(&relay.state).await, 1);
+    let expired = a.state_of(sent.message_id).await;
+    assert_eq!(expired.state, DeliveryState::Expired);
+    assert!(expired.reason.is_some());
+    let id = a
+        .send(Body::StatusQuery(StatusQuery {
+            peer_id: alice.peer_id.clone(),
+            message_id: Some(sent.message_id),
+            correlation_id: None,
+        }))
+        .await;
+    let Ok(Body::Status(status)) = a.answer(id).await else {
+        panic!("status")
+    };
+    assert_eq!(status.recipients[0].state, DeliveryState::Expired);
+
+    let mut b = relay.client(&key).await;
+    b.register(reclaim(&bob)).await;
+    let id = b
+        .send(Body::Replay(Replay {
+            peer_id: bob.peer_id.clone(),
+            after_seq: 0,
+        }))
+        .await;
+    let Ok(Body::ReplayDone(done)) = b.answer(id).await else {
+        panic!("replay")
+    };
+    assert_eq!(done.count, 0, "an expired message is never delivered late");
+    assert_eq!(
+        repowire_relay::sweeper::sweep(&relay.state).await,
+        0,
+        "expiry happens once"
+    );
+    relay.stop().await;
+}
+
+async fn presence_shows_turn_state_and_descriptions_expire_on_read(db: Db) {
+    for (ttl, kept) in [(900, true), (0, false)] {
+        let relay = TestRelay::start_with(
+            &db,
+            RelayConfig {
+                description_ttl_secs: ttl,
+                ..RelayConfig::for_tests()
+            },
+        )
+        .await;
+        let (_, key) = relay.tenant(&format!("acme-{ttl}")).await;
+        let (mut a, mut b) = (relay.client(&key).await, relay.client(&key).await);
+        let alice = a.peer("alice", "dev").await;
+        let bob = b.peer("bob", "dev").await;
+        let id = b
+            .send(Body::UpdatePeer(UpdatePeer {
+                peer_id: bob.peer_id.clone(),
+                turn_state: Some(TurnState::Working),
+                description: Some("fixing CI".into()),
+            }))
+            .await;
+        b.answer(id).await.expect("updated");
+        let seen = a
+            .expect(|f| match &f.body {
+                Body::Presence(p)
+                    if p.event == PresenceEvent::Updated && p.peer.peer_id == bob.peer_id =>
+                {
+                    Some(p.peer.clone())
+                }
+                _ => None,
+            })
+            .await;
+        assert_eq!(seen.status, PeerStatus::Busy);
+        let listed = a.list(&alice.peer_id, false).await;
+        let bob_now = listed
+            .iter()
+            .find(|p| p.peer_id == bob.peer_id)
+            .expect("bob listed");
+        assert_eq!(bob_now.turn_state, TurnState::Working);
+        assert_eq!(bob_now.description.is_some(), kept, "ttl {ttl}");
+        relay.stop().await;
+    }
+}
+
+async fn reclaim_requires_a_matching_identity(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let (_, key) = relay.tenant("acme").await;
+    let bob = offline(&relay, &key, "bob").await;
+    let mut c = relay.client(&key).await;
+    let wrong_backend = c
+        .register(Register {
+            backend: "codex".into(),
+            ..reclaim(&bob)
+        })
+        .await;
+    assert!(!wrong_backend.reclaimed);
+    assert_ne!(wrong_backend.peer.peer_id, bob.peer_id);
+    let wrong_path = c
+        .register(Register {
+            path: Some("/elsewhere".into()),
+            ..reclaim(&bob)
+        })
+        .await;
+    assert!(!wrong_path.reclaimed);
+    let right = c.register(reclaim(&bob)).await;
+    assert!(right.reclaimed);
+    assert_eq!(
+        (right.peer.peer_id.clone(), right.peer.name.as_str()),
+        (bob.peer_id.clone(), "bob")
+    );
+    relay.stop().await;
+}
+
+async fn a_reclaim_from_another_connection_takes_the_peer_over(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let (_, key) = relay.tenant("acme").await;
+    let (mut old, mut new, mut a) = (
+        relay.client(&key).await,
+        relay.client(&key).await,
+        relay.client(&key).await,
+    );
+    let alice = a.peer("alice", "dev").await;
+    let bob = old.peer("bob", "dev").await;
+    assert!(new.register(reclaim(&bob)).await.reclaimed);
+    let sent = a
+        .notify(&alice, "bob", "to the new binding")
+        .await
+        .expect("accepted");
+    assert_eq!(
+        new.delivered_to(&bob.peer_id).await.message.message_id,
+        sent.message_id
+    );
+    let stale = old
+        .notify(&bob, "alice", "from the stale socket")
+        .await
+        .expect_err("lost the peer");
+    assert_eq!(stale.code, ErrorCode::NotRegistered);
+    relay.stop().await;
+}
+
+async fn shutdown_closes_connections_with_going_away(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let (_, key) = relay.tenant("acme").await;
+    let ready = reqwest::get(format!("{}/readyz", relay.http))
+        .await
+        .expect("readyz");
+    assert_eq!(ready.status().as_u16(), 200);
+    assert_eq!(
+        reqwest::get(format!("{}/healthz", relay.http))
+            .await
+            .expect("healthz")
+            .status()
+            .as_u16(),
+        200
+    );
+    let mut c = relay.client(&key).await;
+    c.peer("alice", "dev").await;
+    let token = client::token(&relay.http, &key).await.expect("token").token;
+    relay.begin_shutdown();
+    assert!(
+        relay.state.draining(),
+        "readiness turns false as soon as the drain starts"
+    );
+    let close = c.closed().await.expect("close frame");
+    assert_eq!(u16::from(close.code), CloseCode::GOING_AWAY);
+    let ws = relay.ws.clone();
+    relay.stop().await;
+    // Nothing listens any more.
+    assert!(
+        tokio_tungstenite::connect_async(format!("{ws}?access_token={token}"))
+            .await
+            .is_err()
+    );
+}
