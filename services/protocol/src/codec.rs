@@ -54,6 +54,10 @@ pub fn decode(text: &str) -> Result<Frame, DecodeError> {
             ),
         ));
     }
+    // serde would read a JSON array positionally into `Header`: only objects are frames.
+    if !text.trim_start().starts_with('{') {
+        return Err(DecodeError::new(ErrorCode::MalformedFrame, "a frame is a JSON object"));
+    }
     let header: Header = serde_json::from_str(text).map_err(|e| {
         DecodeError::new(ErrorCode::MalformedFrame, format!("not a JSON object: {e}"))
     })?;
@@ -167,6 +171,7 @@ mod tests {
     fn non_objects_are_malformed() {
         assert_eq!(code_of("not json"), ErrorCode::MalformedFrame);
         assert_eq!(code_of("[1,2]"), ErrorCode::MalformedFrame);
+        assert_eq!(code_of("[1,\"hello\",\"x\"]"), ErrorCode::MalformedFrame);
         assert_eq!(code_of("{\"v\":1"), ErrorCode::MalformedFrame);
     }
 
