@@ -56,7 +56,10 @@ pub fn decode(text: &str) -> Result<Frame, DecodeError> {
     }
     // serde would read a JSON array positionally into `Header`: only objects are frames.
     if !text.trim_start().starts_with('{') {
-        return Err(DecodeError::new(ErrorCode::MalformedFrame, "a frame is a JSON object"));
+        return Err(DecodeError::new(
+            ErrorCode::MalformedFrame,
+            "a frame is a JSON object",
+        ));
     }
     let header: Header = serde_json::from_str(text).map_err(|e| {
         DecodeError::new(ErrorCode::MalformedFrame, format!("not a JSON object: {e}"))

@@ -7,13 +7,25 @@ use std::path::Path;
 use repowire_protocol::{FRAME_TYPES, decode, encode, limits::MAX_FRAME_BYTES};
 
 fn fixtures(dir: &str) -> Vec<(String, String)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(dir);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(dir);
     let mut out: Vec<_> = std::fs::read_dir(&dir)
         .expect("fixture dir")
         .map(|e| {
             let path = e.expect("entry").path();
-            let name = path.file_stem().expect("stem").to_string_lossy().into_owned();
-            (name, std::fs::read_to_string(&path).expect("read").trim_end().to_owned())
+            let name = path
+                .file_stem()
+                .expect("stem")
+                .to_string_lossy()
+                .into_owned();
+            (
+                name,
+                std::fs::read_to_string(&path)
+                    .expect("read")
+                    .trim_end()
+                    .to_owned(),
+            )
         })
         .collect();
     out.sort();
@@ -31,10 +43,17 @@ fn every_valid_fixture_round_trips_to_the_same_json() {
     }
     let covered: std::collections::HashSet<String> = valid
         .iter()
-        .filter_map(|(_, t)| serde_json::from_str::<serde_json::Value>(t).ok()?["type"].as_str().map(str::to_owned))
+        .filter_map(|(_, t)| {
+            serde_json::from_str::<serde_json::Value>(t).ok()?["type"]
+                .as_str()
+                .map(str::to_owned)
+        })
         .collect();
     for t in FRAME_TYPES {
-        assert!(covered.contains(*t), "no valid fixture for frame type `{t}`");
+        assert!(
+            covered.contains(*t),
+            "no valid fixture for frame type `{t}`"
+        );
     }
 }
 
@@ -51,11 +70,15 @@ fn every_invalid_fixture_is_refused_with_its_code() {
 
 #[test]
 fn frames_at_the_limit_decode_and_one_byte_over_is_refused() {
-    let head = r#"{"v":1,"type":"hello","id":"0193a4c2-7b10-7c3e-9a51-0f6e2d1b8a01","client":"x","pad":""#;
+    let head =
+        r#"{"v":1,"type":"hello","id":"0193a4c2-7b10-7c3e-9a51-0f6e2d1b8a01","client":"x","pad":""#;
     let fill = MAX_FRAME_BYTES - head.len() - 2;
     let at_limit = format!("{head}{}\"}}", "p".repeat(fill));
     assert_eq!(at_limit.len(), MAX_FRAME_BYTES);
     decode(&at_limit).expect("a frame of exactly the limit is accepted");
     let over = format!("{head}{}\"}}", "p".repeat(fill + 1));
-    assert_eq!(decode(&over).expect_err("over").code.as_str(), "frame_too_large");
+    assert_eq!(
+        decode(&over).expect_err("over").code.as_str(),
+        "frame_too_large"
+    );
 }

@@ -42,12 +42,11 @@ pub trait AfterCommit: Send + Sync + 'static {
     fn failed(&self, op: &WriteOp, error: &StoreError, origin: Option<&Origin>);
 }
 
+type Done = oneshot::Sender<Result<WriteOutcome, String>>;
+
 enum Job {
-    Write {
-        op: WriteOp,
-        origin: Option<Origin>,
-        done: Option<oneshot::Sender<Result<WriteOutcome, String>>>,
-    },
+    /// Boxed: a write carries a whole message, a flush only a sender.
+    Write(Box<(WriteOp, Option<Origin>, Option<Done>)>),
     Flush(oneshot::Sender<()>),
 }
 
@@ -87,11 +86,7 @@ impl Writer {
     /// Queues a write; its outcome goes to the dispatcher (answering `origin`).
     pub fn submit(&self, op: WriteOp, origin: Option<Origin>) -> Result<(), WriterClosed> {
         self.tx
-            .send(Job::Write {
-                op,
-                origin,
-                done: None,
-            })
+            .send(Job::Write(Box::new((op, origin, None))))
             .map_err(|_| WriterClosed)
     }
 
@@ -99,11 +94,7 @@ impl Writer {
     pub async fn write(&self, op: WriteOp) -> Result<Result<WriteOutcome, String>, WriterClosed> {
         let (done, rx) = oneshot::channel();
         self.tx
-            .send(Job::Write {
-                op,
-                origin: None,
-                done: Some(done),
-            })
+            .send(Job::Write(Box::new((op, None, Some(done)))))
             .map_err(|_| WriterClosed)?;
         rx.await.map_err(|_| WriterClosed)
     }
@@ -129,7 +120,7 @@ async fn run(
         let mut next = Some(first);
         while let Some(job) = next.take() {
             match job {
-                Job::Write { op, origin, done } => batch.push((op, origin, done)),
+                Job::Write(job) => batch.push(*job),
                 Job::Flush(done) => {
                     flushes.push(done);
                     break;

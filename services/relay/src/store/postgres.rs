@@ -28,4 +28,4 @@ impl PgStore {
     }
 }
 
-super::sql::impl_store!(PgStore, sqlx::Postgres, "postgres");
+super::sql::impl_store!(PgStore, sqlx::Postgres, "postgres", "BEGIN");

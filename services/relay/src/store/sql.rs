@@ -7,6 +7,10 @@
 //! conditions (Postgres aborts a transaction on any error): duplicates and caps are detected
 //! with reads, `ON CONFLICT DO NOTHING` and guarded updates instead.
 //!
+//! Write batches open with a backend-specific statement: SQLite needs `BEGIN IMMEDIATE`, or a
+//! batch that reads before it writes fails with `SQLITE_BUSY_SNAPSHOT` whenever another
+//! connection committed in between (no busy timeout can resolve that).
+//!
 //! Write order inside one op matters: the first write of an op is the guarded slot allocation,
 //! so an op that is refused (full inbox) has written nothing.
 
@@ -38,7 +42,7 @@ pub(crate) fn receipt_allowed(
 }
 
 macro_rules! impl_store {
-    ($store:ident, $db:ty, $backend:literal) => {
+    ($store:ident, $db:ty, $backend:literal, $begin_write:literal) => {
         use $crate::store::sql::{KEY_COLS, MSG_COLS, PEER_COLS, TENANT_COLS, receipt_allowed, state};
         use $crate::store::*;
         use repowire_protocol::{CorrelationId, DeliveryState, MessageKind};
@@ -639,7 +643,7 @@ macro_rules! impl_store {
             }
 
             async fn apply(&self, ops: &[WriteOp]) -> Result<Vec<WriteOutcome>> {
-                let mut tx = self.pool.begin().await?;
+                let mut tx = self.pool.begin_with($begin_write).await?;
                 let mut outcomes = Vec::with_capacity(ops.len());
                 for op in ops {
                     outcomes.push(match op {

@@ -4,13 +4,10 @@
 //! Waits are bounded by [`WAIT`] so a missing frame fails the test instead of hanging it; no
 //! test sleeps to make a race pass.
 
-#![allow(dead_code, unreachable_pub)] // each test binary uses a different subset
-
-pub mod client;
+#![allow(dead_code, unreachable_pub, unused_imports)] // each test binary uses a different subset
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use repowire_relay::apikey::KeyMode;
 use repowire_relay::store::Store;
@@ -21,10 +18,8 @@ use repowire_relay::{AppState, RelayConfig, admin};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use client::TestClient;
-
-/// Upper bound for any single wait in a test.
-pub const WAIT: Duration = Duration::from_secs(10);
+pub use repowire_e2e::WAIT;
+pub use repowire_e2e::client::{self, TestClient};
 
 /// A database the relay can be (re)started on.
 pub enum Db {

@@ -1,4 +1,5 @@
-//! A protocol client for tests: real HTTP token exchange, real WebSocket.
+//! A protocol client for tests and benchmarks: real HTTP token exchange, real WebSocket.
+//! It panics on anything unexpected, which is what a test wants.
 
 use std::collections::VecDeque;
 
@@ -11,7 +12,7 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{self, Message as WsMessage};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use super::WAIT;
+use crate::WAIT;
 
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
