@@ -1,1 +1,321 @@
-fn main() {}
+//! `repowire-bench`: measures a real `repowire-relay` process on loopback.
+//!
+//! 1. latency: one sender, one receiver; each notify is sent only after the previous one was
+//!    delivered; the time from send to `deliver` at the receiver is recorded (the relay has
+//!    persisted it by then). The receiver answers each with a `delivered` receipt, as a daemon
+//!    does.
+//! 2. throughput: N sender/receiver pairs; senders pipeline notifies with a window; receivers
+//!    send receipts. Reports accepted and delivered messages per second, the durable-accept
+//!    latency under that load, and checks that every accepted message was delivered once.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use futures::{SinkExt, StreamExt};
+use hdrhistogram::Histogram;
+use repowire_e2e::client::{open, token};
+use repowire_e2e::process::{RelayProcess, relay_bin};
+use repowire_protocol::*;
+use tokio::sync::{Mutex, Semaphore, mpsc};
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+#[derive(Debug, Parser)]
+struct Args {
+    /// Postgres URL of an empty database for the relay; without it the relay runs embedded.
+    #[arg(long)]
+    database_url: Option<String>,
+    /// Sequential notifies for the latency run.
+    #[arg(long, default_value_t = 2000)]
+    latency_count: u32,
+    /// Sender/receiver pairs for the throughput run.
+    #[arg(long, default_value_t = 16)]
+    pairs: usize,
+    /// Unacknowledged notifies per sender.
+    #[arg(long, default_value_t = 256)]
+    window: usize,
+    /// Duration of the throughput run.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+}
+
+struct Conn {
+    tx: mpsc::UnboundedSender<String>,
+    rx: mpsc::UnboundedReceiver<Frame>,
+}
+
+async fn connect(http: &str, ws: &str, key: &str) -> anyhow::Result<Conn> {
+    let token = token(http, key).await.map_err(|(s, b)| anyhow::anyhow!("token: {s} {b}"))?;
+    let socket = open(ws, Some(&token.token)).await.map_err(|s| anyhow::anyhow!("upgrade: {s}"))?;
+    let (mut sink, mut stream) = socket.split();
+    let (tx, mut out) = mpsc::unbounded_channel::<String>();
+    let (inc, rx) = mpsc::unbounded_channel::<Frame>();
+    tokio::spawn(async move {
+        while let Some(text) = out.recv().await {
+            if sink.send(WsMessage::Text(text.into())).await.is_err() {
+                break;
+            }
+        }
+    });
+    tokio::spawn(async move {
+        while let Some(Ok(msg)) = stream.next().await {
+            if let WsMessage::Text(t) = msg
+                && let Ok(f) = serde_json::from_str::<Frame>(t.as_str())
+                && inc.send(f).is_err()
+            {
+                break;
+            }
+        }
+    });
+    let mut c = Conn { tx, rx };
+    c.send(Body::Hello(Hello { client: "repowire-bench".into() }));
+    c.until(|b| matches!(b, Body::Welcome(_))).await?;
+    Ok(c)
+}
+
+impl Conn {
+    fn send(&self, body: Body) -> MessageId {
+        let f = Frame::new(body);
+        let _ = self.tx.send(encode(&f));
+        f.id
+    }
+
+    async fn until(&mut self, pick: impl Fn(&Body) -> bool) -> anyhow::Result<Frame> {
+        loop {
+            let f = tokio::time::timeout(Duration::from_secs(30), self.rx.recv())
+                .await
+                .context("timed out")?
+                .context("connection closed")?;
+            if let Body::Error(e) = &f.body {
+                bail!("relay error: {:?} {}", e.code, e.message);
+            }
+            if pick(&f.body) {
+                return Ok(f);
+            }
+        }
+    }
+
+    async fn register(&mut self, name: &str) -> anyhow::Result<PeerId> {
+        self.send(Body::Register(Register {
+            name: Some(name.into()),
+            circle: Some("bench".into()),
+            backend: "bench".into(),
+            ..Default::default()
+        }));
+        let f = self.until(|b| matches!(b, Body::Registered(_))).await?;
+        match f.body {
+            Body::Registered(r) => Ok(r.peer.peer_id),
+            _ => unreachable!(),
+        }
+    }
+}
+
+fn notify(from: &PeerId, to: &str, text: &str) -> Body {
+    Body::Notify(Notify { from: from.clone(), to: to.into(), circle: None, text: text.into() })
+}
+
+fn micros(h: &Histogram<u64>, q: f64) -> f64 {
+    h.value_at_quantile(q) as f64 / 1000.0
+}
+
+async fn latency(http: &str, ws: &str, key: &str, count: u32) -> anyhow::Result<()> {
+    let mut a = connect(http, ws, key).await?;
+    let mut b = connect(http, ws, key).await?;
+    let alice = a.register("lat-a").await?;
+    let bob = b.register("lat-b").await?;
+    let atx = a.tx.clone();
+    // The sender's own frames (accepted, delivery updates) are drained and ignored here.
+    tokio::spawn(async move { while a.rx.recv().await.is_some() {} });
+    let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+    for i in 0..count + 200 {
+        let frame = Frame::new(notify(&alice, "lat-b", "ping"));
+        let id = frame.id;
+        let started = Instant::now();
+        atx.send(encode(&frame))?;
+        let got = b.until(|body| matches!(body, Body::Deliver(d) if d.message.message_id == id)).await?;
+        let elapsed = started.elapsed();
+        if let Body::Deliver(d) = got.body {
+            b.send(Body::Receipt(Receipt { peer_id: bob.clone(), message_id: d.message.message_id, state: ReceiptState::Delivered, reason: None }));
+        }
+        if i >= 200 {
+            // The first 200 warm up connections, caches and the pool.
+            h.record(elapsed.as_micros() as u64 * 1000)?;
+        }
+    }
+    println!(
+        "latency  notify peer->relay->peer (persisted before delivery), {count} sequential: p50 {:.2} ms  p90 {:.2} ms  p99 {:.2} ms  max {:.2} ms",
+        micros(&h, 0.5) / 1000.0,
+        micros(&h, 0.9) / 1000.0,
+        micros(&h, 0.99) / 1000.0,
+        h.max() as f64 / 1e6
+    );
+    Ok(())
+}
+
+async fn throughput(http: &str, ws: &str, key: &str, pairs: usize, window: usize, seconds: u64) -> anyhow::Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let accepted = Arc::new(AtomicU64::new(0));
+    let delivered = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let accept_latency = Arc::new(Mutex::new(Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?));
+    let seen = Arc::new(Mutex::new(HashSet::<MessageId>::new()));
+    let duplicates = Arc::new(AtomicU64::new(0));
+    let mut senders = Vec::new();
+    for p in 0..pairs {
+        let mut s = connect(http, ws, key).await?;
+        let mut r = connect(http, ws, key).await?;
+        let from = s.register(&format!("tx-{p}")).await?;
+        let to_id = r.register(&format!("rx-{p}")).await?;
+        // Receiver: count, de-duplicate, receipt.
+        {
+            let (delivered, seen, duplicates) = (delivered.clone(), seen.clone(), duplicates.clone());
+            let tx = r.tx.clone();
+            tokio::spawn(async move {
+                while let Some(f) = r.rx.recv().await {
+                    if let Body::Deliver(d) = f.body {
+                        if seen.lock().await.insert(d.message.message_id) {
+                            delivered.fetch_add(1, Ordering::Relaxed);
+                        } else {
+                            duplicates.fetch_add(1, Ordering::Relaxed);
+                        }
+                        let receipt = Frame::new(Body::Receipt(Receipt {
+                            peer_id: to_id.clone(),
+                            message_id: d.message.message_id,
+                            state: ReceiptState::Delivered,
+                            reason: None,
+                        }));
+                        let _ = tx.send(encode(&receipt));
+                    }
+                }
+            });
+        }
+        // Sender: pipelined notifies bounded by a window; its reader releases the window.
+        let permits = Arc::new(Semaphore::new(window));
+        let sent_at = Arc::new(std::sync::Mutex::new(HashMap::<MessageId, Instant>::new()));
+        {
+            let (permits, sent_at, accepted, errors, hist) =
+                (permits.clone(), sent_at.clone(), accepted.clone(), errors.clone(), accept_latency.clone());
+            tokio::spawn(async move {
+                while let Some(f) = s.rx.recv().await {
+                    let re = match &f.body {
+                        Body::Accepted(a) => {
+                            accepted.fetch_add(1, Ordering::Relaxed);
+                            Some(a.re)
+                        }
+                        Body::Error(e) => {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                            e.re
+                        }
+                        _ => None,
+                    };
+                    if let Some(re) = re {
+                        let started = sent_at.lock().ok().and_then(|mut m| m.remove(&re));
+                        if let Some(t) = started {
+                            let _ = hist.lock().await.record(t.elapsed().as_micros().max(1) as u64);
+                        }
+                        permits.add_permits(1);
+                    }
+                }
+            });
+        }
+        let (stop, tx, to) = (stop.clone(), s.tx.clone(), format!("rx-{p}"));
+        senders.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let Ok(permit) = permits.acquire().await else { break };
+                permit.forget();
+                let frame = Frame::new(notify(&from, &to, "throughput"));
+                if let Ok(mut m) = sent_at.lock() {
+                    m.insert(frame.id, Instant::now());
+                }
+                if tx.send(encode(&frame)).is_err() {
+                    break;
+                }
+                n += 1;
+            }
+            n
+        }));
+    }
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(seconds)).await; // the measurement window itself
+    stop.store(true, Ordering::Relaxed);
+    let active = started.elapsed();
+    let acc_at_stop = accepted.load(Ordering::Relaxed);
+    let del_at_stop = delivered.load(Ordering::Relaxed);
+    let mut sent = 0;
+    for s in senders {
+        sent += s.await?;
+    }
+    // Drain: everything sent must be answered, everything accepted delivered.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while (accepted.load(Ordering::Relaxed) + errors.load(Ordering::Relaxed) < sent
+        || delivered.load(Ordering::Relaxed) < accepted.load(Ordering::Relaxed))
+        && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (acc, del, err, dup) = (
+        accepted.load(Ordering::Relaxed),
+        delivered.load(Ordering::Relaxed),
+        errors.load(Ordering::Relaxed),
+        duplicates.load(Ordering::Relaxed),
+    );
+    let h = accept_latency.lock().await;
+    println!(
+        "throughput {pairs} pairs, window {window}, {:.1} s: accepted {:.0} msg/s, delivered {:.0} msg/s (each with a delivered receipt)",
+        active.as_secs_f64(),
+        acc_at_stop as f64 / active.as_secs_f64(),
+        del_at_stop as f64 / active.as_secs_f64()
+    );
+    println!(
+        "durable accept under load (send -> accepted): p50 {:.2} ms  p99 {:.2} ms",
+        h.value_at_quantile(0.5) as f64 / 1000.0,
+        h.value_at_quantile(0.99) as f64 / 1000.0
+    );
+    println!(
+        "integrity: sent {sent}, accepted {acc}, refused {err}, delivered {del}, lost {}, duplicates {dup}",
+        acc.saturating_sub(del)
+    );
+    if acc != del || dup != 0 {
+        bail!("lost or duplicated messages");
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let data = std::env::temp_dir().join(format!("repowire-bench-{}", std::process::id()));
+    let data_s = data.to_string_lossy().into_owned();
+    let admin = "bench-admin-token";
+    let relay = match &args.database_url {
+        Some(url) => {
+            RelayProcess::start(
+                &relay_bin(),
+                &[],
+                &[
+                    ("DATABASE_URL", url.as_str()),
+                    ("REPOWIRE_JWT_SECRET", "bench-secret-bench-secret-bench-secret"),
+                    ("REPOWIRE_ADMIN_TOKEN", admin),
+                ],
+            )
+            .await
+        }
+        None => RelayProcess::start(&relay_bin(), &["--data-dir", &data_s], &[]).await,
+    };
+    let key = match relay.first_key.clone() {
+        Some(k) => k,
+        None => bail!("the relay did not print a first key: give an empty database"),
+    };
+    let storage = if args.database_url.is_some() { "postgres" } else { "sqlite (embedded)" };
+    println!("relay: {} storage {storage}", relay.http);
+    latency(&relay.http, &relay.ws, &key, args.latency_count).await?;
+    throughput(&relay.http, &relay.ws, &key, args.pairs, args.window, args.seconds).await?;
+    relay.signal("TERM");
+    relay.wait(Duration::from_secs(30)).await;
+    let _ = std::fs::remove_dir_all(&data);
+    Ok(())
+}
