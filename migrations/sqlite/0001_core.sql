@@ -72,7 +72,6 @@ CREATE TABLE messages (
 );
 -- Replies share their ask's correlation id, so only originating messages are unique.
 CREATE UNIQUE INDEX messages_correlation ON messages (tenant_id, correlation_id) WHERE kind <> 'reply';
-CREATE INDEX messages_message_id ON messages (message_id);
 
 CREATE TABLE inbox (
     tenant_id       TEXT NOT NULL REFERENCES tenants (id),

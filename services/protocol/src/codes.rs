@@ -35,8 +35,6 @@ pub enum ErrorCode {
     UnknownPeer,
     /// The name matches more than one peer; the error carries `candidates`.
     AmbiguousPeer,
-    /// A reclaim claim did not match the stored identity.
-    ReclaimRefused,
     /// No ask with that correlation id is visible to the caller.
     UnknownCorrelation,
     /// The ask is already closed.
@@ -53,8 +51,10 @@ pub enum ErrorCode {
     RateLimited,
     /// No message with that id is visible to the caller.
     UnknownMessage,
-    /// A state transition that is not allowed (e.g. a receipt for a message not in the inbox).
-    InvalidState,
+    /// An HTTP request body or parameter is invalid (HTTP 400).
+    InvalidRequest,
+    /// The request conflicts with existing state, e.g. a tenant name that is taken (HTTP 409).
+    Conflict,
     /// Storage is unavailable; the request was not accepted and may be retried.
     Unavailable,
     /// The relay is shutting down; reconnect to another instance.
@@ -83,7 +83,6 @@ impl ErrorCode {
             Self::NotRegistered => "not_registered",
             Self::UnknownPeer => "unknown_peer",
             Self::AmbiguousPeer => "ambiguous_peer",
-            Self::ReclaimRefused => "reclaim_refused",
             Self::UnknownCorrelation => "unknown_correlation",
             Self::AskClosed => "ask_closed",
             Self::NotRecipient => "not_recipient",
@@ -92,7 +91,8 @@ impl ErrorCode {
             Self::DuplicateId => "duplicate_id",
             Self::RateLimited => "rate_limited",
             Self::UnknownMessage => "unknown_message",
-            Self::InvalidState => "invalid_state",
+            Self::InvalidRequest => "invalid_request",
+            Self::Conflict => "conflict",
             Self::Unavailable => "unavailable",
             Self::ShuttingDown => "shutting_down",
             Self::Internal => "internal",

@@ -325,9 +325,9 @@ pub struct Register {
     pub circle: Option<String>,
     /// Agent runtime.
     pub backend: String,
-    /// Role; defaults to `agent`.
-    #[serde(default)]
-    pub role: Role,
+    /// Role; a new peer defaults to `agent`, a reclaimed one keeps its stored role.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
     /// Working directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,

@@ -52,48 +52,73 @@ fn error_text(
 async fn hello(
     state: &AppState,
     stream: &mut futures::stream::SplitStream<WebSocket>,
-) -> Result<Frame, (Utf8Bytes, u16)> {
-    let timeout = Duration::from_secs(state.config.hello_timeout_secs);
-    let first = match tokio::time::timeout(timeout, stream.next()).await {
-        Ok(Some(Ok(Message::Text(text)))) => text,
-        Ok(Some(Ok(_))) => {
-            let e = error_text(
-                None,
-                ErrorCode::UnexpectedFrame,
-                "the first frame must be a `hello` text frame".into(),
-            );
-            return Err((e, CloseCode::HELLO_REQUIRED));
-        }
-        Ok(_) => return Err((Utf8Bytes::default(), CloseCode::NORMAL)),
-        Err(_) => {
-            let e = error_text(
-                None,
-                ErrorCode::UnexpectedFrame,
-                "no `hello` within the hello timeout".into(),
-            );
-            return Err((e, CloseCode::HELLO_REQUIRED));
+) -> Result<Frame, HelloRefused> {
+    let refuse = |re, code, message: &str| HelloRefused {
+        error: Some(error_text(re, code, message.to_owned())),
+        close: CloseCode::HELLO_REQUIRED,
+        reason: "send a valid hello first",
+    };
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_secs(state.config.hello_timeout_secs);
+    let first = loop {
+        match tokio::time::timeout_at(deadline, stream.next()).await {
+            Ok(Some(Ok(Message::Text(text)))) => break text,
+            // Keep-alives before hello are harmless.
+            Ok(Some(Ok(Message::Ping(_) | Message::Pong(_)))) => continue,
+            Ok(Some(Ok(_))) => {
+                return Err(refuse(
+                    None,
+                    ErrorCode::UnexpectedFrame,
+                    "the first frame must be a `hello` text frame",
+                ));
+            }
+            Ok(Some(Err(_))) => {
+                return Err(HelloRefused {
+                    error: None,
+                    close: CloseCode::TOO_BIG,
+                    reason: "unreadable or oversized message",
+                });
+            }
+            Ok(None) => {
+                return Err(HelloRefused {
+                    error: None,
+                    close: CloseCode::NORMAL,
+                    reason: "",
+                });
+            }
+            Err(_) => {
+                return Err(refuse(
+                    None,
+                    ErrorCode::UnexpectedFrame,
+                    "no `hello` within the hello timeout",
+                ));
+            }
         }
     };
     match decode(first.as_str()) {
         Ok(frame) if matches!(frame.body, Body::Hello(_)) => Ok(frame),
-        Ok(frame) => Err((
-            error_text(
-                Some(frame.id),
-                ErrorCode::UnexpectedFrame,
-                "the first frame must be `hello`".into(),
-            ),
-            CloseCode::HELLO_REQUIRED,
+        Ok(frame) => Err(refuse(
+            Some(frame.id),
+            ErrorCode::UnexpectedFrame,
+            "the first frame must be `hello`",
         )),
         Err(e) => {
             state.metrics.error(e.code);
-            let code = if e.code == ErrorCode::UnsupportedVersion {
-                CloseCode::UNSUPPORTED_VERSION
-            } else {
-                CloseCode::HELLO_REQUIRED
-            };
-            Err((error_text(e.request_id, e.code, e.message), code))
+            let mut refused = refuse(e.request_id, e.code, &e.message);
+            if e.code == ErrorCode::UnsupportedVersion {
+                refused.close = CloseCode::UNSUPPORTED_VERSION;
+                refused.reason = "unsupported protocol version";
+            }
+            Err(refused)
         }
     }
+}
+
+/// Why the hello step failed: an optional error frame, then a close.
+struct HelloRefused {
+    error: Option<Utf8Bytes>,
+    close: u16,
+    reason: &'static str,
 }
 
 /// Serves one upgraded connection until it closes.
@@ -106,11 +131,11 @@ pub async fn serve(
     let (mut sink, mut stream) = socket.split();
     let hello = match hello(&state, &mut stream).await {
         Ok(frame) => frame,
-        Err((error, code)) => {
-            if !error.as_str().is_empty() {
+        Err(refused) => {
+            if let Some(error) = refused.error {
                 let _ = sink.send(Message::Text(error)).await;
             }
-            close(&mut sink, code, "hello required").await;
+            close(&mut sink, refused.close, refused.reason).await;
             return;
         }
     };

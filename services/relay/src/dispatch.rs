@@ -80,6 +80,7 @@ pub fn stored(m: &NewMessage, correlation_id: Option<String>) -> StoredMessage {
         created_at_ms: m.created_at_ms,
         expires_at_ms: m.expires_at_ms,
         reply_text: None,
+        content_hash: m.content_hash.clone(),
     }
 }
 
@@ -314,6 +315,11 @@ impl Dispatcher {
             CloseOutcome::InvalidAnswer(why) => {
                 self.refuse(origin, ErrorCode::InvalidAnswer, why.clone())
             }
+            CloseOutcome::IdReused => self.refuse(
+                origin,
+                ErrorCode::DuplicateId,
+                "this frame id is already the id of another message; mint a new UUIDv7".into(),
+            ),
             CloseOutcome::InboxFull => self.refuse(
                 origin,
                 ErrorCode::InboxFull,

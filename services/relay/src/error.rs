@@ -34,7 +34,7 @@ impl AppError {
     }
     /// 400.
     pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidFrame, message)
+        Self::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest, message)
     }
     /// 404.
     pub fn not_found(message: impl Into<String>) -> Self {
@@ -46,7 +46,7 @@ impl From<StoreError> for AppError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Conflict(message) => {
-                Self::new(StatusCode::CONFLICT, ErrorCode::InvalidFrame, message)
+                Self::new(StatusCode::CONFLICT, ErrorCode::Conflict, message)
             }
             other => {
                 tracing::error!(error = %other, "storage failure in an HTTP request");

@@ -152,6 +152,8 @@ pub struct Bound {
     pub record: PeerRecord,
     /// The connection that held this peer before (takeover on reclaim), if another.
     pub previous_conn: Option<ConnId>,
+    /// True if the peer was already live on this process (takeover or re-register).
+    pub was_live: bool,
 }
 
 impl Hub {
@@ -228,11 +230,8 @@ impl Hub {
             n += 1;
         }
         record.name = name;
-        let previous_conn = t
-            .peers
-            .get(&record.peer_id)
-            .map(|p| p.conn)
-            .filter(|c| *c != conn);
+        let previous = t.peers.get(&record.peer_id).map(|p| p.conn);
+        let previous_conn = previous.filter(|c| *c != conn);
         t.peers.insert(
             record.peer_id.clone(),
             LivePeer {
@@ -247,6 +246,7 @@ impl Hub {
         Bound {
             record,
             previous_conn,
+            was_live: previous.is_some(),
         }
     }
 

@@ -122,15 +122,25 @@ fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
 async fn run(config: Config) -> anyhow::Result<()> {
     let relay = config.relay;
     let data_dir = relay.data_dir.clone().unwrap_or_else(default_data_dir);
-    let store = open_store(&relay, &data_dir).await?;
     match config.command {
-        Some(Command::Admin { command }) => admin_command(store.as_ref(), command).await,
-        Some(Command::Serve) | None => serve(relay, store, &data_dir).await,
+        Some(Command::Admin { command }) => {
+            let store = open_store(&relay, &data_dir).await?;
+            admin_command(store.as_ref(), command).await
+        }
+        Some(Command::Serve) | None => {
+            // Configuration is checked before anything touches storage.
+            if relay.database_url.is_none() {
+                std::fs::create_dir_all(&data_dir)
+                    .with_context(|| format!("creating {}", data_dir.display()))?;
+            }
+            let tokens = Tokens::new(&jwt_secret(&relay, &data_dir)?, relay.token_ttl());
+            let store = open_store(&relay, &data_dir).await?;
+            serve(relay, store, tokens).await
+        }
     }
 }
 
-async fn serve(relay: RelayConfig, store: Arc<dyn Store>, data_dir: &Path) -> anyhow::Result<()> {
-    let tokens = Tokens::new(&jwt_secret(&relay, data_dir)?, relay.token_ttl());
+async fn serve(relay: RelayConfig, store: Arc<dyn Store>, tokens: Tokens) -> anyhow::Result<()> {
     if let Some((tenant, key)) = admin::bootstrap(store.as_ref()).await? {
         println!(
             "Created tenant `{}` ({}) and its first API key. It is shown once; keep it:",

@@ -136,25 +136,59 @@ async fn run(
             match store.apply(&ops).await {
                 Ok(outcomes) => {
                     for ((op, origin, done), outcome) in batch.drain(..).zip(outcomes) {
-                        after.committed(&op, &outcome, origin.as_ref());
-                        if let Some(done) = done {
-                            let _ = done.send(Ok(outcome));
-                        }
+                        finish(after.as_ref(), op, origin, done, Ok(Some(outcome)));
+                    }
+                }
+                Err(error) if batch.len() > 1 => {
+                    // One bad write must not fail the others (they may belong to other
+                    // tenants): the transaction rolled back whole, so retry each alone.
+                    tracing::warn!(%error, writes = batch.len(), "write batch failed; retrying each write alone");
+                    for (op, origin, done) in batch.drain(..) {
+                        let result = store.apply(std::slice::from_ref(&op)).await;
+                        finish(
+                            after.as_ref(),
+                            op,
+                            origin,
+                            done,
+                            result.map(|mut o| o.pop()),
+                        );
                     }
                 }
                 Err(error) => {
-                    tracing::warn!(%error, writes = ops.len(), "write batch failed; nothing of it was stored");
-                    for (op, origin, done) in batch.drain(..) {
-                        after.failed(&op, &error, origin.as_ref());
-                        if let Some(done) = done {
-                            let _ = done.send(Err(error.to_string()));
-                        }
+                    tracing::warn!(%error, "write failed; nothing of it was stored");
+                    if let Some((op, origin, done)) = batch.pop() {
+                        finish(after.as_ref(), op, origin, done, Err(error));
                     }
                 }
             }
         }
         for done in flushes.drain(..) {
             let _ = done.send(());
+        }
+    }
+}
+
+/// Hands one write's result to the dispatcher and to a waiting caller.
+fn finish(
+    after: &dyn AfterCommit,
+    op: WriteOp,
+    origin: Option<Origin>,
+    done: Option<Done>,
+    result: Result<Option<WriteOutcome>, StoreError>,
+) {
+    match result {
+        Ok(Some(outcome)) => {
+            after.committed(&op, &outcome, origin.as_ref());
+            if let Some(done) = done {
+                let _ = done.send(Ok(outcome));
+            }
+        }
+        Ok(None) => tracing::error!(?op, "store returned no outcome for a write"),
+        Err(error) => {
+            after.failed(&op, &error, origin.as_ref());
+            if let Some(done) = done {
+                let _ = done.send(Err(error.to_string()));
+            }
         }
     }
 }

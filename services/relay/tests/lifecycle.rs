@@ -8,6 +8,7 @@ use repowire_relay::RelayConfig;
 
 both_backends!(
     a_full_inbox_refuses_new_messages_until_it_drains,
+    a_broadcast_records_recipients_it_could_not_enqueue,
     undelivered_messages_expire_visibly_to_the_sender,
     presence_shows_turn_state_and_descriptions_expire_on_read,
     reclaim_requires_a_matching_identity,
@@ -79,6 +80,76 @@ async fn a_full_inbox_refuses_new_messages_until_it_drains(db: Db) {
         .await
         .expect("room again once delivered");
     assert_eq!(b.delivered_to(&bob.peer_id).await.message.text, "3 again");
+    relay.stop().await;
+}
+
+async fn a_broadcast_records_recipients_it_could_not_enqueue(db: Db) {
+    let relay = TestRelay::start_with(
+        &db,
+        RelayConfig {
+            inbox_cap: 1,
+            ..RelayConfig::for_tests()
+        },
+    )
+    .await;
+    let (_, key) = relay.tenant("acme").await;
+    let (mut a, mut b, mut c) = (
+        relay.client(&key).await,
+        relay.client(&key).await,
+        relay.client(&key).await,
+    );
+    let alice = a.peer("alice", "dev").await;
+    let bob = b.peer("bob", "dev").await;
+    let carol = c.peer("carol", "dev").await;
+    a.notify(&alice, "bob", "fills bob's inbox")
+        .await
+        .expect("accepted"); // never receipted
+    b.delivered_to(&bob.peer_id).await;
+    let sent = a
+        .submit(Body::Broadcast(Broadcast {
+            from: alice.peer_id.clone(),
+            text: "all".into(),
+        }))
+        .await
+        .expect("accepted");
+    assert_eq!(
+        sent.recipients
+            .iter()
+            .map(|r| r.peer_id.clone())
+            .collect::<Vec<_>>(),
+        vec![carol.peer_id.clone()]
+    );
+    let failed = a
+        .expect(|f| match &f.body {
+            Body::Delivery(d) if d.message_id == sent.message_id && d.recipient == bob.peer_id => {
+                Some(d.clone())
+            }
+            _ => None,
+        })
+        .await;
+    assert_eq!(failed.state, DeliveryState::Failed);
+    let id = a
+        .send(Body::StatusQuery(StatusQuery {
+            peer_id: alice.peer_id.clone(),
+            message_id: Some(sent.message_id),
+            correlation_id: None,
+        }))
+        .await;
+    let Ok(Body::Status(status)) = a.answer(id).await else {
+        panic!("status")
+    };
+    let bob_state = status
+        .recipients
+        .iter()
+        .find(|r| r.peer_id == bob.peer_id)
+        .expect("bob is in the status");
+    assert_eq!(bob_state.state, DeliveryState::Failed);
+    assert!(
+        bob_state
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with("inbox_full"))
+    );
     relay.stop().await;
 }
 
@@ -199,6 +270,22 @@ async fn reclaim_requires_a_matching_identity(db: Db) {
     assert!(!wrong_path.reclaimed);
     let right = c.register(reclaim(&bob)).await;
     assert!(right.reclaimed);
+    // A reclaim that names no role keeps the stored one.
+    let mut o = relay.client(&key).await;
+    let boss = o
+        .register(Register {
+            name: Some("boss".into()),
+            backend: "claude-code".into(),
+            path: Some("/work/boss".into()),
+            role: Some(Role::Orchestrator),
+            ..Default::default()
+        })
+        .await
+        .peer;
+    drop(o);
+    let back = c.register(reclaim(&boss)).await;
+    assert!(back.reclaimed);
+    assert_eq!(back.peer.role, Role::Orchestrator);
     assert_eq!(
         (right.peer.peer_id.clone(), right.peer.name.as_str()),
         (bob.peer_id.clone(), "bob")
@@ -224,6 +311,12 @@ async fn a_reclaim_from_another_connection_takes_the_peer_over(db: Db) {
     assert_eq!(
         new.delivered_to(&bob.peer_id).await.message.message_id,
         sent.message_id
+    );
+    let notice = old.error().await;
+    assert_eq!(
+        (notice.code, notice.re),
+        (ErrorCode::NotRegistered, None),
+        "the old connection is told"
     );
     let stale = old
         .notify(&bob, "alice", "from the stale socket")

@@ -15,6 +15,8 @@ both_backends!(
     ask_with_reply_to_closes_the_prior_thread,
     structured_questions_take_typed_answers_only,
     replies_cross_circles_to_reach_the_asker,
+    a_retry_is_recognised_even_after_names_changed,
+    an_ack_reusing_another_messages_id_is_refused_and_harms_nothing,
 );
 
 async fn ask_then_ack_with_reply_walks_every_delivery_state(db: Db) {
@@ -336,7 +338,7 @@ async fn ambiguous_names_are_refused_with_candidates(db: Db) {
             name: Some("boss".into()),
             circle: Some("hq".into()),
             backend: "claude-code".into(),
-            role: Role::Orchestrator,
+            role: Some(Role::Orchestrator),
             ..Default::default()
         })
         .await
@@ -609,5 +611,94 @@ async fn replies_cross_circles_to_reach_the_asker(db: Db) {
         a.delivered_to(&alice.peer_id).await.message.text,
         "80% free"
     );
+    relay.stop().await;
+}
+
+async fn a_retry_is_recognised_even_after_names_changed(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let (_, key) = relay.tenant("acme").await;
+    let (mut o, mut x, mut y) = (
+        relay.client(&key).await,
+        relay.client(&key).await,
+        relay.client(&key).await,
+    );
+    let boss = o
+        .register(Register {
+            name: Some("boss".into()),
+            backend: "claude-code".into(),
+            role: Some(Role::Orchestrator),
+            ..Default::default()
+        })
+        .await
+        .peer;
+    let api_x = x.peer("api", "x").await;
+    let frame = Frame::new(Body::Notify(Notify {
+        from: boss.peer_id.clone(),
+        to: "api".into(),
+        circle: None,
+        text: "deploy".into(),
+    }));
+    o.send_frame(&frame).await;
+    let Ok(Body::Accepted(first)) = o.answer(frame.id).await else {
+        panic!("accepted")
+    };
+    // A second `api` appears in another circle: the name is now ambiguous for boss...
+    y.peer("api", "y").await;
+    assert_eq!(
+        o.notify(&boss, "api", "new")
+            .await
+            .expect_err("ambiguous now")
+            .code,
+        ErrorCode::AmbiguousPeer
+    );
+    // ...but the retry of the stored message is still answered as accepted, to the same peer.
+    o.send_frame(&frame).await;
+    let Ok(Body::Accepted(retry)) = o.answer(frame.id).await else {
+        panic!("the retry must be recognised")
+    };
+    assert_eq!(
+        (retry.correlation_id, retry.recipients[0].peer_id.clone()),
+        (first.correlation_id, api_x.peer_id.clone())
+    );
+    let got = x.delivered_to(&api_x.peer_id).await;
+    assert_eq!(got.message.message_id, frame.id);
+    relay.stop().await;
+}
+
+async fn an_ack_reusing_another_messages_id_is_refused_and_harms_nothing(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let (_, key) = relay.tenant("acme").await;
+    let (mut a, mut b) = (relay.client(&key).await, relay.client(&key).await);
+    let alice = a.peer("alice", "dev").await;
+    let bob = b.peer("bob", "dev").await;
+    let asked = a.ask(&alice, "bob", "q").await.expect("accepted");
+    let cid = asked.correlation_id.clone().expect("cid");
+    b.delivered_to(&bob.peer_id).await;
+    // The ack's frame id (which would become the reply's message id) collides with the ask's.
+    let colliding = Frame::with_id(
+        asked.message_id,
+        Body::Ack(Ack {
+            from: bob.peer_id.clone(),
+            correlation_id: cid.clone(),
+            reply: Some("r".into()),
+        }),
+    );
+    b.send_frame(&colliding).await;
+    assert_eq!(
+        b.answer(colliding.id).await.expect_err("reused id").code,
+        ErrorCode::DuplicateId
+    );
+    // Other writes still go through, and the ask is still open for a proper ack.
+    a.notify(&alice, "bob", "still flowing")
+        .await
+        .expect("accepted");
+    b.submit(Body::Ack(Ack {
+        from: bob.peer_id.clone(),
+        correlation_id: cid,
+        reply: Some("fine".into()),
+    }))
+    .await
+    .expect("the ask stayed open");
+    assert_eq!(a.delivered_to(&alice.peer_id).await.message.text, "fine");
     relay.stop().await;
 }

@@ -48,8 +48,12 @@ struct Conn {
 }
 
 async fn connect(http: &str, ws: &str, key: &str) -> anyhow::Result<Conn> {
-    let token = token(http, key).await.map_err(|(s, b)| anyhow::anyhow!("token: {s} {b}"))?;
-    let socket = open(ws, Some(&token.token)).await.map_err(|s| anyhow::anyhow!("upgrade: {s}"))?;
+    let token = token(http, key)
+        .await
+        .map_err(|(s, b)| anyhow::anyhow!("token: {s} {b}"))?;
+    let socket = open(ws, Some(&token.token))
+        .await
+        .map_err(|s| anyhow::anyhow!("upgrade: {s}"))?;
     let (mut sink, mut stream) = socket.split();
     let (tx, mut out) = mpsc::unbounded_channel::<String>();
     let (inc, rx) = mpsc::unbounded_channel::<Frame>();
@@ -71,7 +75,9 @@ async fn connect(http: &str, ws: &str, key: &str) -> anyhow::Result<Conn> {
         }
     });
     let mut c = Conn { tx, rx };
-    c.send(Body::Hello(Hello { client: "repowire-bench".into() }));
+    c.send(Body::Hello(Hello {
+        client: "repowire-bench".into(),
+    }));
     c.until(|b| matches!(b, Body::Welcome(_))).await?;
     Ok(c)
 }
@@ -114,7 +120,12 @@ impl Conn {
 }
 
 fn notify(from: &PeerId, to: &str, text: &str) -> Body {
-    Body::Notify(Notify { from: from.clone(), to: to.into(), circle: None, text: text.into() })
+    Body::Notify(Notify {
+        from: from.clone(),
+        to: to.into(),
+        circle: None,
+        text: text.into(),
+    })
 }
 
 fn micros(h: &Histogram<u64>, q: f64) -> f64 {
@@ -135,10 +146,17 @@ async fn latency(http: &str, ws: &str, key: &str, count: u32) -> anyhow::Result<
         let id = frame.id;
         let started = Instant::now();
         atx.send(encode(&frame))?;
-        let got = b.until(|body| matches!(body, Body::Deliver(d) if d.message.message_id == id)).await?;
+        let got = b
+            .until(|body| matches!(body, Body::Deliver(d) if d.message.message_id == id))
+            .await?;
         let elapsed = started.elapsed();
         if let Body::Deliver(d) = got.body {
-            b.send(Body::Receipt(Receipt { peer_id: bob.clone(), message_id: d.message.message_id, state: ReceiptState::Delivered, reason: None }));
+            b.send(Body::Receipt(Receipt {
+                peer_id: bob.clone(),
+                message_id: d.message.message_id,
+                state: ReceiptState::Delivered,
+                reason: None,
+            }));
         }
         if i >= 200 {
             // The first 200 warm up connections, caches and the pool.
@@ -155,12 +173,21 @@ async fn latency(http: &str, ws: &str, key: &str, count: u32) -> anyhow::Result<
     Ok(())
 }
 
-async fn throughput(http: &str, ws: &str, key: &str, pairs: usize, window: usize, seconds: u64) -> anyhow::Result<()> {
+async fn throughput(
+    http: &str,
+    ws: &str,
+    key: &str,
+    pairs: usize,
+    window: usize,
+    seconds: u64,
+) -> anyhow::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let accepted = Arc::new(AtomicU64::new(0));
     let delivered = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
-    let accept_latency = Arc::new(Mutex::new(Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?));
+    let accept_latency = Arc::new(Mutex::new(Histogram::<u64>::new_with_bounds(
+        1, 60_000_000, 3,
+    )?));
     let seen = Arc::new(Mutex::new(HashSet::<MessageId>::new()));
     let duplicates = Arc::new(AtomicU64::new(0));
     let mut senders = Vec::new();
@@ -171,7 +198,8 @@ async fn throughput(http: &str, ws: &str, key: &str, pairs: usize, window: usize
         let to_id = r.register(&format!("rx-{p}")).await?;
         // Receiver: count, de-duplicate, receipt.
         {
-            let (delivered, seen, duplicates) = (delivered.clone(), seen.clone(), duplicates.clone());
+            let (delivered, seen, duplicates) =
+                (delivered.clone(), seen.clone(), duplicates.clone());
             let tx = r.tx.clone();
             tokio::spawn(async move {
                 while let Some(f) = r.rx.recv().await {
@@ -196,8 +224,13 @@ async fn throughput(http: &str, ws: &str, key: &str, pairs: usize, window: usize
         let permits = Arc::new(Semaphore::new(window));
         let sent_at = Arc::new(std::sync::Mutex::new(HashMap::<MessageId, Instant>::new()));
         {
-            let (permits, sent_at, accepted, errors, hist) =
-                (permits.clone(), sent_at.clone(), accepted.clone(), errors.clone(), accept_latency.clone());
+            let (permits, sent_at, accepted, errors, hist) = (
+                permits.clone(),
+                sent_at.clone(),
+                accepted.clone(),
+                errors.clone(),
+                accept_latency.clone(),
+            );
             tokio::spawn(async move {
                 while let Some(f) = s.rx.recv().await {
                     let re = match &f.body {
@@ -214,7 +247,10 @@ async fn throughput(http: &str, ws: &str, key: &str, pairs: usize, window: usize
                     if let Some(re) = re {
                         let started = sent_at.lock().ok().and_then(|mut m| m.remove(&re));
                         if let Some(t) = started {
-                            let _ = hist.lock().await.record(t.elapsed().as_micros().max(1) as u64);
+                            let _ = hist
+                                .lock()
+                                .await
+                                .record(t.elapsed().as_micros().max(1) as u64);
                         }
                         permits.add_permits(1);
                     }
@@ -225,7 +261,9 @@ async fn throughput(http: &str, ws: &str, key: &str, pairs: usize, window: usize
         senders.push(tokio::spawn(async move {
             let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                let Ok(permit) = permits.acquire().await else { break };
+                let Ok(permit) = permits.acquire().await else {
+                    break;
+                };
                 permit.forget();
                 let frame = Frame::new(notify(&from, &to, "throughput"));
                 if let Ok(mut m) = sent_at.lock() {
@@ -298,7 +336,10 @@ async fn main() -> anyhow::Result<()> {
                 &[],
                 &[
                     ("DATABASE_URL", url.as_str()),
-                    ("REPOWIRE_JWT_SECRET", "bench-secret-bench-secret-bench-secret"),
+                    (
+                        "REPOWIRE_JWT_SECRET",
+                        "bench-secret-bench-secret-bench-secret",
+                    ),
                     ("REPOWIRE_ADMIN_TOKEN", admin),
                 ],
             )
@@ -310,10 +351,22 @@ async fn main() -> anyhow::Result<()> {
         Some(k) => k,
         None => bail!("the relay did not print a first key: give an empty database"),
     };
-    let storage = if args.database_url.is_some() { "postgres" } else { "sqlite (embedded)" };
+    let storage = if args.database_url.is_some() {
+        "postgres"
+    } else {
+        "sqlite (embedded)"
+    };
     println!("relay: {} storage {storage}", relay.http);
     latency(&relay.http, &relay.ws, &key, args.latency_count).await?;
-    throughput(&relay.http, &relay.ws, &key, args.pairs, args.window, args.seconds).await?;
+    throughput(
+        &relay.http,
+        &relay.ws,
+        &key,
+        args.pairs,
+        args.window,
+        args.seconds,
+    )
+    .await?;
     relay.signal("TERM");
     relay.wait(Duration::from_secs(30)).await;
     let _ = std::fs::remove_dir_all(&data);

@@ -4,16 +4,16 @@
 use std::time::Instant;
 
 use repowire_protocol::{
-    Ack, Answer, AnswerValue, Ask, Broadcast, CorrelationId, DeliveryState, MessageId, MessageKind,
-    Notify, PeerSummary,
+    Accepted, Ack, Answer, AnswerValue, Ask, Body, Broadcast, CorrelationId, DeliveryState,
+    ErrorCode, MessageId, MessageKind, Notify, PeerSummary,
 };
 use serde::Serialize;
 
 use super::resolve::resolve;
-use super::{Handled, Session};
+use super::{Handled, Refusal, Session};
 use crate::hub::LivePeer;
 use crate::ids::now_ms;
-use crate::store::{CloseAsk, NewMessage, WriteOp};
+use crate::store::{CloseAsk, MessageKey, NewMessage, WriteOp};
 
 /// Hash of the request that created a message: a retry has the same, a reused id differs.
 fn content_hash(kind: &str, body: &impl Serialize) -> String {
@@ -56,9 +56,64 @@ fn new_message(s: &Session, d: Draft<'_>) -> NewMessage {
     }
 }
 
+/// Resolves a recipient; when that fails, a retry of an already stored message is still
+/// answered `accepted` (names may have changed since the original was accepted, and the sender
+/// must learn that it was). Returns `Ok(None)` when the retry was answered.
+async fn resolve_or_settled(
+    s: &Session,
+    id: MessageId,
+    sender: &LivePeer,
+    to: &str,
+    circle: Option<&str>,
+    content_hash: &str,
+) -> Result<Option<PeerSummary>, Refusal> {
+    let refusal = match resolve(s, sender, to, circle).await {
+        Ok(target) => return Ok(Some(target)),
+        Err(refusal) => refusal,
+    };
+    let key = MessageKey::Id(id.to_string());
+    let Some(stored) = s
+        .state
+        .store
+        .message_status(&s.tenant_id, &sender.record.peer_id, &key)
+        .await?
+    else {
+        return Err(refusal);
+    };
+    if stored.message.content_hash != content_hash {
+        return Err(Refusal::new(
+            ErrorCode::DuplicateId,
+            "this message id was already used for a different message; mint a new UUIDv7",
+        ));
+    }
+    let mut recipients = Vec::with_capacity(stored.recipients.len());
+    for (peer_id, _, _) in &stored.recipients {
+        recipients.push(match s.state.store.get_peer(&s.tenant_id, peer_id).await? {
+            Some(p) => crate::hub::summary(&p),
+            None => PeerSummary {
+                peer_id: peer_id.clone().into(),
+                name: peer_id.clone(),
+                circle: String::new(),
+            },
+        });
+    }
+    s.send(Body::Accepted(Accepted {
+        re: id,
+        message_id: id,
+        correlation_id: stored.message.correlation_id.map(Into::into),
+        recipients,
+    }));
+    Ok(None)
+}
+
 pub(super) async fn ask(s: &Session, id: MessageId, a: Ask, started: Instant) -> Handled {
     let sender = s.own(a.from.as_str())?;
-    let target = resolve(s, &sender, &a.to, a.circle.as_deref()).await?;
+    let hash = content_hash("ask", &a);
+    let Some(target) =
+        resolve_or_settled(s, id, &sender, &a.to, a.circle.as_deref(), &hash).await?
+    else {
+        return Ok(());
+    };
     let mut m = new_message(
         s,
         Draft {
@@ -67,7 +122,7 @@ pub(super) async fn ask(s: &Session, id: MessageId, a: Ask, started: Instant) ->
             sender: &sender,
             body: a.text.clone(),
             correlation_id: Some(CorrelationId::ask_from_random(rand::random()).0),
-            content_hash: content_hash("ask", &a),
+            content_hash: hash,
             recipients: vec![target.peer_id.0.clone()],
         },
     );
@@ -81,7 +136,12 @@ pub(super) async fn ask(s: &Session, id: MessageId, a: Ask, started: Instant) ->
 
 pub(super) async fn notify(s: &Session, id: MessageId, n: Notify, started: Instant) -> Handled {
     let sender = s.own(n.from.as_str())?;
-    let target = resolve(s, &sender, &n.to, n.circle.as_deref()).await?;
+    let hash = content_hash("notify", &n);
+    let Some(target) =
+        resolve_or_settled(s, id, &sender, &n.to, n.circle.as_deref(), &hash).await?
+    else {
+        return Ok(());
+    };
     let m = new_message(
         s,
         Draft {
@@ -90,7 +150,7 @@ pub(super) async fn notify(s: &Session, id: MessageId, n: Notify, started: Insta
             sender: &sender,
             body: n.text.clone(),
             correlation_id: Some(CorrelationId::notif_from_random(rand::random()).0),
-            content_hash: content_hash("notify", &n),
+            content_hash: hash,
             recipients: vec![target.peer_id.0.clone()],
         },
     );

@@ -45,7 +45,7 @@ pub(super) async fn list(s: &Session, id: MessageId, l: ListPeers) -> Handled {
         // Descriptions are task state, not truth: past their TTL they are cleared on read.
         if record
             .description_at_ms
-            .is_some_and(|at| at.saturating_add(ttl) < now)
+            .is_some_and(|at| at.saturating_add(ttl) <= now)
         {
             s.state
                 .store
@@ -109,10 +109,15 @@ pub(super) async fn unregister(s: &Session, id: MessageId, r: PeerRef) -> Handle
     };
     s.state.metrics.peers.dec();
     let now = now_ms();
-    s.state
+    if let Err(error) = s
+        .state
         .store
         .touch_peer(&s.tenant_id, &record.peer_id, now)
-        .await?;
+        .await
+    {
+        // The peer is already offline; only its last_seen is stale.
+        tracing::warn!(%error, peer = %record.peer_id, "could not record last_seen on unregister");
+    }
     s.send(Body::Ok(Reply { re: id }));
     let mut record = record;
     record.last_seen_ms = now;

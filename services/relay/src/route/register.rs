@@ -3,7 +3,8 @@
 
 use repowire_protocol::validate::is_valid_name;
 use repowire_protocol::{
-    Body, CloseCode, MessageId, Presence, PresenceEvent, Register, Registered,
+    Body, CloseCode, ErrorCode, ErrorFrame, MessageId, Presence, PresenceEvent, Register,
+    Registered,
 };
 
 use super::{Handled, Session};
@@ -60,7 +61,9 @@ pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled
             let base = r.name.clone().unwrap_or_else(|| old.name.clone());
             let record = PeerRecord {
                 circle: r.circle.clone().unwrap_or(old.circle.clone()),
-                role: r.role.as_str().to_owned(),
+                role: r
+                    .role
+                    .map_or(old.role.clone(), |role| role.as_str().to_owned()),
                 path: r.path.clone().or(old.path.clone()),
                 machine: r.machine.clone().or(old.machine.clone()),
                 last_seen_ms: now,
@@ -83,7 +86,7 @@ pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled
                     .clone()
                     .unwrap_or_else(|| DEFAULT_CIRCLE.to_owned()),
                 backend: r.backend.clone(),
-                role: r.role.as_str().to_owned(),
+                role: r.role.unwrap_or_default().as_str().to_owned(),
                 path: r.path.clone(),
                 machine: r.machine.clone(),
                 description: None,
@@ -104,8 +107,20 @@ pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled
     }
     if let Some(previous) = bound.previous_conn {
         tracing::info!(peer = %peer_id, previous, conn = s.conn, "peer reclaimed from another connection");
+        let notice = ErrorFrame::new(
+            None,
+            ErrorCode::NotRegistered,
+            format!(
+                "peer {peer_id} was reclaimed by another connection; this connection no longer holds it"
+            ),
+        );
+        s.state
+            .hub
+            .send_to_conn(&s.tenant_id, previous, frame_text(Body::Error(notice)));
     }
-    s.state.metrics.peers.inc();
+    if !bound.was_live {
+        s.state.metrics.peers.inc();
+    }
     let live = s.state.hub.live_peer(&s.tenant_id, &peer_id);
     let info = peer_info(&bound.record, live.as_ref());
     s.send(Body::Registered(Registered {

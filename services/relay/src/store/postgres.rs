@@ -28,4 +28,10 @@ impl PgStore {
     }
 }
 
-super::sql::impl_store!(PgStore, sqlx::Postgres, "postgres", "BEGIN");
+super::sql::impl_store!(
+    PgStore,
+    sqlx::Postgres,
+    "postgres",
+    "BEGIN",
+    " FOR UPDATE OF m"
+);

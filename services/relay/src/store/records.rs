@@ -262,6 +262,8 @@ pub enum CloseOutcome {
     InvalidAnswer(String),
     /// The asker's inbox is full; the ask stays open.
     InboxFull,
+    /// The closing frame's id is already the id of another message.
+    IdReused,
 }
 
 /// A state change a sender should hear about.
@@ -336,6 +338,8 @@ pub struct StoredMessage {
     pub expires_at_ms: i64,
     /// Reply text of a closed ask.
     pub reply_text: Option<String>,
+    /// Hash of the request that created it (tells a retry from a reused id).
+    pub content_hash: String,
 }
 
 /// An inbox entry with its message.

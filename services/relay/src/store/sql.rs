@@ -21,7 +21,10 @@ pub(crate) const PEER_COLS: &str = "tenant_id, peer_id, name, circle, backend, r
      description, description_at_ms, created_at_ms, last_seen_ms, last_seq";
 pub(crate) const MSG_COLS: &str = "m.message_id, m.kind, m.from_peer_id, m.from_name, \
      m.from_circle, m.body, m.correlation_id, m.reply_to, m.question, m.answer, m.created_at_ms, \
-     m.expires_at_ms, m.reply_text";
+     m.expires_at_ms, m.reply_text, m.content_hash";
+
+/// Reason recorded for a broadcast recipient whose inbox was full.
+pub(crate) const INBOX_FULL_REASON: &str = "inbox_full: the recipient's inbox is full";
 
 /// Parses a stored delivery state.
 pub(crate) fn state(s: &str) -> super::Result<repowire_protocol::DeliveryState> {
@@ -42,8 +45,8 @@ pub(crate) fn receipt_allowed(
 }
 
 macro_rules! impl_store {
-    ($store:ident, $db:ty, $backend:literal, $begin_write:literal) => {
-        use $crate::store::sql::{KEY_COLS, MSG_COLS, PEER_COLS, TENANT_COLS, receipt_allowed, state};
+    ($store:ident, $db:ty, $backend:literal, $begin_write:literal, $lock_ask:literal) => {
+        use $crate::store::sql::{INBOX_FULL_REASON, KEY_COLS, MSG_COLS, PEER_COLS, TENANT_COLS, receipt_allowed, state};
         use $crate::store::*;
         use repowire_protocol::{CorrelationId, DeliveryState, MessageKind};
 
@@ -99,6 +102,28 @@ macro_rules! impl_store {
                 .fetch_optional(&mut *conn)
                 .await?;
                 Ok(seq)
+            }
+
+            async fn message_exists(conn: &mut Conn, tenant_id: &str, message_id: &str) -> Result<bool> {
+                let found: Option<String> = sqlx::query_scalar(
+                    "SELECT message_id FROM messages WHERE tenant_id = $1 AND message_id = $2",
+                )
+                .bind(tenant_id)
+                .bind(message_id)
+                .fetch_optional(&mut *conn)
+                .await?;
+                Ok(found.is_some())
+            }
+
+            /// A slot outside the cap, for recording a refusal in the inbox history.
+            async fn allocate_unbounded(conn: &mut Conn, tenant_id: &str, peer_id: &str) -> Result<Option<i64>> {
+                Ok(sqlx::query_scalar(
+                    "UPDATE peers SET last_seq = last_seq + 1 WHERE tenant_id = $1 AND peer_id = $2 RETURNING last_seq",
+                )
+                .bind(tenant_id)
+                .bind(peer_id)
+                .fetch_optional(&mut *conn)
+                .await?)
             }
 
             async fn peer_exists(conn: &mut Conn, tenant_id: &str, peer_id: &str) -> Result<bool> {
@@ -183,14 +208,26 @@ macro_rules! impl_store {
             }
 
             async fn insert_entry(conn: &mut Conn, m: &NewMessage, slot: &Enqueued) -> Result<()> {
+                Self::insert_entry_as(conn, m, slot, DeliveryState::Accepted, None).await
+            }
+
+            async fn insert_entry_as(
+                conn: &mut Conn,
+                m: &NewMessage,
+                slot: &Enqueued,
+                state: DeliveryState,
+                reason: Option<&str>,
+            ) -> Result<()> {
                 sqlx::query(
                     "INSERT INTO inbox (tenant_id, peer_id, seq, message_id, state, reason, \
-                     updated_at_ms, expires_at_ms) VALUES ($1, $2, $3, $4, 'accepted', NULL, $5, $6)",
+                     updated_at_ms, expires_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
                 )
                 .bind(&m.tenant_id)
                 .bind(&slot.peer_id)
                 .bind(slot.seq)
                 .bind(&m.message_id)
+                .bind(state.as_str())
+                .bind(reason)
                 .bind(m.created_at_ms)
                 .bind(m.expires_at_ms)
                 .execute(&mut *conn)
@@ -220,12 +257,15 @@ macro_rules! impl_store {
             }
 
             async fn ask_row(conn: &mut Conn, tenant_id: &str, cid: &str) -> Result<Option<AskRow>> {
-                Ok(sqlx::query_as::<_, AskRow>(
+                // Locked on Postgres so two pods closing the same ask serialise here instead of
+                // both passing the open check.
+                Ok(sqlx::query_as::<_, AskRow>(concat!(
                     "SELECT m.message_id, m.from_peer_id, m.from_name, m.from_circle, m.closed_at_ms, m.closed_by, m.question, \
                      i.peer_id AS recipient, i.state FROM messages m JOIN inbox i \
                      ON i.tenant_id = m.tenant_id AND i.message_id = m.message_id \
                      WHERE m.tenant_id = $1 AND m.correlation_id = $2 AND m.kind = 'ask'",
-                )
+                    $lock_ask
+                ))
                 .bind(tenant_id)
                 .bind(cid)
                 .fetch_optional(&mut *conn)
@@ -340,6 +380,15 @@ macro_rules! impl_store {
                 for slot in &enqueued {
                     Self::insert_entry(conn, m, slot).await?;
                 }
+                // A broadcast recipient with a full inbox gets a failed entry, so the sender's
+                // status shows the refusal and not only the one-time delivery frame.
+                for peer_id in &refused {
+                    if let Some(seq) = Self::allocate_unbounded(conn, &m.tenant_id, peer_id).await? {
+                        let slot = Enqueued { peer_id: peer_id.clone(), seq };
+                        let reason = Some(INBOX_FULL_REASON);
+                        Self::insert_entry_as(conn, m, &slot, DeliveryState::Failed, reason).await?;
+                    }
+                }
                 Ok(AcceptOutcome::Accepted { enqueued, refused, correlation_id, closed_prior })
             }
 
@@ -365,6 +414,9 @@ macro_rules! impl_store {
                     } else {
                         CloseOutcome::AlreadyClosed
                     });
+                }
+                if c.reply.is_some() && Self::message_exists(conn, &c.tenant_id, &c.frame_id).await? {
+                    return Ok(CloseOutcome::IdReused);
                 }
                 let mut reply = c.reply.clone();
                 if let Some(answer) = &c.answer {
