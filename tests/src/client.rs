@@ -50,7 +50,7 @@ pub async fn open(ws_url: &str, token: Option<&str>) -> Result<Ws, u16> {
             format!("Bearer {t}").parse().expect("header"),
         );
     }
-    match tokio_tungstenite::connect_async(request).await {
+    match tokio_tungstenite::connect_async_with_config(request, None, true).await {
         Ok((ws, _)) => Ok(ws),
         Err(tungstenite::Error::Http(resp)) => Err(resp.status().as_u16()),
         Err(e) => panic!("websocket connect failed: {e}"),

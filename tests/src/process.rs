@@ -73,8 +73,23 @@ impl RelayProcess {
         })
         .await
         .expect("relay did not start within 30 s");
-        // Keep draining stdout so the relay never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        // Keep draining stdout so the relay never blocks on a full pipe; with
+        // REPOWIRE_RELAY_LOG=path the lines are kept there for debugging.
+        let mut keep = std::env::var_os("REPOWIRE_RELAY_LOG").and_then(|p| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .ok()
+        });
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(f) = keep.as_mut() {
+                    use std::io::Write;
+                    let _ = writeln!(f, "{line}");
+                }
+            }
+        });
         Self {
             child,
             http: format!("http://{addr}"),

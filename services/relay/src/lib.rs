@@ -32,6 +32,7 @@ pub mod sweeper;
 pub mod token;
 pub mod writer;
 
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -49,6 +50,14 @@ pub async fn run(
     let sweeper = tokio::spawn(sweeper::run(state.clone()));
     let shutdown = state.shutdown.clone();
     let draining = state.clone();
+    // Frames are small and pipelined: without TCP_NODELAY, Nagle's algorithm and delayed ACKs
+    // stall them for milliseconds at a time (measured: ~1k routed messages/s instead of the
+    // storage's capacity).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::warn!(%error, "could not set TCP_NODELAY");
+        }
+    });
     axum::serve(listener, api::router(state.clone()))
         .with_graceful_shutdown(async move {
             shutdown.cancelled().await;

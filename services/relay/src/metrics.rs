@@ -51,6 +51,8 @@ pub struct Metrics {
     pub accept_seconds: Histogram,
     /// Writes per committed transaction.
     pub write_batch_size: Histogram,
+    /// Time to apply and commit one write batch.
+    pub write_batch_seconds: Histogram,
 }
 
 impl Default for Metrics {
@@ -73,6 +75,7 @@ impl Metrics {
             slow_consumers: Counter::default(),
             accept_seconds: Histogram::new(exponential_buckets(0.000_1, 2.0, 16)),
             write_batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
+            write_batch_seconds: Histogram::new(exponential_buckets(0.000_1, 2.0, 16)),
             registry: Registry::default(),
         };
         registry.register(
@@ -111,6 +114,11 @@ impl Metrics {
             "write_batch_size",
             "Writes per transaction",
             m.write_batch_size.clone(),
+        );
+        registry.register(
+            "write_batch_seconds",
+            "Apply and commit time of a write batch",
+            m.write_batch_seconds.clone(),
         );
         Self { registry, ..m }
     }

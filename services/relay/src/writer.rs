@@ -133,7 +133,12 @@ async fn run(
         if !batch.is_empty() {
             let ops: Vec<WriteOp> = batch.iter().map(|(op, _, _)| op.clone()).collect();
             metrics.write_batch_size.observe(ops.len() as f64);
-            match store.apply(&ops).await {
+            let started = Instant::now();
+            let applied = store.apply(&ops).await;
+            metrics
+                .write_batch_seconds
+                .observe(started.elapsed().as_secs_f64());
+            match applied {
                 Ok(outcomes) => {
                     for ((op, origin, done), outcome) in batch.drain(..).zip(outcomes) {
                         finish(after.as_ref(), op, origin, done, Ok(Some(outcome)));

@@ -44,9 +44,28 @@ pub(crate) fn receipt_allowed(
     )
 }
 
+/// Rows per multi-row statement: well under SQLite's bound-parameter limit at 14 columns.
+pub(crate) const CHUNK: usize = 256;
+
+/// Writes the batch path applies set-based (one statement for many rows); everything else is
+/// applied op by op. Consecutive simple writes form a run; runs never cross a complex op, so
+/// the batch keeps its order.
+pub(crate) fn is_simple(op: &super::WriteOp) -> bool {
+    use repowire_protocol::DeliveryState::{Delivered, Injected};
+    match op {
+        super::WriteOp::Accept(m) => m.reply_to.is_none(),
+        super::WriteOp::Receipt(r) => matches!(r.state, Delivered | Injected),
+        _ => false,
+    }
+}
+
 macro_rules! impl_store {
     ($store:ident, $db:ty, $backend:literal, $begin_write:literal, $lock_ask:literal) => {
-        use $crate::store::sql::{INBOX_FULL_REASON, KEY_COLS, MSG_COLS, PEER_COLS, TENANT_COLS, receipt_allowed, state};
+        use $crate::store::sql::{
+            CHUNK, INBOX_FULL_REASON, KEY_COLS, MSG_COLS, PEER_COLS, TENANT_COLS, is_simple, receipt_allowed, state,
+        };
+        use std::collections::{BTreeMap, HashMap, HashSet};
+        type Key = (String, String, String);
         use $crate::store::*;
         use repowire_protocol::{CorrelationId, DeliveryState, MessageKind};
 
@@ -308,6 +327,344 @@ macro_rules! impl_store {
                 Ok(closed)
             }
 
+            /// Applies a run of simple writes: receipts first (they free inbox room), then accepts.
+            async fn flush_run(
+                conn: &mut Conn,
+                ops: &[WriteOp],
+                run: &[usize],
+                outcomes: &mut [Option<WriteOutcome>],
+            ) -> Result<()> {
+                let receipts: Vec<(usize, &ReceiptOp)> = run
+                    .iter()
+                    .filter_map(|&i| match &ops[i] {
+                        WriteOp::Receipt(r) => Some((i, r)),
+                        _ => None,
+                    })
+                    .collect();
+                let accepts: Vec<(usize, &NewMessage)> = run
+                    .iter()
+                    .filter_map(|&i| match &ops[i] {
+                        WriteOp::Accept(m) => Some((i, m)),
+                        _ => None,
+                    })
+                    .collect();
+                if !receipts.is_empty() {
+                    Self::bulk_receipts(conn, &receipts, outcomes).await?;
+                }
+                if !accepts.is_empty() {
+                    Self::bulk_accepts(conn, &accepts, outcomes).await?;
+                }
+                Ok(())
+            }
+
+            async fn bulk_receipts(
+                conn: &mut Conn,
+                rs: &[(usize, &ReceiptOp)],
+                outcomes: &mut [Option<WriteOutcome>],
+            ) -> Result<()> {
+                let key = |r: &ReceiptOp| (r.tenant_id.clone(), r.peer_id.clone(), r.message_id.clone());
+                let mut entries: HashMap<Key, EntryRow> = HashMap::new();
+                for chunk in rs.chunks(CHUNK) {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new(
+                        "SELECT i.tenant_id, i.peer_id, i.message_id, i.state, m.from_peer_id, m.correlation_id \
+                         FROM inbox i JOIN messages m ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id \
+                         WHERE (i.tenant_id, i.peer_id, i.message_id) IN (",
+                    );
+                    qb.push_values(chunk, |mut b, (_, r)| {
+                        b.push_bind(r.tenant_id.as_str()).push_bind(r.peer_id.as_str()).push_bind(r.message_id.as_str());
+                    });
+                    qb.push(")");
+                    let rows: Vec<EntryRow> = qb.build_query_as().fetch_all(&mut *conn).await?;
+                    for row in rows {
+                        entries.insert((row.tenant_id.clone(), row.peer_id.clone(), row.message_id.clone()), row);
+                    }
+                }
+                // Walk the receipts in order against the states as they evolve in this run.
+                let mut original: HashMap<Key, DeliveryState> = HashMap::new();
+                let mut current: HashMap<Key, DeliveryState> = HashMap::new();
+                for (k, row) in &entries {
+                    let st = state(&row.state)?;
+                    original.insert(k.clone(), st);
+                    current.insert(k.clone(), st);
+                }
+                let mut planned: Vec<(usize, Key, DeliveryState)> = Vec::new();
+                for (i, r) in rs {
+                    let k = key(r);
+                    match current.get(&k).copied() {
+                        None => outcomes[*i] = Some(WriteOutcome::Receipt(ReceiptOutcome::Unknown)),
+                        Some(from) if receipt_allowed(from, r.state) => {
+                            current.insert(k.clone(), r.state);
+                            planned.push((*i, k, r.state));
+                        }
+                        Some(_) => outcomes[*i] = Some(WriteOutcome::Receipt(ReceiptOutcome::Unchanged)),
+                    }
+                }
+                let now_ms = rs.iter().map(|(_, r)| r.now_ms).max().unwrap_or_default();
+                let mut groups: BTreeMap<(&'static str, &'static str), Vec<&Key>> = BTreeMap::new();
+                for (k, to) in &current {
+                    let from = original[k];
+                    if from != *to {
+                        groups.entry((from.as_str(), to.as_str())).or_default().push(k);
+                    }
+                }
+                let mut moved: HashSet<Key> = HashSet::new();
+                for ((from, to), keys) in &groups {
+                    for chunk in keys.chunks(CHUNK) {
+                        let mut qb = sqlx::QueryBuilder::<$db>::new("UPDATE inbox SET state = ");
+                        qb.push_bind(*to).push(", reason = NULL, updated_at_ms = ").push_bind(now_ms);
+                        qb.push(" WHERE state = ").push_bind(*from);
+                        qb.push(" AND (tenant_id, peer_id, message_id) IN (");
+                        qb.push_values(chunk, |mut b, k| {
+                            b.push_bind(k.0.as_str()).push_bind(k.1.as_str()).push_bind(k.2.as_str());
+                        });
+                        qb.push(") RETURNING tenant_id, peer_id, message_id");
+                        let rows: Vec<Key> = qb.build_query_as().fetch_all(&mut *conn).await?;
+                        moved.extend(rows);
+                    }
+                }
+                // Entries that left `accepted` free room in their peer's inbox.
+                let mut freed: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+                for k in &moved {
+                    if original.get(k) == Some(&DeliveryState::Accepted) {
+                        *freed.entry((k.0.as_str(), k.1.as_str())).or_default() += 1;
+                    }
+                }
+                for ((tenant_id, peer_id), n) in freed {
+                    sqlx::query("UPDATE peers SET pending = pending - $1 WHERE tenant_id = $2 AND peer_id = $3")
+                        .bind(n)
+                        .bind(tenant_id)
+                        .bind(peer_id)
+                        .execute(&mut *conn)
+                        .await?;
+                }
+                for (i, k, to) in planned {
+                    outcomes[i] = Some(WriteOutcome::Receipt(match (moved.contains(&k), entries.get(&k)) {
+                        (true, Some(row)) => ReceiptOutcome::Changed(StateChange {
+                            tenant_id: k.0.clone(),
+                            sender: row.from_peer_id.clone(),
+                            message_id: k.2.clone(),
+                            correlation_id: row.correlation_id.clone(),
+                            recipient: k.1.clone(),
+                            state: to,
+                            reason: None,
+                        }),
+                        // Another writer moved it first: nothing changed here.
+                        _ => ReceiptOutcome::Unchanged,
+                    }));
+                }
+                Ok(())
+            }
+
+            /// Grants `k` consecutive slots to a peer if its inbox has room for all of them.
+            async fn allocate_slots(conn: &mut Conn, tenant_id: &str, peer_id: &str, k: i64, cap: i64) -> Result<Option<i64>> {
+                Ok(sqlx::query_scalar(
+                    "UPDATE peers SET last_seq = last_seq + $1, pending = pending + $1 \
+                     WHERE tenant_id = $2 AND peer_id = $3 AND pending + $1 <= $4 RETURNING last_seq",
+                )
+                .bind(k)
+                .bind(tenant_id)
+                .bind(peer_id)
+                .bind(cap)
+                .fetch_optional(&mut *conn)
+                .await?)
+            }
+
+            async fn bulk_accepts(
+                conn: &mut Conn,
+                ms: &[(usize, &NewMessage)],
+                outcomes: &mut [Option<WriteOutcome>],
+            ) -> Result<()> {
+                // 1. Ids already stored (retries, or reuse with other content).
+                let mut existing: HashMap<(String, String), (String, Option<String>)> = HashMap::new();
+                for chunk in ms.chunks(CHUNK) {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new(
+                        "SELECT tenant_id, message_id, content_hash, correlation_id FROM messages \
+                         WHERE (tenant_id, message_id) IN (",
+                    );
+                    qb.push_values(chunk, |mut b, (_, m)| {
+                        b.push_bind(m.tenant_id.as_str()).push_bind(m.message_id.as_str());
+                    });
+                    qb.push(")");
+                    let rows: Vec<(String, String, String, Option<String>)> =
+                        qb.build_query_as().fetch_all(&mut *conn).await?;
+                    for (t, id, hash, cid) in rows {
+                        existing.insert((t, id), (hash, cid));
+                    }
+                }
+                // 2. Classify: stored before, repeated within this run, or fresh.
+                let mut first: HashMap<(&str, &str), usize> = HashMap::new();
+                let mut repeats: Vec<(usize, usize)> = Vec::new();
+                let mut fresh: Vec<usize> = Vec::new();
+                for (pos, (i, m)) in ms.iter().enumerate() {
+                    if let Some((hash, cid)) = existing.get(&(m.tenant_id.clone(), m.message_id.clone())) {
+                        let outcome = if *hash == m.content_hash {
+                            let recipients: Vec<String> = sqlx::query_scalar(
+                                "SELECT peer_id FROM inbox WHERE tenant_id = $1 AND message_id = $2 ORDER BY peer_id",
+                            )
+                            .bind(&m.tenant_id)
+                            .bind(&m.message_id)
+                            .fetch_all(&mut *conn)
+                            .await?;
+                            AcceptOutcome::Duplicate { recipients, correlation_id: cid.clone() }
+                        } else {
+                            AcceptOutcome::IdReused
+                        };
+                        outcomes[*i] = Some(WriteOutcome::Accept(outcome));
+                    } else if let Some(&earlier) = first.get(&(m.tenant_id.as_str(), m.message_id.as_str())) {
+                        repeats.push((pos, earlier));
+                    } else {
+                        first.insert((m.tenant_id.as_str(), m.message_id.as_str()), pos);
+                        fresh.push(pos);
+                    }
+                }
+                // 3. Inbox slots: per recipient, in op order, locking peers in key order.
+                let mut wanted: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
+                for &pos in &fresh {
+                    let m = ms[pos].1;
+                    let mut rs = m.recipients.clone();
+                    rs.sort();
+                    rs.dedup();
+                    for r in rs {
+                        wanted.entry((m.tenant_id.clone(), r)).or_default().push(pos);
+                    }
+                }
+                let mut slots: HashMap<usize, Vec<Enqueued>> = HashMap::new();
+                let mut refused: HashMap<usize, Vec<String>> = HashMap::new();
+                let mut failed: HashMap<usize, AcceptOutcome> = HashMap::new();
+                for ((tenant_id, peer_id), positions) in &wanted {
+                    let k = positions.len() as i64;
+                    let cap = ms[positions[0]].1.inbox_cap;
+                    let granted: Vec<i64> = match Self::allocate_slots(conn, tenant_id, peer_id, k, cap).await? {
+                        Some(last) => (last - k + 1..=last).collect(),
+                        None => {
+                            let mut some = Vec::new();
+                            while (some.len() as i64) < k {
+                                match Self::allocate_slot(conn, tenant_id, peer_id, cap).await? {
+                                    Some(seq) => some.push(seq),
+                                    None => break,
+                                }
+                            }
+                            some
+                        }
+                    };
+                    let unknown = granted.is_empty() && !Self::peer_exists(conn, tenant_id, peer_id).await?;
+                    for (n, &pos) in positions.iter().enumerate() {
+                        let single = ms[pos].1.kind != MessageKind::Broadcast;
+                        match granted.get(n) {
+                            Some(&seq) => slots.entry(pos).or_default().push(Enqueued { peer_id: peer_id.clone(), seq }),
+                            None if unknown && single => {
+                                failed.insert(pos, AcceptOutcome::UnknownRecipient { peer_id: peer_id.clone() });
+                            }
+                            None if unknown => {}
+                            None if single => {
+                                failed.insert(pos, AcceptOutcome::InboxFull { peer_id: peer_id.clone() });
+                            }
+                            None => refused.entry(pos).or_default().push(peer_id.clone()),
+                        }
+                    }
+                }
+                // 4. Message rows, then inbox entries.
+                let insert: Vec<usize> = fresh.iter().copied().filter(|p| !failed.contains_key(p)).collect();
+                let mut inserted: HashSet<(String, String)> = HashSet::new();
+                for chunk in insert.chunks(CHUNK) {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new(
+                        "INSERT INTO messages (tenant_id, message_id, kind, from_peer_id, from_name, from_circle, \
+                         body, correlation_id, reply_to, question, answer, content_hash, created_at_ms, expires_at_ms) ",
+                    );
+                    qb.push_values(chunk, |mut b, &pos| {
+                        let m = ms[pos].1;
+                        b.push_bind(m.tenant_id.as_str())
+                            .push_bind(m.message_id.as_str())
+                            .push_bind(m.kind.as_str())
+                            .push_bind(m.from_peer_id.as_str())
+                            .push_bind(m.from_name.as_str())
+                            .push_bind(m.from_circle.as_str())
+                            .push_bind(m.body.as_str())
+                            .push_bind(m.correlation_id.as_deref())
+                            .push_bind(m.reply_to.as_deref())
+                            .push_bind(m.question.as_deref())
+                            .push_bind(m.answer.as_deref())
+                            .push_bind(m.content_hash.as_str())
+                            .push_bind(m.created_at_ms)
+                            .push_bind(m.expires_at_ms);
+                    });
+                    qb.push(" ON CONFLICT DO NOTHING RETURNING tenant_id, message_id");
+                    let rows: Vec<(String, String)> = qb.build_query_as().fetch_all(&mut *conn).await?;
+                    inserted.extend(rows);
+                }
+                let mut cids: HashMap<usize, Option<String>> = HashMap::new();
+                for &pos in &insert {
+                    let m = ms[pos].1;
+                    let cid = if inserted.contains(&(m.tenant_id.clone(), m.message_id.clone())) {
+                        m.correlation_id.clone()
+                    } else {
+                        // A correlation-id collision: re-mint and insert this one alone.
+                        Self::insert_with_cid(conn, m).await?
+                    };
+                    cids.insert(pos, cid);
+                }
+                let entries: Vec<(usize, &Enqueued)> = insert
+                    .iter()
+                    .flat_map(|&pos| slots.get(&pos).into_iter().flatten().map(move |e| (pos, e)))
+                    .collect();
+                for chunk in entries.chunks(CHUNK) {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new(
+                        "INSERT INTO inbox (tenant_id, peer_id, seq, message_id, state, reason, updated_at_ms, expires_at_ms) ",
+                    );
+                    qb.push_values(chunk, |mut b, (pos, e)| {
+                        let m = ms[*pos].1;
+                        b.push_bind(m.tenant_id.as_str())
+                            .push_bind(e.peer_id.as_str())
+                            .push_bind(e.seq)
+                            .push_bind(m.message_id.as_str())
+                            .push_bind("accepted")
+                            .push_bind(None::<&str>)
+                            .push_bind(m.created_at_ms)
+                            .push_bind(m.expires_at_ms);
+                    });
+                    qb.build().execute(&mut *conn).await?;
+                }
+                for (&pos, peers) in &refused {
+                    let m = ms[pos].1;
+                    for peer_id in peers {
+                        if let Some(seq) = Self::allocate_unbounded(conn, &m.tenant_id, peer_id).await? {
+                            let slot = Enqueued { peer_id: peer_id.clone(), seq };
+                            Self::insert_entry_as(conn, m, &slot, DeliveryState::Failed, Some(INBOX_FULL_REASON)).await?;
+                        }
+                    }
+                }
+                // 5. Outcomes, in op order; repeats mirror their first occurrence.
+                for &pos in &fresh {
+                    let outcome = match failed.remove(&pos) {
+                        Some(f) => f,
+                        None => AcceptOutcome::Accepted {
+                            enqueued: slots.remove(&pos).unwrap_or_default(),
+                            refused: refused.remove(&pos).unwrap_or_default(),
+                            correlation_id: cids.remove(&pos).flatten(),
+                            closed_prior: None,
+                        },
+                    };
+                    outcomes[ms[pos].0] = Some(WriteOutcome::Accept(outcome));
+                }
+                for (pos, earlier) in repeats {
+                    let (i, m) = ms[pos];
+                    let first_m = ms[earlier].1;
+                    let outcome = match &outcomes[ms[earlier].0] {
+                        _ if m.content_hash != first_m.content_hash => AcceptOutcome::IdReused,
+                        Some(WriteOutcome::Accept(AcceptOutcome::Accepted { enqueued, correlation_id, .. })) => {
+                            AcceptOutcome::Duplicate {
+                                recipients: enqueued.iter().map(|e| e.peer_id.clone()).collect(),
+                                correlation_id: correlation_id.clone(),
+                            }
+                        }
+                        Some(WriteOutcome::Accept(other)) => other.clone(),
+                        _ => AcceptOutcome::IdReused,
+                    };
+                    outcomes[i] = Some(WriteOutcome::Accept(outcome));
+                }
+                Ok(())
+            }
+
             async fn accept_one(conn: &mut Conn, m: &NewMessage) -> Result<AcceptOutcome> {
                 let existing: Option<(String, Option<String>)> = sqlx::query_as(
                     "SELECT content_hash, correlation_id FROM messages \
@@ -562,12 +919,12 @@ macro_rules! impl_store {
 
             async fn list_tenants(&self) -> Result<Vec<TenantRecord>> {
                 let sql = format!("SELECT {TENANT_COLS} FROM tenants ORDER BY created_at_ms, id");
-                Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).fetch_all(&self.pool).await?)
+                Ok(sqlx::query_as(&sql).fetch_all(&self.pool).await?)
             }
 
             async fn find_tenant(&self, id_or_name: &str) -> Result<Option<TenantRecord>> {
                 let sql = format!("SELECT {TENANT_COLS} FROM tenants WHERE id = $1 OR name = $1");
-                Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(id_or_name).fetch_optional(&self.pool).await?)
+                Ok(sqlx::query_as(&sql).bind(id_or_name).fetch_optional(&self.pool).await?)
             }
 
             async fn insert_api_key(&self, k: &ApiKeyRecord) -> Result<()> {
@@ -591,19 +948,19 @@ macro_rules! impl_store {
 
             async fn find_api_key_by_hash(&self, hash: &str) -> Result<Option<ApiKeyRecord>> {
                 let sql = format!("SELECT {KEY_COLS} FROM api_keys WHERE hash = $1");
-                Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(hash).fetch_optional(&self.pool).await?)
+                Ok(sqlx::query_as(&sql).bind(hash).fetch_optional(&self.pool).await?)
             }
 
             async fn get_api_key(&self, id: &str) -> Result<Option<ApiKeyRecord>> {
                 let sql = format!("SELECT {KEY_COLS} FROM api_keys WHERE id = $1");
-                Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(&self.pool).await?)
+                Ok(sqlx::query_as(&sql).bind(id).fetch_optional(&self.pool).await?)
             }
 
             async fn list_api_keys(&self, tenant_id: &str) -> Result<Vec<ApiKeyRecord>> {
                 let sql = format!(
                     "SELECT {KEY_COLS} FROM api_keys WHERE tenant_id = $1 ORDER BY created_at_ms, id"
                 );
-                Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).fetch_all(&self.pool).await?)
+                Ok(sqlx::query_as(&sql).bind(tenant_id).fetch_all(&self.pool).await?)
             }
 
             async fn revoke_api_key(&self, id: &str, now_ms: i64) -> Result<bool> {
@@ -646,21 +1003,21 @@ macro_rules! impl_store {
 
             async fn get_peer(&self, tenant_id: &str, peer_id: &str) -> Result<Option<PeerRecord>> {
                 let sql = format!("SELECT {PEER_COLS} FROM peers WHERE tenant_id = $1 AND peer_id = $2");
-                Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(peer_id).fetch_optional(&self.pool).await?)
+                Ok(sqlx::query_as(&sql).bind(tenant_id).bind(peer_id).fetch_optional(&self.pool).await?)
             }
 
             async fn peers_named(&self, tenant_id: &str, name: &str) -> Result<Vec<PeerRecord>> {
                 let sql = format!(
                     "SELECT {PEER_COLS} FROM peers WHERE tenant_id = $1 AND name = $2 ORDER BY circle, peer_id"
                 );
-                Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(name).fetch_all(&self.pool).await?)
+                Ok(sqlx::query_as(&sql).bind(tenant_id).bind(name).fetch_all(&self.pool).await?)
             }
 
             async fn list_peers(&self, tenant_id: &str) -> Result<Vec<PeerRecord>> {
                 let sql = format!(
                     "SELECT {PEER_COLS} FROM peers WHERE tenant_id = $1 ORDER BY circle, name, peer_id"
                 );
-                Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).fetch_all(&self.pool).await?)
+                Ok(sqlx::query_as(&sql).bind(tenant_id).fetch_all(&self.pool).await?)
             }
 
             async fn set_description(
@@ -696,9 +1053,16 @@ macro_rules! impl_store {
 
             async fn apply(&self, ops: &[WriteOp]) -> Result<Vec<WriteOutcome>> {
                 let mut tx = self.pool.begin_with($begin_write).await?;
-                let mut outcomes = Vec::with_capacity(ops.len());
-                for op in ops {
-                    outcomes.push(match op {
+                let mut outcomes: Vec<Option<WriteOutcome>> = ops.iter().map(|_| None).collect();
+                let mut run = Vec::new();
+                for (i, op) in ops.iter().enumerate() {
+                    if is_simple(op) {
+                        run.push(i);
+                        continue;
+                    }
+                    Self::flush_run(&mut tx, ops, &run, &mut outcomes).await?;
+                    run.clear();
+                    outcomes[i] = Some(match op {
                         WriteOp::Accept(m) => WriteOutcome::Accept(Self::accept_one(&mut tx, m).await?),
                         WriteOp::Close(c) => WriteOutcome::Close(Self::close_one(&mut tx, c).await?),
                         WriteOp::Receipt(r) => WriteOutcome::Receipt(Self::receipt_one(&mut tx, r).await?),
@@ -707,8 +1071,12 @@ macro_rules! impl_store {
                         }
                     });
                 }
+                Self::flush_run(&mut tx, ops, &run, &mut outcomes).await?;
                 tx.commit().await?;
-                Ok(outcomes)
+                outcomes
+                    .into_iter()
+                    .map(|o| o.ok_or_else(|| StoreError::Corrupt("a write got no outcome".into())))
+                    .collect()
             }
 
             async fn inbox_after(
@@ -730,7 +1098,7 @@ macro_rules! impl_store {
                      WHERE i.tenant_id = $1 AND i.peer_id = $2 AND i.seq > $3 AND {filter} \
                      ORDER BY i.seq LIMIT $4"
                 );
-                let rows: Vec<InboxRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                let rows: Vec<InboxRow> = sqlx::query_as(&sql)
                     .bind(tenant_id)
                     .bind(peer_id)
                     .bind(after_seq)
@@ -756,7 +1124,7 @@ macro_rules! impl_store {
                     "SELECT {MSG_COLS} FROM messages m WHERE m.tenant_id = $1 AND m.from_peer_id = $2 \
                      AND {column} = $3 AND m.kind <> 'reply'"
                 );
-                let message: Option<StoredMessage> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                let message: Option<StoredMessage> = sqlx::query_as(&sql)
                     .bind(tenant_id)
                     .bind(sender)
                     .bind(value)
