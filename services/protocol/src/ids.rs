@@ -100,7 +100,7 @@ pub const NOTIF_ID_PREFIX: &str = "notif-";
 impl PeerId {
     /// Builds a peer id from 80 random bits.
     pub fn from_random(bits: u128) -> Self {
-        Self(format!("{PEER_ID_PREFIX}{}", base32(bits, 16)))
+        Self(format!("{PEER_ID_PREFIX}{}", digits(bits, 16, BASE32)))
     }
 
     /// True when the string has the shape of a peer id (it may still be unknown).
@@ -113,7 +113,7 @@ impl PeerId {
 impl CorrelationId {
     /// An ask id from random bits.
     pub fn ask_from_random(bits: u128) -> Self {
-        Self(format!("{ASK_ID_PREFIX}{}", base36(bits, 12)))
+        Self(format!("{ASK_ID_PREFIX}{}", digits(bits, 12, BASE36)))
     }
 
     /// A notification id from random bits.
@@ -130,21 +130,14 @@ impl CorrelationId {
 const BASE32: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
 const BASE36: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
 
-fn base32(mut bits: u128, len: usize) -> String {
+/// `len` digits of `bits` in `alphabet`, least significant first (the ids are random, so the
+/// order carries no meaning; fixed length is what matters).
+fn digits(mut bits: u128, len: usize, alphabet: &[u8]) -> String {
+    let base = alphabet.len() as u128;
     (0..len)
         .map(|_| {
-            let c = BASE32[(bits % 32) as usize] as char;
-            bits /= 32;
-            c
-        })
-        .collect()
-}
-
-fn base36(mut bits: u128, len: usize) -> String {
-    (0..len)
-        .map(|_| {
-            let c = BASE36[(bits % 36) as usize] as char;
-            bits /= 36;
+            let c = alphabet[(bits % base) as usize] as char;
+            bits /= base;
             c
         })
         .collect()

@@ -197,3 +197,189 @@ fn finish(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+    use repowire_protocol::MessageKind;
+
+    use super::*;
+    use crate::store::*;
+
+    /// Fails any transaction that contains a message with id `poison`, like a database
+    /// refusing one row of a batch; every other store method is unused here.
+    struct PoisonStore;
+
+    fn unused<T>() -> crate::store::Result<T> {
+        Err(StoreError::Corrupt("not used by this test".into()))
+    }
+
+    #[async_trait]
+    impl Store for PoisonStore {
+        fn backend(&self) -> &'static str {
+            "poison"
+        }
+        async fn ping(&self) -> crate::store::Result<()> {
+            Ok(())
+        }
+        async fn create_tenant(&self, _: &TenantRecord) -> crate::store::Result<()> {
+            unused()
+        }
+        async fn list_tenants(&self) -> crate::store::Result<Vec<TenantRecord>> {
+            unused()
+        }
+        async fn find_tenant(&self, _: &str) -> crate::store::Result<Option<TenantRecord>> {
+            unused()
+        }
+        async fn insert_api_key(&self, _: &ApiKeyRecord) -> crate::store::Result<()> {
+            unused()
+        }
+        async fn find_api_key_by_hash(
+            &self,
+            _: &str,
+        ) -> crate::store::Result<Option<ApiKeyRecord>> {
+            unused()
+        }
+        async fn get_api_key(&self, _: &str) -> crate::store::Result<Option<ApiKeyRecord>> {
+            unused()
+        }
+        async fn list_api_keys(&self, _: &str) -> crate::store::Result<Vec<ApiKeyRecord>> {
+            unused()
+        }
+        async fn revoke_api_key(&self, _: &str, _: i64) -> crate::store::Result<bool> {
+            unused()
+        }
+        async fn upsert_peer(&self, _: &PeerRecord) -> crate::store::Result<()> {
+            unused()
+        }
+        async fn get_peer(&self, _: &str, _: &str) -> crate::store::Result<Option<PeerRecord>> {
+            unused()
+        }
+        async fn peers_named(&self, _: &str, _: &str) -> crate::store::Result<Vec<PeerRecord>> {
+            unused()
+        }
+        async fn list_peers(&self, _: &str) -> crate::store::Result<Vec<PeerRecord>> {
+            unused()
+        }
+        async fn set_description(
+            &self,
+            _: &str,
+            _: &str,
+            _: Option<&str>,
+            _: i64,
+        ) -> crate::store::Result<()> {
+            unused()
+        }
+        async fn touch_peer(&self, _: &str, _: &str, _: i64) -> crate::store::Result<()> {
+            unused()
+        }
+        async fn apply(&self, ops: &[WriteOp]) -> crate::store::Result<Vec<WriteOutcome>> {
+            let poisoned = ops
+                .iter()
+                .any(|op| matches!(op, WriteOp::Accept(m) if m.message_id == "poison"));
+            if poisoned {
+                return Err(StoreError::Conflict("the database refused one row".into()));
+            }
+            Ok(ops
+                .iter()
+                .map(|_| {
+                    WriteOutcome::Accept(AcceptOutcome::Accepted {
+                        enqueued: Vec::new(),
+                        refused: Vec::new(),
+                        correlation_id: None,
+                        closed_prior: None,
+                    })
+                })
+                .collect())
+        }
+        async fn inbox_after(
+            &self,
+            _: &str,
+            _: &str,
+            _: i64,
+            _: bool,
+            _: i64,
+        ) -> crate::store::Result<Vec<InboxEntry>> {
+            unused()
+        }
+        async fn message_status(
+            &self,
+            _: &str,
+            _: &str,
+            _: &MessageKey,
+        ) -> crate::store::Result<Option<MessageStatus>> {
+            unused()
+        }
+    }
+
+    #[derive(Default)]
+    struct Record(Mutex<Vec<(String, bool)>>);
+
+    fn id_of(op: &WriteOp) -> String {
+        match op {
+            WriteOp::Accept(m) => m.message_id.clone(),
+            _ => String::new(),
+        }
+    }
+
+    impl AfterCommit for Record {
+        fn committed(&self, op: &WriteOp, _: &WriteOutcome, _: Option<&Origin>) {
+            self.0.lock().expect("lock").push((id_of(op), true));
+        }
+        fn failed(&self, op: &WriteOp, _: &StoreError, _: Option<&Origin>) {
+            self.0.lock().expect("lock").push((id_of(op), false));
+        }
+    }
+
+    fn accept(id: &str) -> WriteOp {
+        WriteOp::Accept(NewMessage {
+            tenant_id: "t".into(),
+            message_id: id.into(),
+            kind: MessageKind::Notify,
+            from_peer_id: "a".into(),
+            from_name: "a".into(),
+            from_circle: "dev".into(),
+            body: "x".into(),
+            correlation_id: None,
+            reply_to: None,
+            question: None,
+            answer: None,
+            content_hash: String::new(),
+            created_at_ms: 0,
+            expires_at_ms: 0,
+            recipients: vec!["b".into()],
+            inbox_cap: 10,
+        })
+    }
+
+    #[tokio::test]
+    async fn one_failing_write_does_not_fail_the_others_in_its_batch() {
+        let record = Arc::new(Record::default());
+        let metrics = Arc::new(Metrics::new());
+        let (writer, _task) =
+            Writer::spawn(Arc::new(PoisonStore), record.clone(), metrics.clone(), 16);
+        // Queued before the writer task first runs, so all three share one batch.
+        for id in ["good-1", "poison", "good-2"] {
+            writer.submit(accept(id), None).expect("writer running");
+        }
+        writer.flush().await.expect("flushed");
+        let seen = record.0.lock().expect("lock").clone();
+        assert_eq!(
+            seen,
+            vec![
+                ("good-1".to_owned(), true),
+                ("poison".to_owned(), false),
+                ("good-2".to_owned(), true)
+            ],
+            "each write is answered once, in order, and only the bad one fails"
+        );
+        let rendered = metrics.render();
+        assert!(
+            rendered.contains("repowire_write_batch_size_sum 3.0")
+                && rendered.contains("repowire_write_batch_size_count 1"),
+            "the three writes were one batch before the retry:\n{rendered}"
+        );
+    }
+}

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Db, TestRelay, client, counter};
+use common::{Db, Duo, TestRelay, client, counter};
 use repowire_protocol::*;
 
 both_backends!(
@@ -22,11 +22,14 @@ fn errors(metrics: &str, code: &str) -> f64 {
 }
 
 async fn malformed_and_oversized_frames_get_error_frames_and_change_nothing(db: Db) {
-    let relay = TestRelay::start(&db).await;
-    let (_, key) = relay.tenant("acme").await;
-    let (mut a, mut b) = (relay.client(&key).await, relay.client(&key).await);
-    let alice = a.peer("alice", "dev").await;
-    let bob = b.peer("bob", "dev").await;
+    let Duo {
+        relay,
+        key: _,
+        mut a,
+        alice,
+        mut b,
+        bob,
+    } = Duo::start(&db).await;
 
     a.send_raw("this is not json".into()).await;
     assert_eq!(a.error().await.code, ErrorCode::MalformedFrame);

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{Db, TestRelay};
+use common::{Db, Duo, TestRelay};
 use repowire_protocol::*;
 
 both_backends!(
@@ -20,11 +20,14 @@ both_backends!(
 );
 
 async fn ask_then_ack_with_reply_walks_every_delivery_state(db: Db) {
-    let relay = TestRelay::start(&db).await;
-    let (_, key) = relay.tenant("acme").await;
-    let (mut a, mut b) = (relay.client(&key).await, relay.client(&key).await);
-    let alice = a.peer("alice", "dev").await;
-    let bob = b.peer("bob", "dev").await;
+    let Duo {
+        relay,
+        key: _,
+        mut a,
+        alice,
+        mut b,
+        bob,
+    } = Duo::start(&db).await;
 
     let accepted = a
         .ask(&alice, "bob", "is the build green?")
@@ -204,11 +207,14 @@ async fn notify_to_an_offline_peer_is_delivered_once_on_reconnect(db: Db) {
 }
 
 async fn open_asks_survive_a_relay_restart(db: Db) {
-    let relay = TestRelay::start(&db).await;
-    let (_, key) = relay.tenant("acme").await;
-    let (mut a, mut b) = (relay.client(&key).await, relay.client(&key).await);
-    let alice = a.peer("alice", "dev").await;
-    let bob = b.peer("bob", "dev").await;
+    let Duo {
+        relay,
+        key,
+        mut a,
+        alice,
+        mut b,
+        bob,
+    } = Duo::start(&db).await;
     let delivered = a
         .ask(&alice, "bob", "delivered before the restart")
         .await
@@ -398,11 +404,14 @@ async fn ambiguous_names_are_refused_with_candidates(db: Db) {
 }
 
 async fn a_retried_frame_is_accepted_once_and_delivered_once(db: Db) {
-    let relay = TestRelay::start(&db).await;
-    let (_, key) = relay.tenant("acme").await;
-    let (mut a, mut b) = (relay.client(&key).await, relay.client(&key).await);
-    let alice = a.peer("alice", "dev").await;
-    let bob = b.peer("bob", "dev").await;
+    let Duo {
+        relay,
+        key: _,
+        mut a,
+        alice,
+        mut b,
+        bob,
+    } = Duo::start(&db).await;
     let frame = Frame::new(Body::Notify(Notify {
         from: alice.peer_id.clone(),
         to: "bob".into(),
@@ -500,11 +509,14 @@ async fn ask_with_reply_to_closes_the_prior_thread(db: Db) {
 }
 
 async fn structured_questions_take_typed_answers_only(db: Db) {
-    let relay = TestRelay::start(&db).await;
-    let (_, key) = relay.tenant("acme").await;
-    let (mut a, mut b) = (relay.client(&key).await, relay.client(&key).await);
-    let alice = a.peer("alice", "dev").await;
-    let bob = b.peer("bob", "dev").await;
+    let Duo {
+        relay,
+        key: _,
+        mut a,
+        alice,
+        mut b,
+        bob,
+    } = Duo::start(&db).await;
     let question = Question {
         kind: QuestionKind::Choice,
         options: vec![
@@ -666,11 +678,14 @@ async fn a_retry_is_recognised_even_after_names_changed(db: Db) {
 }
 
 async fn an_ack_reusing_another_messages_id_is_refused_and_harms_nothing(db: Db) {
-    let relay = TestRelay::start(&db).await;
-    let (_, key) = relay.tenant("acme").await;
-    let (mut a, mut b) = (relay.client(&key).await, relay.client(&key).await);
-    let alice = a.peer("alice", "dev").await;
-    let bob = b.peer("bob", "dev").await;
+    let Duo {
+        relay,
+        key: _,
+        mut a,
+        alice,
+        mut b,
+        bob,
+    } = Duo::start(&db).await;
     let asked = a.ask(&alice, "bob", "q").await.expect("accepted");
     let cid = asked.correlation_id.clone().expect("cid");
     b.delivered_to(&bob.peer_id).await;

@@ -139,6 +139,39 @@ impl TestRelay {
     }
 }
 
+/// A relay with one tenant and two connected peers, `alice` and `bob` of circle `dev`: the
+/// starting point of most scenarios.
+pub struct Duo {
+    pub relay: TestRelay,
+    pub key: String,
+    pub a: TestClient,
+    pub alice: repowire_protocol::PeerInfo,
+    pub b: TestClient,
+    pub bob: repowire_protocol::PeerInfo,
+}
+
+impl Duo {
+    pub async fn start(db: &Db) -> Self {
+        Self::start_with(db, RelayConfig::for_tests()).await
+    }
+
+    pub async fn start_with(db: &Db, config: RelayConfig) -> Self {
+        let relay = TestRelay::start_with(db, config).await;
+        let (_, key) = relay.tenant("acme").await;
+        let (mut a, mut b) = (relay.client(&key).await, relay.client(&key).await);
+        let alice = a.peer("alice", "dev").await;
+        let bob = b.peer("bob", "dev").await;
+        Self {
+            relay,
+            key,
+            a,
+            alice,
+            b,
+            bob,
+        }
+    }
+}
+
 /// Reads a counter sample from Prometheus text (0 when absent).
 pub fn counter(metrics: &str, series: &str) -> f64 {
     metrics
