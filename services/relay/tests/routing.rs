@@ -17,6 +17,7 @@ both_backends!(
     replies_cross_circles_to_reach_the_asker,
     a_retry_is_recognised_even_after_names_changed,
     an_ack_reusing_another_messages_id_is_refused_and_harms_nothing,
+    a_retried_ack_is_recognised_and_a_changed_one_refused,
 );
 
 async fn ask_then_ack_with_reply_walks_every_delivery_state(db: Db) {
@@ -715,5 +716,52 @@ async fn an_ack_reusing_another_messages_id_is_refused_and_harms_nothing(db: Db)
     .await
     .expect("the ask stayed open");
     assert_eq!(a.delivered_to(&alice.peer_id).await.message.text, "fine");
+    relay.stop().await;
+}
+
+async fn a_retried_ack_is_recognised_and_a_changed_one_refused(db: Db) {
+    let Duo {
+        relay,
+        key: _,
+        mut a,
+        alice,
+        mut b,
+        bob,
+    } = Duo::start(&db).await;
+    let asked = a.ask(&alice, "bob", "q").await.expect("accepted");
+    let cid = asked.correlation_id.clone().expect("cid");
+    b.delivered_to(&bob.peer_id).await;
+    let ack = Frame::new(Body::Ack(Ack {
+        from: bob.peer_id.clone(),
+        correlation_id: cid.clone(),
+        reply: Some("yes".into()),
+    }));
+    b.send_frame(&ack).await;
+    let Ok(Body::Accepted(first)) = b.answer(ack.id).await else {
+        panic!("acked")
+    };
+    b.send_frame(&ack).await;
+    let Ok(Body::Accepted(again)) = b.answer(ack.id).await else {
+        panic!("a retry is answered as accepted")
+    };
+    assert_eq!(again.correlation_id, first.correlation_id);
+    let changed = Frame::with_id(
+        ack.id,
+        Body::Ack(Ack {
+            from: bob.peer_id.clone(),
+            correlation_id: cid,
+            reply: Some("no!".into()),
+        }),
+    );
+    b.send_frame(&changed).await;
+    assert_eq!(
+        b.answer(ack.id).await.expect_err("changed reply").code,
+        ErrorCode::DuplicateId
+    );
+    assert_eq!(
+        a.delivered_to(&alice.peer_id).await.message.text,
+        "yes",
+        "one reply, the original"
+    );
     relay.stop().await;
 }

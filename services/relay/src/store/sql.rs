@@ -765,12 +765,24 @@ macro_rules! impl_store {
                     recipient: ask.recipient.clone(),
                     state: c.state,
                 };
-                if ask.closed_at_ms.is_some() {
-                    return Ok(if ask.closed_by.as_deref() == Some(c.frame_id.as_str()) {
-                        CloseOutcome::Duplicate { closed }
-                    } else {
-                        CloseOutcome::AlreadyClosed
-                    });
+                                if ask.closed_at_ms.is_some() {
+                    if ask.closed_by.as_deref() != Some(c.frame_id.as_str()) {
+                        return Ok(CloseOutcome::AlreadyClosed);
+                    }
+                    // The same frame id again: a retry only if it carries the same reply.
+                    let stored: Option<String> = sqlx::query_scalar(
+                        "SELECT content_hash FROM messages WHERE tenant_id = $1 AND message_id = $2",
+                    )
+                    .bind(&c.tenant_id)
+                    .bind(&c.frame_id)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                    let same = match (&c.reply, stored) {
+                        (Some(reply), Some(hash)) => reply.content_hash == hash,
+                        (None, None) => true,
+                        _ => false,
+                    };
+                    return Ok(if same { CloseOutcome::Duplicate { closed } } else { CloseOutcome::IdReused });
                 }
                 if c.reply.is_some() && Self::message_exists(conn, &c.tenant_id, &c.frame_id).await? {
                     return Ok(CloseOutcome::IdReused);
