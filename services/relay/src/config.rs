@@ -102,6 +102,13 @@ pub struct RelayConfig {
     /// Postgres URL (`postgres://…`); without it the relay runs embedded on SQLite.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true, global = true)]
     pub database_url: Option<String>,
+    /// PEM certificate chain: serve TLS (wss://, https://) directly. Leave unset behind an
+    /// ingress or load balancer that terminates TLS.
+    #[arg(long, env = "REPOWIRE_TLS_CERT", requires = "tls_key", global = true)]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for `--tls-cert`.
+    #[arg(long, env = "REPOWIRE_TLS_KEY", requires = "tls_cert", global = true)]
+    pub tls_key: Option<PathBuf>,
     /// Postgres pool size.
     #[arg(long, env = "REPOWIRE_DB_POOL", default_value_t = 16, global = true)]
     pub db_pool: u32,

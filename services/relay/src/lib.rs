@@ -11,9 +11,9 @@
 //! - [`writer`]: batched durable writes; [`dispatch`]: fan-out after each commit.
 //! - [`store`]: the storage trait with Postgres and SQLite implementations.
 //! - [`apikey`], [`token`]: API keys and the JWTs they are exchanged for.
-//! - [`metrics`], [`sweeper`] (message expiry).
+//! - [`metrics`], [`sweeper`] (message expiry), [`tls`] (optional rustls listener).
 //!
-//! [`run`] serves a bound listener until the state's shutdown token is cancelled, then drains.
+//! [`run`] (or [`run_tls`]) serves a bound listener until the state's shutdown token is cancelled, then drains.
 
 pub mod admin;
 pub mod api;
@@ -29,8 +29,11 @@ pub mod route;
 pub mod state;
 pub mod store;
 pub mod sweeper;
+pub mod tls;
 pub mod token;
 pub mod writer;
+
+use std::sync::Arc;
 
 use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
@@ -47,17 +50,38 @@ pub async fn run(
     state: AppState,
     writer_task: JoinHandle<()>,
 ) -> std::io::Result<()> {
-    let sweeper = tokio::spawn(sweeper::run(state.clone()));
-    let shutdown = state.shutdown.clone();
-    let draining = state.clone();
-    // Frames are small and pipelined: without TCP_NODELAY, Nagle's algorithm and delayed ACKs
-    // stall them for milliseconds at a time (measured: ~1k routed messages/s instead of the
-    // storage's capacity).
+    // Frames are small and pipelined: without TCP_NODELAY, Nagle's algorithm can hold one back
+    // until the previous segment is acknowledged.
     let listener = listener.tap_io(|tcp| {
         if let Err(error) = tcp.set_nodelay(true) {
             tracing::warn!(%error, "could not set TCP_NODELAY");
         }
     });
+    serve_on(listener, state, writer_task).await
+}
+
+/// Like [`run`], over TLS (`wss://`, `https://`).
+pub async fn run_tls(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    state: AppState,
+    writer_task: JoinHandle<()>,
+) -> std::io::Result<()> {
+    serve_on(tls::TlsListener::new(listener, tls)?, state, writer_task).await
+}
+
+async fn serve_on<L>(
+    listener: L,
+    state: AppState,
+    writer_task: JoinHandle<()>,
+) -> std::io::Result<()>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    let sweeper = tokio::spawn(sweeper::run(state.clone()));
+    let shutdown = state.shutdown.clone();
+    let draining = state.clone();
     axum::serve(listener, api::router(state.clone()))
         .with_graceful_shutdown(async move {
             shutdown.cancelled().await;

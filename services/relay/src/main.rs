@@ -134,13 +134,22 @@ async fn run(config: Config) -> anyhow::Result<()> {
                     .with_context(|| format!("creating {}", data_dir.display()))?;
             }
             let tokens = Tokens::new(&jwt_secret(&relay, &data_dir)?, relay.token_ttl());
+            let tls = match (&relay.tls_cert, &relay.tls_key) {
+                (Some(cert), Some(key)) => Some(repowire_relay::tls::server_config(cert, key)?),
+                _ => None,
+            };
             let store = open_store(&relay, &data_dir).await?;
-            serve(relay, store, tokens).await
+            serve(relay, store, tokens, tls).await
         }
     }
 }
 
-async fn serve(relay: RelayConfig, store: Arc<dyn Store>, tokens: Tokens) -> anyhow::Result<()> {
+async fn serve(
+    relay: RelayConfig,
+    store: Arc<dyn Store>,
+    tokens: Tokens,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> anyhow::Result<()> {
     if let Some((tenant, key)) = admin::bootstrap(store.as_ref()).await? {
         println!(
             "Created tenant `{}` ({}) and its first API key. It is shown once; keep it:",
@@ -154,11 +163,14 @@ async fn serve(relay: RelayConfig, store: Arc<dyn Store>, tokens: Tokens) -> any
         .await
         .with_context(|| format!("binding {}", relay.listen))?;
     let addr = listener.local_addr()?;
-    tracing::info!(%addr, storage = store.backend(), "repowire relay listening (WebSocket at /v1/ws)");
+    tracing::info!(%addr, storage = store.backend(), tls = tls.is_some(), "repowire relay listening (WebSocket at /v1/ws)");
     let shutdown = CancellationToken::new();
     tokio::spawn(signals(shutdown.clone()));
     let (state, writer) = AppState::new(relay, store, tokens, shutdown);
-    repowire_relay::run(listener, state, writer).await?;
+    match tls {
+        Some(tls) => repowire_relay::run_tls(listener, tls, state, writer).await?,
+        None => repowire_relay::run(listener, state, writer).await?,
+    }
     tracing::info!("relay stopped");
     Ok(())
 }

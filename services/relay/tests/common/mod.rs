@@ -71,6 +71,19 @@ impl TestRelay {
     }
 
     pub async fn start_with(db: &Db, config: RelayConfig) -> Self {
+        Self::start_inner(db, config, None).await
+    }
+
+    /// A relay serving TLS with `tls`; `http`/`ws` use https/wss and the name `localhost`.
+    pub async fn start_tls(db: &Db, tls: std::sync::Arc<rustls::ServerConfig>) -> Self {
+        Self::start_inner(db, RelayConfig::for_tests(), Some(tls)).await
+    }
+
+    async fn start_inner(
+        db: &Db,
+        config: RelayConfig,
+        tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    ) -> Self {
         let store = db.store().await;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -82,10 +95,26 @@ impl TestRelay {
         );
         let shutdown = CancellationToken::new();
         let (state, writer) = AppState::new(config, store, tokens, shutdown.clone());
-        let task = tokio::spawn(repowire_relay::run(listener, state.clone(), writer));
+        let (task, http, ws) = match tls {
+            Some(tls) => (
+                tokio::spawn(repowire_relay::run_tls(
+                    listener,
+                    tls,
+                    state.clone(),
+                    writer,
+                )),
+                format!("https://localhost:{}", addr.port()),
+                format!("wss://localhost:{}/v1/ws", addr.port()),
+            ),
+            None => (
+                tokio::spawn(repowire_relay::run(listener, state.clone(), writer)),
+                format!("http://{addr}"),
+                format!("ws://{addr}/v1/ws"),
+            ),
+        };
         Self {
-            http: format!("http://{addr}"),
-            ws: format!("ws://{addr}/v1/ws"),
+            http,
+            ws,
             state,
             shutdown,
             task,
