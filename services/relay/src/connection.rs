@@ -14,7 +14,7 @@ use repowire_protocol::{
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
 use crate::dispatch::frame_text;
-use crate::hub::{ConnHandle, Kick, peer_info};
+use crate::hub::{ConnHandle, Kick, Outbound, peer_info};
 use crate::ids::now_ms;
 use crate::metrics::TypeLabel;
 use crate::route::{self, Session};
@@ -45,7 +45,7 @@ fn error_text(
     code: ErrorCode,
     message: String,
 ) -> Utf8Bytes {
-    frame_text(Body::Error(ErrorFrame::new(re, code, message)))
+    String::from(frame_text(Body::Error(ErrorFrame::new(re, code, message)))).into()
 }
 
 /// Waits for a valid `hello`. On failure, answers with an error and the close code to use.
@@ -158,7 +158,7 @@ pub async fn serve(
         return;
     }
 
-    let (tx, mut rx) = mpsc::channel::<Utf8Bytes>(state.config.outbound_queue.max(1));
+    let (tx, mut rx) = mpsc::channel::<Outbound>(state.config.outbound_queue.max(1));
     let kick = Arc::new(Kick::default());
     state.hub.add_conn(
         &auth.tenant_id,
@@ -197,14 +197,14 @@ pub async fn serve(
                 break;
             }
             Some(out) = rx.recv() => {
-                if sink.send(Message::Text(out)).await.is_err() {
+                if sink.send(Message::Text(String::from(out).into())).await.is_err() {
                     break;
                 }
             }
             incoming = stream.next() => {
                 last_heard = Instant::now();
                 match incoming {
-                    Some(Ok(Message::Text(text))) => on_text(&session, text.as_str()).await,
+                    Some(Ok(Message::Text(text))) => Box::pin(on_text(&session, text.as_str())).await,
                     Some(Ok(Message::Binary(_))) => session.refuse(None, route::Refusal::new(
                         ErrorCode::MalformedFrame, "binary frames are not part of the protocol; send JSON text frames")),
                     Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}

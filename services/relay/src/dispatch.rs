@@ -6,20 +6,19 @@
 
 use std::sync::Arc;
 
-use axum::extract::ws::Utf8Bytes;
 use repowire_protocol::{
     Accepted, AnswerValue, Body, Deliver, Delivery, DeliveryState, ErrorCode, ErrorFrame, Frame,
     Message, MessageId, MessageKind, PeerSummary, Question, encode,
 };
 
-use crate::hub::Hub;
+use crate::hub::{Hub, Outbound};
 use crate::metrics::{Metrics, StateLabel, TypeLabel};
 use crate::store::*;
 use crate::writer::{AfterCommit, Origin};
 
 /// Encodes a frame for the outbound queues.
-pub fn frame_text(body: Body) -> Utf8Bytes {
-    encode(&Frame::new(body)).into()
+pub fn frame_text(body: Body) -> Outbound {
+    encode(&Frame::new(body)).into_boxed_str()
 }
 
 fn message_id(s: &str) -> MessageId {
@@ -85,7 +84,7 @@ pub fn stored(m: &NewMessage, correlation_id: Option<String>) -> StoredMessage {
 }
 
 /// A `deliver` frame.
-pub fn deliver_frame(to: &str, seq: i64, redelivery: bool, message: Message) -> Utf8Bytes {
+pub fn deliver_frame(to: &str, seq: i64, redelivery: bool, message: Message) -> Outbound {
     frame_text(Body::Deliver(Deliver {
         to: to.to_owned().into(),
         seq: u64::try_from(seq).unwrap_or(0),

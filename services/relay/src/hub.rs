@@ -15,12 +15,17 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use axum::extract::ws::Utf8Bytes;
 use repowire_protocol::{CloseCode, PeerInfo, PeerStatus, PeerSummary, Role, TurnState};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::store::PeerRecord;
+
+/// An encoded frame on its way to a connection. `Box<str>` rather than `Outbound`: each
+/// connection's queue allocates a block of 32 slots up front, and 16-byte slots instead of 32
+/// save ~0.5 KiB per idle connection (measured with `repowire-bench`). Turning it into a
+/// WebSocket message does not copy.
+pub type Outbound = Box<str>;
 
 /// Connection id, unique in this process.
 pub type ConnId = u64;
@@ -57,7 +62,7 @@ pub struct ConnHandle {
     /// API key behind it (revocation closes it).
     pub key_id: String,
     /// Outbound frames.
-    pub tx: mpsc::Sender<Utf8Bytes>,
+    pub tx: mpsc::Sender<Outbound>,
     /// Close from outside.
     pub kick: Arc<Kick>,
 }
@@ -339,7 +344,7 @@ impl Hub {
         }
     }
 
-    fn push(conn: &ConnHandle, frame: Utf8Bytes) -> bool {
+    fn push(conn: &ConnHandle, frame: Outbound) -> bool {
         match conn.tx.try_send(frame) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
@@ -354,7 +359,7 @@ impl Hub {
     }
 
     /// Sends a frame to a connection. False if it is gone or was kicked as slow.
-    pub fn send_to_conn(&self, tenant_id: &str, conn: ConnId, frame: Utf8Bytes) -> bool {
+    pub fn send_to_conn(&self, tenant_id: &str, conn: ConnId, frame: Outbound) -> bool {
         let tenants = self.lock();
         match tenants.get(tenant_id).and_then(|t| t.conns.get(&conn)) {
             Some(c) => Self::push(c, frame),
@@ -363,7 +368,7 @@ impl Hub {
     }
 
     /// Sends a frame to the connection holding a peer. False if the peer is not live here.
-    pub fn send_to_peer(&self, tenant_id: &str, peer_id: &str, frame: Utf8Bytes) -> bool {
+    pub fn send_to_peer(&self, tenant_id: &str, peer_id: &str, frame: Outbound) -> bool {
         let tenants = self.lock();
         let Some(t) = tenants.get(tenant_id) else {
             return false;
@@ -381,7 +386,7 @@ impl Hub {
         tenant_id: &str,
         peer_id: &str,
         seq: i64,
-        frame: impl FnOnce() -> Utf8Bytes,
+        frame: impl FnOnce() -> Outbound,
     ) -> bool {
         let mut tenants = self.lock();
         let Some(t) = tenants.get_mut(tenant_id) else {
@@ -407,7 +412,7 @@ impl Hub {
         tenant_id: &str,
         conn: ConnId,
         peer_id: &str,
-    ) -> Option<mpsc::Sender<Utf8Bytes>> {
+    ) -> Option<mpsc::Sender<Outbound>> {
         let tenants = self.lock();
         let t = tenants.get(tenant_id)?;
         t.peers.get(peer_id).filter(|p| p.conn == conn)?;
@@ -449,7 +454,7 @@ impl Hub {
     }
 
     /// Sends a frame to every connection of a tenant.
-    pub fn broadcast(&self, tenant_id: &str, frame: Utf8Bytes) {
+    pub fn broadcast(&self, tenant_id: &str, frame: Outbound) {
         if let Some(t) = self.lock().get(tenant_id) {
             for c in t.conns.values() {
                 Self::push(c, frame.clone());
@@ -553,7 +558,7 @@ mod tests {
         );
         assert_eq!(hub.finish_catch_up("t", 1, "p1", 1), Some(true));
         assert!(hub.deliver_live("t", "p1", 2, || "m2".into()));
-        assert_eq!(rx.try_recv().expect("pushed").as_str(), "m2");
+        assert_eq!(&*rx.try_recv().expect("pushed"), "m2");
     }
 
     #[test]

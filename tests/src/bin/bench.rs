@@ -47,6 +47,79 @@ struct Args {
     /// Duration of the paced run.
     #[arg(long, default_value_t = 5)]
     paced_seconds: u64,
+    /// Authenticated idle connections for the memory measurement (0 skips it).
+    #[arg(long, default_value_t = 10_000)]
+    idle_connections: usize,
+}
+
+/// Resident memory of a process, from /proc.
+fn rss_kib(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .context("no VmRSS in /proc status")
+}
+
+/// Opens `n` authenticated connections (hello answered with welcome), measures the relay's RSS
+/// growth, then closes them.
+async fn idle_memory(http: &str, ws: &str, key: &str, pid: u32, n: usize) -> anyhow::Result<()> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+    let token = token(http, key)
+        .await
+        .map_err(|(s, b)| anyhow::anyhow!("token: {s} {b}"))?
+        .token;
+    let before = rss_kib(pid)?;
+    let started = Instant::now();
+    let open = |_: usize| {
+        let (ws, token) = (ws.to_owned(), token.clone());
+        async move {
+            let mut request = ws.into_client_request()?;
+            request
+                .headers_mut()
+                .insert("authorization", format!("Bearer {token}").parse()?);
+            // Small client buffers: 10 000 default ones would cost the load generator 1.3 GB.
+            let config = WebSocketConfig::default()
+                .read_buffer_size(4096)
+                .write_buffer_size(0);
+            let (mut socket, _) =
+                tokio_tungstenite::connect_async_with_config(request, Some(config), true).await?;
+            let hello = Frame::new(Body::Hello(Hello {
+                client: "repowire-bench-idle".into(),
+            }));
+            socket.send(WsMessage::Text(encode(&hello).into())).await?;
+            loop {
+                match socket.next().await {
+                    Some(Ok(WsMessage::Text(t))) if t.as_str().contains("\"welcome\"") => {
+                        return anyhow::Ok(socket);
+                    }
+                    Some(Ok(_)) => continue,
+                    other => bail!("no welcome: {other:?}"),
+                }
+            }
+        }
+    };
+    let mut sockets = Vec::with_capacity(n);
+    let mut pending = futures::stream::iter(0..n).map(open).buffer_unordered(256);
+    while let Some(socket) = pending.next().await {
+        sockets.push(socket?);
+    }
+    let opened = started.elapsed();
+    // Let the relay finish its per-connection setup before reading RSS.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = rss_kib(pid)?;
+    let per = (after.saturating_sub(before)) as f64 * 1024.0 / n as f64;
+    println!(
+        "idle     {n} authenticated connections opened in {:.1} s: relay RSS {before} KiB -> {after} KiB, {:.0} bytes ({:.1} KiB) per connection",
+        opened.as_secs_f64(),
+        per,
+        per / 1024.0
+    );
+    drop(sockets);
+    Ok(())
 }
 
 struct Conn {
@@ -390,6 +463,16 @@ async fn main() -> anyhow::Result<()> {
         "sqlite (embedded)"
     };
     println!("relay: {} storage {storage}", relay.http);
+    if args.idle_connections > 0 {
+        idle_memory(
+            &relay.http,
+            &relay.ws,
+            &key,
+            relay.pid(),
+            args.idle_connections,
+        )
+        .await?;
+    }
     latency(&relay.http, &relay.ws, &key, args.latency_count).await?;
     throughput(
         &relay.http,
