@@ -119,7 +119,26 @@ async fn idle_memory(http: &str, ws: &str, key: &str, pid: u32, n: usize) -> any
         per / 1024.0
     );
     drop(sockets);
-    Ok(())
+    // Wait for the relay to finish closing them, so the next phase measures a quiet relay.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let metrics = reqwest::get(format!("{http}/metrics"))
+            .await?
+            .text()
+            .await?;
+        let open = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("repowire_connections "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0);
+        if open < 1.0 {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("the relay still holds {open} connections a minute after they were closed");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 struct Conn {
@@ -435,24 +454,23 @@ async fn main() -> anyhow::Result<()> {
     let data = std::env::temp_dir().join(format!("repowire-bench-{}", std::process::id()));
     let data_s = data.to_string_lossy().into_owned();
     let admin = "bench-admin-token";
-    let relay = match &args.database_url {
-        Some(url) => {
-            RelayProcess::start(
-                &relay_bin(),
-                &[],
-                &[
+    let start = || async {
+        match &args.database_url {
+            Some(url) => {
+                let env = [
                     ("DATABASE_URL", url.as_str()),
                     (
                         "REPOWIRE_JWT_SECRET",
                         "bench-secret-bench-secret-bench-secret",
                     ),
                     ("REPOWIRE_ADMIN_TOKEN", admin),
-                ],
-            )
-            .await
+                ];
+                RelayProcess::start(&relay_bin(), &[], &env).await
+            }
+            None => RelayProcess::start(&relay_bin(), &["--data-dir", &data_s], &[]).await,
         }
-        None => RelayProcess::start(&relay_bin(), &["--data-dir", &data_s], &[]).await,
     };
+    let mut relay = start().await;
     let key = match relay.first_key.clone() {
         Some(k) => k,
         None => bail!("the relay did not print a first key: give an empty database"),
@@ -472,6 +490,11 @@ async fn main() -> anyhow::Result<()> {
             args.idle_connections,
         )
         .await?;
+        // The traffic phases get a fresh process: one that held and freed 10 000 connections
+        // measurably answers slower (allocator state), which is not what they measure.
+        relay.signal("TERM");
+        relay.wait(Duration::from_secs(30)).await;
+        relay = start().await;
     }
     latency(&relay.http, &relay.ws, &key, args.latency_count).await?;
     throughput(
