@@ -179,6 +179,20 @@ impl TestClient {
         .peer
     }
 
+    /// Registers a peer with a role (orchestrator, service, human cross circles).
+    pub async fn peer_with_role(&mut self, name: &str, circle: &str, role: Role) -> PeerInfo {
+        self.register(Register {
+            name: Some(name.into()),
+            circle: Some(circle.into()),
+            backend: "claude-code".into(),
+            path: Some(format!("/work/{name}")),
+            role: Some(role),
+            ..Default::default()
+        })
+        .await
+        .peer
+    }
+
     /// Sends a message-creating body and returns its `accepted` (or the error).
     pub async fn submit(&mut self, body: Body) -> Result<Accepted, ErrorFrame> {
         let id = self.send(body).await;

@@ -258,14 +258,7 @@ async fn bad_tokens_and_keys_are_refused_over_http(db: Db) {
         b"some-other-secret-some-other-secret",
         std::time::Duration::from_secs(60),
     );
-    let key_id = relay
-        .state
-        .store
-        .find_api_key_by_hash(&repowire_relay::apikey::hash(&key))
-        .await
-        .expect("db")
-        .expect("key")
-        .id;
+    let key_id = relay.key_id(&key).await;
     let (forged, _) = forged.issue(&key_id, &tenant, repowire_relay::ids::now_ms());
     assert_eq!(
         client::open(&relay.ws, Some(&forged)).await.err(),
@@ -315,14 +308,7 @@ async fn revoking_a_key_closes_its_live_connections(db: Db) {
     let mut unaffected = relay.client(&other.text).await;
     let alive = unaffected.peer("stays", "dev").await;
 
-    let key_id = relay
-        .state
-        .store
-        .find_api_key_by_hash(&repowire_relay::apikey::hash(&key))
-        .await
-        .expect("db")
-        .expect("key")
-        .id;
+    let key_id = relay.key_id(&key).await;
     let resp = reqwest::Client::new()
         .delete(format!("{}/admin/v1/keys/{key_id}", relay.http))
         .bearer_auth("test-admin-token")
@@ -354,6 +340,20 @@ async fn the_admin_api_needs_its_own_credential(db: Db) {
     let token = client::token(&relay.http, &key).await.expect("token").token;
     let http = reqwest::Client::new();
     let url = format!("{}/admin/v1/tenants", relay.http);
+    let create = |name: &'static str| {
+        let (http, url) = (http.clone(), url.clone());
+        async move {
+            let body = serde_json::json!({ "name": name });
+            let resp = http
+                .post(&url)
+                .bearer_auth("test-admin-token")
+                .json(&body)
+                .send()
+                .await
+                .expect("send");
+            resp.status().as_u16()
+        }
+    };
     for credential in [key.as_str(), token.as_str(), "wrong"] {
         let resp = http
             .get(&url)
@@ -367,30 +367,9 @@ async fn the_admin_api_needs_its_own_credential(db: Db) {
             "tenant credentials must not reach the admin API"
         );
     }
-    let resp = http
-        .post(&url)
-        .bearer_auth("test-admin-token")
-        .json(&serde_json::json!({"name": "beta"}))
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(resp.status().as_u16(), 201);
-    let dup = http
-        .post(&url)
-        .bearer_auth("test-admin-token")
-        .json(&serde_json::json!({"name": "beta"}))
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(dup.status().as_u16(), 409);
-    let bad = http
-        .post(&url)
-        .bearer_auth("test-admin-token")
-        .json(&serde_json::json!({"name": "has space"}))
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(bad.status().as_u16(), 400);
+    assert_eq!(create("beta").await, 201);
+    assert_eq!(create("beta").await, 409);
+    assert_eq!(create("has space").await, 400);
     let minted: serde_json::Value = http
         .post(format!("{url}/beta/keys"))
         .bearer_auth("test-admin-token")

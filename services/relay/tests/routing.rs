@@ -340,16 +340,7 @@ async fn ambiguous_names_are_refused_with_candidates(db: Db) {
         relay.client(&key).await,
         relay.client(&key).await,
     );
-    let boss = o
-        .register(Register {
-            name: Some("boss".into()),
-            circle: Some("hq".into()),
-            backend: "claude-code".into(),
-            role: Some(Role::Orchestrator),
-            ..Default::default()
-        })
-        .await
-        .peer;
+    let boss = o.peer_with_role("boss", "hq", Role::Orchestrator).await;
     let api_x = x.peer("api", "x").await;
     let api_y = y.peer("api", "y").await;
     // Same name in the same circle gets a suffix instead of a collision.
@@ -635,15 +626,7 @@ async fn a_retry_is_recognised_even_after_names_changed(db: Db) {
         relay.client(&key).await,
         relay.client(&key).await,
     );
-    let boss = o
-        .register(Register {
-            name: Some("boss".into()),
-            backend: "claude-code".into(),
-            role: Some(Role::Orchestrator),
-            ..Default::default()
-        })
-        .await
-        .peer;
+    let boss = o.peer_with_role("boss", "hq", Role::Orchestrator).await;
     let api_x = x.peer("api", "x").await;
     let frame = Frame::new(Body::Notify(Notify {
         from: boss.peer_id.clone(),

@@ -194,14 +194,7 @@ async fn a_second_tenant_can_neither_see_nor_reach_the_first(db: Db) {
     }
 
     // A validly signed token whose tenant claim does not match its key is refused.
-    let key1_id = relay
-        .state
-        .store
-        .find_api_key_by_hash(&repowire_relay::apikey::hash(&key1))
-        .await
-        .expect("db")
-        .expect("key")
-        .id;
+    let key1_id = relay.key_id(&key1).await;
     let (mixed, _) = relay
         .state
         .tokens

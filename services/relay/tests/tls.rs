@@ -39,14 +39,7 @@ async fn the_relay_serves_wss_with_a_configured_certificate() {
     let db = Db::sqlite();
     let relay = TestRelay::start_tls(&db, tls).await;
     let (tenant, key) = relay.tenant("acme").await;
-    let key_id = relay
-        .state
-        .store
-        .find_api_key_by_hash(&repowire_relay::apikey::hash(&key))
-        .await
-        .expect("db")
-        .expect("key")
-        .id;
+    let key_id = relay.key_id(&key).await;
     let (token, _) = relay
         .state
         .tokens

@@ -123,15 +123,24 @@ macro_rules! impl_store {
                 Ok(seq)
             }
 
-            async fn message_exists(conn: &mut Conn, tenant_id: &str, message_id: &str) -> Result<bool> {
-                let found: Option<String> = sqlx::query_scalar(
-                    "SELECT message_id FROM messages WHERE tenant_id = $1 AND message_id = $2",
+            /// The content hash of a stored message, if the id is taken in this tenant.
+            async fn stored_hash(conn: &mut Conn, tenant_id: &str, message_id: &str) -> Result<Option<String>> {
+                Ok(sqlx::query_scalar("SELECT content_hash FROM messages WHERE tenant_id = $1 AND message_id = $2")
+                    .bind(tenant_id)
+                    .bind(message_id)
+                    .fetch_optional(&mut *conn)
+                    .await?)
+            }
+
+            /// Recipients of a stored message (its inbox entries), for answering a retry.
+            async fn entry_peers(conn: &mut Conn, tenant_id: &str, message_id: &str) -> Result<Vec<String>> {
+                Ok(sqlx::query_scalar(
+                    "SELECT peer_id FROM inbox WHERE tenant_id = $1 AND message_id = $2 ORDER BY peer_id",
                 )
                 .bind(tenant_id)
                 .bind(message_id)
-                .fetch_optional(&mut *conn)
-                .await?;
-                Ok(found.is_some())
+                .fetch_all(&mut *conn)
+                .await?)
             }
 
             /// A slot outside the cap, for recording a refusal in the inbox history.
@@ -498,13 +507,7 @@ macro_rules! impl_store {
                 for (pos, (i, m)) in ms.iter().enumerate() {
                     if let Some((hash, cid)) = existing.get(&(m.tenant_id.clone(), m.message_id.clone())) {
                         let outcome = if *hash == m.content_hash {
-                            let recipients: Vec<String> = sqlx::query_scalar(
-                                "SELECT peer_id FROM inbox WHERE tenant_id = $1 AND message_id = $2 ORDER BY peer_id",
-                            )
-                            .bind(&m.tenant_id)
-                            .bind(&m.message_id)
-                            .fetch_all(&mut *conn)
-                            .await?;
+                            let recipients = Self::entry_peers(conn, &m.tenant_id, &m.message_id).await?;
                             AcceptOutcome::Duplicate { recipients, correlation_id: cid.clone() }
                         } else {
                             AcceptOutcome::IdReused
@@ -678,13 +681,7 @@ macro_rules! impl_store {
                     if hash != m.content_hash {
                         return Ok(AcceptOutcome::IdReused);
                     }
-                    let recipients: Vec<String> = sqlx::query_scalar(
-                        "SELECT peer_id FROM inbox WHERE tenant_id = $1 AND message_id = $2 ORDER BY peer_id",
-                    )
-                    .bind(&m.tenant_id)
-                    .bind(&m.message_id)
-                    .fetch_all(&mut *conn)
-                    .await?;
+                    let recipients = Self::entry_peers(conn, &m.tenant_id, &m.message_id).await?;
                     return Ok(AcceptOutcome::Duplicate { recipients, correlation_id });
                 }
 
@@ -765,18 +762,12 @@ macro_rules! impl_store {
                     recipient: ask.recipient.clone(),
                     state: c.state,
                 };
-                                if ask.closed_at_ms.is_some() {
+                if ask.closed_at_ms.is_some() {
                     if ask.closed_by.as_deref() != Some(c.frame_id.as_str()) {
                         return Ok(CloseOutcome::AlreadyClosed);
                     }
                     // The same frame id again: a retry only if it carries the same reply.
-                    let stored: Option<String> = sqlx::query_scalar(
-                        "SELECT content_hash FROM messages WHERE tenant_id = $1 AND message_id = $2",
-                    )
-                    .bind(&c.tenant_id)
-                    .bind(&c.frame_id)
-                    .fetch_optional(&mut *conn)
-                    .await?;
+                    let stored = Self::stored_hash(conn, &c.tenant_id, &c.frame_id).await?;
                     let same = match (&c.reply, stored) {
                         (Some(reply), Some(hash)) => reply.content_hash == hash,
                         (None, None) => true,
@@ -784,7 +775,7 @@ macro_rules! impl_store {
                     };
                     return Ok(if same { CloseOutcome::Duplicate { closed } } else { CloseOutcome::IdReused });
                 }
-                if c.reply.is_some() && Self::message_exists(conn, &c.tenant_id, &c.frame_id).await? {
+                if c.reply.is_some() && Self::stored_hash(conn, &c.tenant_id, &c.frame_id).await?.is_some() {
                     return Ok(CloseOutcome::IdReused);
                 }
                 let mut reply = c.reply.clone();

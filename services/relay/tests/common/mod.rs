@@ -158,6 +158,17 @@ impl TestRelay {
         TestClient::connect(&self.http, &self.ws, api_key).await
     }
 
+    /// The stored id of an API key (the JWT subject).
+    pub async fn key_id(&self, api_key: &str) -> String {
+        self.state
+            .store
+            .find_api_key_by_hash(&repowire_relay::apikey::hash(api_key))
+            .await
+            .expect("db")
+            .expect("key exists")
+            .id
+    }
+
     pub async fn metrics(&self) -> String {
         reqwest::get(format!("{}/metrics", self.http))
             .await
