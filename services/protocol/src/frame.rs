@@ -164,6 +164,14 @@ impl Body {
         }
     }
 
+    /// True for frames that create a message for other peers (rate-limited per connection).
+    pub fn creates_message(&self) -> bool {
+        matches!(
+            self,
+            Body::Ask(_) | Body::Notify(_) | Body::Broadcast(_) | Body::Ack(_) | Body::Answer(_)
+        )
+    }
+
     /// Which side may send this frame.
     pub fn direction(&self) -> Direction {
         match self {
@@ -828,6 +836,9 @@ pub struct ErrorFrame {
     /// For `ambiguous_peer`: the peers the name matched.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub candidates: Vec<PeerSummary>,
+    /// For `rate_limited`: how long to wait before retrying, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
 }
 
 impl ErrorFrame {
@@ -838,6 +849,7 @@ impl ErrorFrame {
             code,
             message: message.into(),
             candidates: Vec::new(),
+            retry_after_ms: None,
         }
     }
 }

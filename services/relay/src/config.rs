@@ -180,6 +180,23 @@ pub struct RelayConfig {
         global = true
     )]
     pub outbound_queue: usize,
+    /// Message-creating frames (ask, notify, broadcast, ack, answer) one connection may send
+    /// per second, sustained; 0 disables the limit. Over it: `rate_limited` with a retry time.
+    #[arg(
+        long,
+        env = "REPOWIRE_SEND_RATE",
+        default_value_t = 2000,
+        global = true
+    )]
+    pub send_rate: u32,
+    /// Burst allowance for `--send-rate`.
+    #[arg(
+        long,
+        env = "REPOWIRE_SEND_BURST",
+        default_value_t = 4000,
+        global = true
+    )]
+    pub send_burst: u32,
     /// Interval of relay pings, seconds.
     #[arg(
         long,

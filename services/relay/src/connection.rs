@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use futures::{SinkExt, StreamExt};
+use governor::clock::{Clock, DefaultClock};
 use repowire_protocol::{
     Body, CloseCode, ErrorCode, ErrorFrame, Frame, Limits, Presence, PresenceEvent, Welcome,
     decode, limits,
@@ -19,6 +20,17 @@ use crate::ids::now_ms;
 use crate::metrics::TypeLabel;
 use crate::route::{self, Session};
 use crate::state::AppState;
+
+type Limiter = governor::DefaultDirectRateLimiter;
+
+/// The per-connection limit on message-creating frames; `None` when disabled (rate 0).
+fn send_limiter(rate: u32, burst: u32) -> Option<Limiter> {
+    let rate = std::num::NonZeroU32::new(rate)?;
+    let burst = std::num::NonZeroU32::new(burst).unwrap_or(rate);
+    Some(governor::RateLimiter::direct(
+        governor::Quota::per_second(rate).allow_burst(burst),
+    ))
+}
 
 /// Who the token says this connection is.
 #[derive(Debug, Clone)]
@@ -171,6 +183,7 @@ pub async fn serve(
     );
     state.metrics.connections.inc();
     tracing::debug!(tenant = %auth.tenant_id, conn, "connection open");
+    let limiter = send_limiter(state.config.send_rate, state.config.send_burst);
     let session = Session {
         state: state.clone(),
         tenant_id: auth.tenant_id.clone(),
@@ -204,7 +217,9 @@ pub async fn serve(
             incoming = stream.next() => {
                 last_heard = Instant::now();
                 match incoming {
-                    Some(Ok(Message::Text(text))) => Box::pin(on_text(&session, text.as_str())).await,
+                                        Some(Ok(Message::Text(text))) => {
+                        Box::pin(on_text(&session, limiter.as_ref(), text.as_str())).await
+                    }
                     Some(Ok(Message::Binary(_))) => session.refuse(None, route::Refusal::new(
                         ErrorCode::MalformedFrame, "binary frames are not part of the protocol; send JSON text frames")),
                     Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
@@ -253,7 +268,7 @@ pub async fn serve(
     tracing::debug!(tenant = %auth.tenant_id, conn, "connection closed");
 }
 
-async fn on_text(s: &Session, text: &str) {
+async fn on_text(s: &Session, limiter: Option<&Limiter>, text: &str) {
     let started = Instant::now();
     match decode(text) {
         Err(e) => s.refuse(e.request_id, route::Refusal::new(e.code, e.message)),
@@ -265,6 +280,21 @@ async fn on_text(s: &Session, text: &str) {
                     r#type: frame.body.type_name(),
                 })
                 .inc();
+            if frame.body.creates_message()
+                && let Some(Err(not_until)) = limiter.map(|l| l.check())
+            {
+                let wait = not_until.wait_time_from(DefaultClock::default().now());
+                let mut refusal = route::Refusal::new(
+                    ErrorCode::RateLimited,
+                    format!(
+                        "this connection may send {} messages per second; nothing was accepted, retry later",
+                        s.state.config.send_rate
+                    ),
+                );
+                refusal.retry_after_ms =
+                    Some(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1));
+                return s.refuse(Some(frame.id), refusal);
+            }
             route::handle(s, frame, started).await;
         }
     }

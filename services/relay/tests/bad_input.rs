@@ -12,6 +12,7 @@ both_backends!(
     bad_tokens_and_keys_are_refused_over_http,
     revoking_a_key_closes_its_live_connections,
     the_admin_api_needs_its_own_credential,
+    a_flooding_connection_is_refused_explicitly_and_stores_nothing_extra,
 );
 
 fn errors(metrics: &str, code: &str) -> f64 {
@@ -402,5 +403,86 @@ async fn the_admin_api_needs_its_own_credential(db: Db) {
     );
     let m = relay.metrics().await;
     assert!(errors(&m, "forbidden") >= 3.0, "{m}");
+    relay.stop().await;
+}
+
+async fn a_flooding_connection_is_refused_explicitly_and_stores_nothing_extra(db: Db) {
+    let config = repowire_relay::RelayConfig {
+        send_rate: 1,
+        send_burst: 3,
+        ..repowire_relay::RelayConfig::for_tests()
+    };
+    let Duo {
+        relay,
+        key,
+        mut a,
+        alice,
+        mut b,
+        bob,
+    } = Duo::start_with(&db, config).await;
+    let frames: Vec<Frame> = (0..10)
+        .map(|i| {
+            Frame::new(Body::Notify(Notify {
+                from: alice.peer_id.clone(),
+                to: "bob".into(),
+                circle: None,
+                text: format!("flood {i}"),
+            }))
+        })
+        .collect();
+    for f in &frames {
+        a.send_frame(f).await;
+    }
+    let (mut accepted, mut refused) = (Vec::new(), Vec::new());
+    for f in &frames {
+        match a.answer(f.id).await {
+            Ok(_) => accepted.push(f.id),
+            Err(e) => {
+                assert_eq!(e.code, ErrorCode::RateLimited);
+                assert!(
+                    e.retry_after_ms.is_some_and(|ms| ms > 0),
+                    "a refusal says when to retry"
+                );
+                refused.push(f.id);
+            }
+        }
+    }
+    // 3 fit the burst; at most one more per second of test time.
+    assert!(
+        accepted.len() >= 3 && !refused.is_empty(),
+        "accepted {}, refused {}",
+        accepted.len(),
+        refused.len()
+    );
+    for id in &refused {
+        let q = a
+            .send(Body::StatusQuery(StatusQuery {
+                peer_id: alice.peer_id.clone(),
+                message_id: Some(*id),
+                correlation_id: None,
+            }))
+            .await;
+        assert_eq!(
+            a.answer(q).await.expect_err("not stored").code,
+            ErrorCode::UnknownMessage
+        );
+    }
+    // Exactly the accepted ones arrive; receipts are not limited.
+    for id in &accepted {
+        let d = b.delivered_to(&bob.peer_id).await;
+        assert_eq!(&d.message.message_id, id);
+        b.receipt(&bob.peer_id, d.message.message_id, ReceiptState::Delivered)
+            .await;
+    }
+    for id in &accepted {
+        assert_eq!(a.state_of(*id).await.state, DeliveryState::Delivered);
+    }
+    // Another connection has its own allowance.
+    let mut c = relay.client(&key).await;
+    let carol = c.peer("carol", "dev").await;
+    c.notify(&carol, "bob", "not limited by alice's flood")
+        .await
+        .expect("own allowance");
+    assert!(errors(&relay.metrics().await, "rate_limited") >= refused.len() as f64);
     relay.stop().await;
 }

@@ -41,6 +41,8 @@ pub struct Refusal {
     pub message: String,
     /// For ambiguous names.
     pub candidates: Vec<PeerSummary>,
+    /// For rate limits.
+    pub retry_after_ms: Option<u64>,
 }
 
 impl Refusal {
@@ -50,6 +52,7 @@ impl Refusal {
             code,
             message: message.into(),
             candidates: Vec::new(),
+            retry_after_ms: None,
         }
     }
 
@@ -86,6 +89,7 @@ impl Session {
             code: r.code,
             message: r.message,
             candidates: r.candidates,
+            retry_after_ms: r.retry_after_ms,
         }));
     }
 

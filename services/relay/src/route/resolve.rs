@@ -74,6 +74,7 @@ pub(super) async fn resolve(
                 "`{to}` matches {n} peers; pass `circle` or address one by its peer id"
             ),
             candidates,
+            retry_after_ms: None,
         }),
     }
 }
