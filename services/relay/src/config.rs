@@ -197,6 +197,15 @@ pub struct RelayConfig {
         global = true
     )]
     pub send_burst: u32,
+    /// Writes one connection may have waiting for commit; beyond it the relay stops reading
+    /// from that connection until some commit (backpressure). Keep well below the outbound queue.
+    #[arg(
+        long,
+        env = "REPOWIRE_INFLIGHT_WRITES",
+        default_value_t = 256,
+        global = true
+    )]
+    pub inflight_writes: usize,
     /// Interval of relay pings, seconds.
     #[arg(
         long,

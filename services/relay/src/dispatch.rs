@@ -13,6 +13,7 @@ use repowire_protocol::{
 
 use crate::hub::{Hub, Outbound};
 use crate::metrics::{Metrics, StateLabel, TypeLabel};
+use crate::store::INBOX_FULL_REASON;
 use crate::store::*;
 use crate::writer::{AfterCommit, Origin};
 
@@ -210,7 +211,7 @@ impl Dispatcher {
                         correlation_id: correlation_id.clone(),
                         recipient: peer.clone(),
                         state: DeliveryState::Failed,
-                        reason: Some("inbox_full: the recipient's inbox is full".into()),
+                        reason: Some(INBOX_FULL_REASON.into()),
                     });
                 }
                 if let Some(closed) = closed_prior {

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::store::PeerRecord;
 
-/// An encoded frame on its way to a connection. `Box<str>` rather than `Outbound`: each
+/// An encoded frame on its way to a connection. `Box<str>` rather than `Utf8Bytes`: each
 /// connection's queue allocates a block of 32 slots up front, and 16-byte slots instead of 32
 /// save ~0.5 KiB per idle connection (measured with `repowire-bench`). Turning it into a
 /// WebSocket message does not copy.
@@ -80,6 +80,9 @@ pub struct LivePeer {
     pub last_seen_ms: i64,
     catching_up: bool,
     latest_seq: i64,
+    /// Which binding this is: a re-register or takeover makes a new one, so tasks started for
+    /// an older binding (catch-up) can tell they are stale.
+    pub epoch: u64,
 }
 
 impl LivePeer {
@@ -91,6 +94,26 @@ impl LivePeer {
     /// A short reference.
     pub fn summary(&self) -> PeerSummary {
         summary(&self.record)
+    }
+}
+
+/// Free slots a bulk sender (catch-up, replay) leaves in a connection's queue, so live frames
+/// pushed with `try_send` meanwhile do not find it full and kick the connection.
+const BULK_HEADROOM: usize = 64;
+
+/// Sends a frame from a bulk stream, waiting until the queue has room for it plus
+/// [`BULK_HEADROOM`]. False if the connection is gone.
+pub async fn send_bulk(tx: &mpsc::Sender<Outbound>, frame: Outbound) -> bool {
+    let want = (BULK_HEADROOM + 1).min(tx.max_capacity());
+    match tx.reserve_many(want).await {
+        Ok(mut permits) => match permits.next() {
+            Some(permit) => {
+                permit.send(frame);
+                true
+            }
+            None => false,
+        },
+        Err(_) => false,
     }
 }
 
@@ -148,6 +171,7 @@ struct TenantHub {
 pub struct Hub {
     tenants: Mutex<HashMap<String, TenantHub>>,
     next_conn: AtomicU64,
+    next_epoch: AtomicU64,
 }
 
 /// Result of binding a peer.
@@ -159,6 +183,10 @@ pub struct Bound {
     pub previous_conn: Option<ConnId>,
     /// True if the peer was already live on this process (takeover or re-register).
     pub was_live: bool,
+    /// This binding's epoch.
+    pub epoch: u64,
+    /// The binding this one replaced, to restore if registering fails.
+    pub replaced: Option<LivePeer>,
 }
 
 impl Hub {
@@ -235,9 +263,10 @@ impl Hub {
             n += 1;
         }
         record.name = name;
+        let epoch = self.next_epoch.fetch_add(1, Ordering::Relaxed) + 1;
         let previous = t.peers.get(&record.peer_id).map(|p| p.conn);
         let previous_conn = previous.filter(|c| *c != conn);
-        t.peers.insert(
+        let replaced = t.peers.insert(
             record.peer_id.clone(),
             LivePeer {
                 record: record.clone(),
@@ -246,12 +275,40 @@ impl Hub {
                 last_seen_ms: now_ms,
                 catching_up: true,
                 latest_seq: 0,
+                epoch,
             },
         );
         Bound {
             record,
             previous_conn,
             was_live: previous.is_some(),
+            epoch,
+            replaced,
+        }
+    }
+
+    /// Undoes a [`Hub::bind_peer`] whose registration failed: the replaced binding comes back,
+    /// or the peer is unbound if there was none. Does nothing if a newer binding exists.
+    pub fn rollback_bind(
+        &self,
+        tenant_id: &str,
+        peer_id: &str,
+        epoch: u64,
+        replaced: Option<LivePeer>,
+    ) {
+        let mut tenants = self.lock();
+        let Some(t) = tenants.get_mut(tenant_id) else {
+            return;
+        };
+        if t.peers.get(peer_id).is_some_and(|p| p.epoch == epoch) {
+            match replaced {
+                Some(previous) => {
+                    t.peers.insert(peer_id.to_owned(), previous);
+                }
+                None => {
+                    t.peers.remove(peer_id);
+                }
+            }
         }
     }
 
@@ -332,12 +389,14 @@ impl Hub {
         Some(p.clone())
     }
 
-    /// Clears an expired description on the live snapshot.
-    pub fn clear_description(&self, tenant_id: &str, peer_id: &str) {
+    /// Clears an expired description on the live snapshot, unless it was replaced since
+    /// (`set_at` is when the expired one was set).
+    pub fn clear_description(&self, tenant_id: &str, peer_id: &str, set_at: i64) {
         if let Some(p) = self
             .lock()
             .get_mut(tenant_id)
             .and_then(|t| t.peers.get_mut(peer_id))
+            && p.record.description_at_ms == Some(set_at)
         {
             p.record.description = None;
             p.record.description_at_ms = None;
@@ -405,38 +464,41 @@ impl Hub {
         }
     }
 
-    /// The outbound queue of `conn`, while it holds the peer (catch-up and replay push with
-    /// backpressure through it instead of kicking).
+    /// The outbound queue of `conn`, while it holds the peer (in binding `epoch`, if given).
+    /// Catch-up and replay push through it with [`send_bulk`].
     pub fn conn_sender(
         &self,
         tenant_id: &str,
         conn: ConnId,
         peer_id: &str,
+        epoch: Option<u64>,
     ) -> Option<mpsc::Sender<Outbound>> {
         let tenants = self.lock();
         let t = tenants.get(tenant_id)?;
-        t.peers.get(peer_id).filter(|p| p.conn == conn)?;
+        t.peers
+            .get(peer_id)
+            .filter(|p| p.conn == conn && epoch.is_none_or(|e| p.epoch == e))?;
         t.conns.get(&conn).map(|c| c.tx.clone())
     }
 
-    /// The highest seq dispatched for the peer so far, while `conn` holds it.
-    pub fn latest_seq(&self, tenant_id: &str, conn: ConnId, peer_id: &str) -> Option<i64> {
+    /// The highest seq dispatched for the peer so far, while binding `epoch` holds it.
+    pub fn latest_seq(&self, tenant_id: &str, peer_id: &str, epoch: u64) -> Option<i64> {
         self.lock()
             .get(tenant_id)?
             .peers
             .get(peer_id)
-            .filter(|p| p.conn == conn)
+            .filter(|p| p.epoch == epoch)
             .map(|p| p.latest_seq)
     }
 
     /// Ends catch-up if nothing was dispatched for the peer since `snapshot` (a
     /// [`Hub::latest_seq`] taken before the catch-up read, which therefore saw every commit up
-    /// to it). `Some(true)`: done; `Some(false)`: read again; `None`: the peer left `conn`.
+    /// to it). `Some(true)`: done; `Some(false)`: read again; `None`: binding `epoch` is gone.
     pub fn finish_catch_up(
         &self,
         tenant_id: &str,
-        conn: ConnId,
         peer_id: &str,
+        epoch: u64,
         snapshot: i64,
     ) -> Option<bool> {
         let mut tenants = self.lock();
@@ -444,7 +506,7 @@ impl Hub {
             .get_mut(tenant_id)?
             .peers
             .get_mut(peer_id)
-            .filter(|p| p.conn == conn)?;
+            .filter(|p| p.epoch == epoch)?;
         if p.latest_seq <= snapshot {
             p.catching_up = false;
             Some(true)
@@ -546,17 +608,17 @@ mod tests {
                 kick: Arc::default(),
             },
         );
-        hub.bind_peer(1, record("p1", "a"), "api", 0);
+        let epoch = hub.bind_peer(1, record("p1", "a"), "api", 0).epoch;
         assert!(
             !hub.deliver_live("t", "p1", 1, || "m1".into()),
             "skipped while catching up"
         );
         assert_eq!(
-            hub.finish_catch_up("t", 1, "p1", 0),
+            hub.finish_catch_up("t", "p1", epoch, 0),
             Some(false),
             "seq 1 was committed after the read"
         );
-        assert_eq!(hub.finish_catch_up("t", 1, "p1", 1), Some(true));
+        assert_eq!(hub.finish_catch_up("t", "p1", epoch, 1), Some(true));
         assert!(hub.deliver_live("t", "p1", 2, || "m2".into()));
         assert_eq!(&*rx.try_recv().expect("pushed"), "m2");
     }
@@ -608,5 +670,70 @@ mod tests {
         );
         assert_eq!(hub.kick_key("k1", CloseCode::KEY_REVOKED, "revoked"), 1);
         assert!(a.token.is_cancelled() && !b.token.is_cancelled());
+    }
+
+    #[test]
+    fn a_rebind_makes_the_old_bindings_catch_up_stale() {
+        let hub = Hub::default();
+        let (tx, _rx) = mpsc::channel(8);
+        hub.add_conn(
+            "t",
+            ConnHandle {
+                id: 1,
+                key_id: "k".into(),
+                tx,
+                kick: Arc::default(),
+            },
+        );
+        let first = hub.bind_peer(1, record("p1", "a"), "api", 0).epoch;
+        let second = hub.bind_peer(1, record("p1", "a"), "api", 0).epoch;
+        assert_ne!(first, second);
+        assert_eq!(
+            hub.latest_seq("t", "p1", first),
+            None,
+            "the old catch-up stops"
+        );
+        assert!(hub.conn_sender("t", 1, "p1", Some(first)).is_none());
+        assert_eq!(
+            hub.finish_catch_up("t", "p1", first, 0),
+            None,
+            "and cannot open the new binding's live path"
+        );
+        assert_eq!(hub.finish_catch_up("t", "p1", second, 0), Some(true));
+    }
+
+    #[test]
+    fn a_failed_registration_restores_the_binding_it_replaced() {
+        let hub = Hub::default();
+        let old = hub.bind_peer(1, record("p1", "a"), "api", 0);
+        let new = hub.bind_peer(2, record("p1", "a"), "api", 0);
+        assert_eq!(new.previous_conn, Some(1));
+        hub.rollback_bind("t", "p1", new.epoch, new.replaced);
+        let back = hub.live_peer("t", "p1").expect("still live");
+        assert_eq!((back.conn, back.epoch), (1, old.epoch));
+        // Without a replaced binding, the peer is simply unbound.
+        let fresh = hub.bind_peer(1, record("p2", "a"), "web", 0);
+        hub.rollback_bind("t", "p2", fresh.epoch, fresh.replaced);
+        assert!(hub.live_peer("t", "p2").is_none());
+    }
+
+    #[test]
+    fn an_expired_description_is_cleared_only_if_unchanged() {
+        let hub = Hub::default();
+        hub.bind_peer(1, record("p1", "a"), "api", 0);
+        hub.update_peer("t", 1, "p1", None, Some(Some("old".into())), 10);
+        hub.update_peer("t", 1, "p1", None, Some(Some("new".into())), 20);
+        hub.clear_description("t", "p1", 10);
+        assert_eq!(
+            hub.live_peer("t", "p1")
+                .and_then(|p| p.record.description)
+                .as_deref(),
+            Some("new")
+        );
+        hub.clear_description("t", "p1", 20);
+        assert_eq!(
+            hub.live_peer("t", "p1").and_then(|p| p.record.description),
+            None
+        );
     }
 }

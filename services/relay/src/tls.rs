@@ -117,7 +117,8 @@ impl axum::serve::Listener for TlsListener {
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         match self.ready.recv().await {
             Some(accepted) => accepted,
-            // The accept task only ends when this listener is dropped.
+            // The accept task stops at its first accept after this listener is dropped, so
+            // this branch is never reached while the listener is alive.
             None => std::future::pending().await,
         }
     }

@@ -1,6 +1,8 @@
 //! Short-lived JWTs (HS256) exchanged for API keys and presented on the WebSocket upgrade.
-//! Pods verify them locally; revocation is checked against the key record on connect and
-//! pushed to live connections when a key is revoked.
+//! Pods verify them locally; revocation is checked against the key record on connect (and again
+//! once the connection can be reached), and a revoke over the admin API closes that process's
+//! live connections. Other processes learn of it only at their next connect until the
+//! cross-pod bus exists (scale-out issue).
 
 use std::time::Duration;
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use repowire_protocol::{MessageId, PeerSummary};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::hub::ConnId;
@@ -46,7 +46,7 @@ type Done = oneshot::Sender<Result<WriteOutcome, String>>;
 
 enum Job {
     /// Boxed: a write carries a whole message, a flush only a sender.
-    Write(Box<(WriteOp, Option<Origin>, Option<Done>)>),
+    Write(Box<(WriteOp, Meta)>),
     Flush(oneshot::Sender<()>),
 }
 
@@ -75,18 +75,23 @@ impl Writer {
         metrics: Arc<Metrics>,
         max_batch: usize,
     ) -> (Self, JoinHandle<()>) {
-        // Unbounded on purpose: every job belongs to a frame a connection already read, and
-        // connections are bounded (count, frame size, outbound queue), so the queue is bounded
-        // by what the relay has admitted; a bounded channel here would only move the wait.
+        // Unbounded channel, bounded content: every connection holds at most
+        // `inflight_writes` permits for its queued writes (the reader waits for one), and
+        // connections are capped, so the queue is bounded by what the relay admitted.
         let (tx, rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(run(rx, store, after, metrics, max_batch.max(1)));
         (Self { tx }, task)
     }
 
     /// Queues a write; its outcome goes to the dispatcher (answering `origin`).
-    pub fn submit(&self, op: WriteOp, origin: Option<Origin>) -> Result<(), WriterClosed> {
+    pub fn submit(
+        &self,
+        op: WriteOp,
+        origin: Option<Origin>,
+        permit: Option<OwnedSemaphorePermit>,
+    ) -> Result<(), WriterClosed> {
         self.tx
-            .send(Job::Write(Box::new((op, origin, None))))
+            .send(Job::Write(Box::new((op, (origin, None, permit)))))
             .map_err(|_| WriterClosed)
     }
 
@@ -94,7 +99,7 @@ impl Writer {
     pub async fn write(&self, op: WriteOp) -> Result<Result<WriteOutcome, String>, WriterClosed> {
         let (done, rx) = oneshot::channel();
         self.tx
-            .send(Job::Write(Box::new((op, None, Some(done)))))
+            .send(Job::Write(Box::new((op, (None, Some(done), None)))))
             .map_err(|_| WriterClosed)?;
         rx.await.map_err(|_| WriterClosed)
     }
@@ -107,6 +112,10 @@ impl Writer {
     }
 }
 
+/// What travels with a write besides the op: who to answer, who waits, and the submitting
+/// connection's in-flight permit (released once the outcome is dispatched).
+type Meta = (Option<Origin>, Option<Done>, Option<OwnedSemaphorePermit>);
+
 async fn run(
     mut rx: mpsc::UnboundedReceiver<Job>,
     store: Arc<dyn Store>,
@@ -114,24 +123,29 @@ async fn run(
     metrics: Arc<Metrics>,
     max_batch: usize,
 ) {
-    let mut batch = Vec::with_capacity(max_batch);
+    // Ops and their metadata side by side: the store borrows the ops, nothing is cloned.
+    let mut ops: Vec<WriteOp> = Vec::with_capacity(max_batch);
+    let mut metas: Vec<Meta> = Vec::with_capacity(max_batch);
     let mut flushes = Vec::new();
     while let Some(first) = rx.recv().await {
         let mut next = Some(first);
         while let Some(job) = next.take() {
             match job {
-                Job::Write(job) => batch.push(*job),
+                Job::Write(job) => {
+                    let (op, meta) = *job;
+                    ops.push(op);
+                    metas.push(meta);
+                }
                 Job::Flush(done) => {
                     flushes.push(done);
                     break;
                 }
             }
-            if batch.len() < max_batch {
+            if ops.len() < max_batch {
                 next = rx.try_recv().ok();
             }
         }
-        if !batch.is_empty() {
-            let ops: Vec<WriteOp> = batch.iter().map(|(op, _, _)| op.clone()).collect();
+        if !ops.is_empty() {
             metrics.write_batch_size.observe(ops.len() as f64);
             let started = Instant::now();
             let applied = store.apply(&ops).await;
@@ -140,15 +154,17 @@ async fn run(
                 .observe(started.elapsed().as_secs_f64());
             match applied {
                 Ok(outcomes) => {
-                    for ((op, origin, done), outcome) in batch.drain(..).zip(outcomes) {
+                    for ((op, (origin, done, _permit)), outcome) in
+                        ops.drain(..).zip(metas.drain(..)).zip(outcomes)
+                    {
                         finish(after.as_ref(), op, origin, done, Ok(Some(outcome)));
                     }
                 }
-                Err(error) if batch.len() > 1 => {
+                Err(error) if ops.len() > 1 && error.may_be_one_write() => {
                     // One bad write must not fail the others (they may belong to other
                     // tenants): the transaction rolled back whole, so retry each alone.
-                    tracing::warn!(%error, writes = batch.len(), "write batch failed; retrying each write alone");
-                    for (op, origin, done) in batch.drain(..) {
+                    tracing::warn!(%error, writes = ops.len(), "write batch failed; retrying each write alone");
+                    for (op, (origin, done, _permit)) in ops.drain(..).zip(metas.drain(..)) {
                         let result = store.apply(std::slice::from_ref(&op)).await;
                         finish(
                             after.as_ref(),
@@ -160,9 +176,15 @@ async fn run(
                     }
                 }
                 Err(error) => {
-                    tracing::warn!(%error, "write failed; nothing of it was stored");
-                    if let Some((op, origin, done)) = batch.pop() {
-                        finish(after.as_ref(), op, origin, done, Err(error));
+                    // The database is unreachable (or one write failed alone): every write of
+                    // the batch gets the failure at once instead of a retry that would stall.
+                    tracing::warn!(%error, writes = ops.len(), "write batch failed; nothing of it was stored");
+                    let message = error.to_string();
+                    for (op, (origin, done, _permit)) in ops.drain(..).zip(metas.drain(..)) {
+                        after.failed(&op, &error, origin.as_ref());
+                        if let Some(done) = done {
+                            let _ = done.send(Err(message.clone()));
+                        }
                     }
                 }
             }
@@ -209,8 +231,13 @@ mod tests {
     use crate::store::*;
 
     /// Fails any transaction that contains a message with id `poison`, like a database
-    /// refusing one row of a batch; every other store method is unused here.
-    struct PoisonStore;
+    /// refusing one row of a batch; with `down`, fails every transaction as an unreachable
+    /// database would. Counts transactions. Every other store method is unused here.
+    #[derive(Default)]
+    struct PoisonStore {
+        down: bool,
+        calls: std::sync::atomic::AtomicUsize,
+    }
 
     fn unused<T>() -> crate::store::Result<T> {
         Err(StoreError::Corrupt("not used by this test".into()))
@@ -275,7 +302,14 @@ mod tests {
         async fn touch_peer(&self, _: &str, _: &str, _: i64) -> crate::store::Result<()> {
             unused()
         }
+        async fn clear_description(&self, _: &str, _: &str, _: i64) -> crate::store::Result<()> {
+            unused()
+        }
         async fn apply(&self, ops: &[WriteOp]) -> crate::store::Result<Vec<WriteOutcome>> {
+            self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if self.down {
+                return Err(StoreError::Unavailable(sqlx::Error::PoolTimedOut));
+            }
             let poisoned = ops
                 .iter()
                 .any(|op| matches!(op, WriteOp::Accept(m) if m.message_id == "poison"));
@@ -358,11 +392,17 @@ mod tests {
     async fn one_failing_write_does_not_fail_the_others_in_its_batch() {
         let record = Arc::new(Record::default());
         let metrics = Arc::new(Metrics::new());
-        let (writer, _task) =
-            Writer::spawn(Arc::new(PoisonStore), record.clone(), metrics.clone(), 16);
+        let (writer, _task) = Writer::spawn(
+            Arc::new(PoisonStore::default()),
+            record.clone(),
+            metrics.clone(),
+            16,
+        );
         // Queued before the writer task first runs, so all three share one batch.
         for id in ["good-1", "poison", "good-2"] {
-            writer.submit(accept(id), None).expect("writer running");
+            writer
+                .submit(accept(id), None, None)
+                .expect("writer running");
         }
         writer.flush().await.expect("flushed");
         let seen = record.0.lock().expect("lock").clone();
@@ -380,6 +420,37 @@ mod tests {
             rendered.contains("repowire_write_batch_size_sum 3.0")
                 && rendered.contains("repowire_write_batch_size_count 1"),
             "the three writes were one batch before the retry:\n{rendered}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_database_fails_the_batch_at_once_without_retrying_each_write() {
+        let record = Arc::new(Record::default());
+        let store = Arc::new(PoisonStore {
+            down: true,
+            ..PoisonStore::default()
+        });
+        let (writer, _task) =
+            Writer::spawn(store.clone(), record.clone(), Arc::new(Metrics::new()), 16);
+        for id in ["a", "b", "c"] {
+            writer
+                .submit(accept(id), None, None)
+                .expect("writer running");
+        }
+        writer.flush().await.expect("flushed");
+        let seen = record.0.lock().expect("lock").clone();
+        assert_eq!(
+            seen,
+            vec![
+                ("a".to_owned(), false),
+                ("b".to_owned(), false),
+                ("c".to_owned(), false)
+            ]
+        );
+        assert_eq!(
+            store.calls.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "one attempt, not one per write"
         );
     }
 }

@@ -18,6 +18,7 @@ both_backends!(
     a_retry_is_recognised_even_after_names_changed,
     an_ack_reusing_another_messages_id_is_refused_and_harms_nothing,
     a_retried_ack_is_recognised_and_a_changed_one_refused,
+    a_connection_over_its_inflight_writes_waits_instead_of_failing,
 );
 
 async fn ask_then_ack_with_reply_walks_every_delivery_state(db: Db) {
@@ -746,5 +747,47 @@ async fn a_retried_ack_is_recognised_and_a_changed_one_refused(db: Db) {
         "yes",
         "one reply, the original"
     );
+    relay.stop().await;
+}
+
+async fn a_connection_over_its_inflight_writes_waits_instead_of_failing(db: Db) {
+    let config = repowire_relay::RelayConfig {
+        inflight_writes: 1,
+        ..repowire_relay::RelayConfig::for_tests()
+    };
+    let Duo {
+        relay,
+        key: _,
+        mut a,
+        alice,
+        mut b,
+        bob,
+    } = Duo::start_with(&db, config).await;
+    let frames: Vec<Frame> = (0..20)
+        .map(|i| {
+            Frame::new(Body::Notify(Notify {
+                from: alice.peer_id.clone(),
+                to: "bob".into(),
+                circle: None,
+                text: format!("n{i}"),
+            }))
+        })
+        .collect();
+    for f in &frames {
+        a.send_frame(f).await; // pipelined: the relay may hold only one of them in flight
+    }
+    for f in &frames {
+        assert!(
+            matches!(a.answer(f.id).await, Ok(Body::Accepted(_))),
+            "backpressure, not refusal"
+        );
+    }
+    for i in 0..20 {
+        assert_eq!(
+            b.delivered_to(&bob.peer_id).await.message.text,
+            format!("n{i}"),
+            "in order"
+        );
+    }
     relay.stop().await;
 }

@@ -9,12 +9,13 @@ use repowire_protocol::{
 
 use super::{Handled, Refusal, Session};
 use crate::dispatch::{deliver_frame, frame_text, to_wire};
+use crate::hub::send_bulk;
 use crate::ids::now_ms;
 use crate::store::{MessageKey, ReceiptOp, WriteOp};
 
 const REPLAY_PAGE: i64 = 256;
 
-pub(super) fn receipt(s: &Session, id: MessageId, r: Receipt, started: Instant) -> Handled {
+pub(super) async fn receipt(s: &Session, id: MessageId, r: Receipt, started: Instant) -> Handled {
     s.own(r.peer_id.as_str())?;
     let state = match r.state {
         ReceiptState::Delivered => DeliveryState::Delivered,
@@ -30,14 +31,22 @@ pub(super) fn receipt(s: &Session, id: MessageId, r: Receipt, started: Instant) 
         now_ms: now_ms(),
     };
     s.submit(id, WriteOp::Receipt(op), Vec::new(), started)
+        .await
 }
 
-/// Replays in a task: a long inbox must not hold up the connection's reader, and pushes wait
-/// for queue space instead of tripping the slow-consumer guard.
+/// Replays in a task: a long inbox must not hold up the connection's reader. Pushes wait for
+/// queue space and leave headroom ([`send_bulk`]), so live frames pushed meanwhile still fit.
 pub(super) fn replay(s: &Session, id: MessageId, r: Replay) -> Handled {
     s.own(r.peer_id.as_str())?;
+    let Ok(running) = s.replay.clone().try_acquire_owned() else {
+        return Err(Refusal::new(
+            ErrorCode::RateLimited,
+            "a replay is already running on this connection; wait for its replay_done",
+        ));
+    };
     let s = s.clone();
     s.state.tracker.clone().spawn(async move {
+        let _running = running;
         let peer = r.peer_id.0.clone();
         let mut cursor = i64::try_from(r.after_seq).unwrap_or(i64::MAX);
         let mut count = 0u64;
@@ -58,8 +67,8 @@ pub(super) fn replay(s: &Session, id: MessageId, r: Replay) -> Handled {
                     e.state != DeliveryState::Accepted,
                     to_wire(&e.message),
                 );
-                match s.state.hub.conn_sender(&s.tenant_id, s.conn, &peer) {
-                    Some(tx) if tx.send(frame).await.is_ok() => {}
+                match s.state.hub.conn_sender(&s.tenant_id, s.conn, &peer, None) {
+                    Some(tx) if send_bulk(&tx, frame).await => {}
                     _ => return,
                 }
                 cursor = e.seq;
@@ -75,8 +84,8 @@ pub(super) fn replay(s: &Session, id: MessageId, r: Replay) -> Handled {
             last_seq: u64::try_from(cursor).unwrap_or(0),
             count,
         };
-        if let Some(tx) = s.state.hub.conn_sender(&s.tenant_id, s.conn, &peer) {
-            let _ = tx.send(frame_text(Body::ReplayDone(done))).await;
+        if let Some(tx) = s.state.hub.conn_sender(&s.tenant_id, s.conn, &peer, None) {
+            send_bulk(&tx, frame_text(Body::ReplayDone(done))).await;
         }
     });
     Ok(())

@@ -132,6 +132,7 @@ pub(super) async fn ask(s: &Session, id: MessageId, a: Ask, started: Instant) ->
         .as_ref()
         .and_then(|q| serde_json::to_string(q).ok());
     s.submit(id, WriteOp::Accept(m), vec![target], started)
+        .await
 }
 
 pub(super) async fn notify(s: &Session, id: MessageId, n: Notify, started: Instant) -> Handled {
@@ -155,9 +156,15 @@ pub(super) async fn notify(s: &Session, id: MessageId, n: Notify, started: Insta
         },
     );
     s.submit(id, WriteOp::Accept(m), vec![target], started)
+        .await
 }
 
-pub(super) fn broadcast(s: &Session, id: MessageId, b: Broadcast, started: Instant) -> Handled {
+pub(super) async fn broadcast(
+    s: &Session,
+    id: MessageId,
+    b: Broadcast,
+    started: Instant,
+) -> Handled {
     let sender = s.own(b.from.as_str())?;
     let recipients: Vec<PeerSummary> = s
         .state
@@ -181,7 +188,7 @@ pub(super) fn broadcast(s: &Session, id: MessageId, b: Broadcast, started: Insta
             recipients: recipients.iter().map(|r| r.peer_id.0.clone()).collect(),
         },
     );
-    s.submit(id, WriteOp::Accept(m), recipients, started)
+    s.submit(id, WriteOp::Accept(m), recipients, started).await
 }
 
 fn close(
@@ -220,7 +227,7 @@ fn close(
     }
 }
 
-pub(super) fn ack(s: &Session, id: MessageId, a: Ack, started: Instant) -> Handled {
+pub(super) async fn ack(s: &Session, id: MessageId, a: Ack, started: Instant) -> Handled {
     let sender = s.own(a.from.as_str())?;
     let hash = content_hash("ack", &a);
     let reply = a.reply.clone().map(|text| (text, hash));
@@ -233,10 +240,10 @@ pub(super) fn ack(s: &Session, id: MessageId, a: Ack, started: Instant) -> Handl
         None,
         reply,
     );
-    s.submit(id, WriteOp::Close(op), Vec::new(), started)
+    s.submit(id, WriteOp::Close(op), Vec::new(), started).await
 }
 
-pub(super) fn answer(s: &Session, id: MessageId, a: Answer, started: Instant) -> Handled {
+pub(super) async fn answer(s: &Session, id: MessageId, a: Answer, started: Instant) -> Handled {
     let sender = s.own(a.from.as_str())?;
     let value = AnswerValue {
         option_id: a.option_id.clone(),
@@ -253,5 +260,5 @@ pub(super) fn answer(s: &Session, id: MessageId, a: Answer, started: Instant) ->
         Some(value),
         reply,
     );
-    s.submit(id, WriteOp::Close(op), Vec::new(), started)
+    s.submit(id, WriteOp::Close(op), Vec::new(), started).await
 }

@@ -11,7 +11,10 @@ mod peers;
 mod register;
 mod resolve;
 
+use std::sync::Arc;
 use std::time::Instant;
+
+use tokio::sync::Semaphore;
 
 use repowire_protocol::{Body, ErrorCode, ErrorFrame, Frame, MessageId, PeerSummary};
 
@@ -30,6 +33,25 @@ pub struct Session {
     pub tenant_id: String,
     /// This connection.
     pub conn: ConnId,
+    /// Writes this connection may have queued and not yet committed: waiting for a permit
+    /// stops the connection's reader, so a client cannot grow the shared writer queue at will.
+    pub writes: Arc<Semaphore>,
+    /// One replay at a time per connection.
+    pub replay: Arc<Semaphore>,
+}
+
+impl Session {
+    /// A session for a new connection.
+    pub fn new(state: AppState, tenant_id: String, conn: ConnId) -> Self {
+        let writes = Arc::new(Semaphore::new(state.config.inflight_writes.max(1)));
+        Self {
+            state,
+            tenant_id,
+            conn,
+            writes,
+            replay: Arc::new(Semaphore::new(1)),
+        }
+    }
 }
 
 /// A refused request: becomes an `error` frame answering it.
@@ -108,13 +130,25 @@ impl Session {
             })
     }
 
-    fn submit(
+    async fn submit(
         &self,
         re: MessageId,
         op: WriteOp,
         recipients: Vec<PeerSummary>,
         started: Instant,
     ) -> Handled {
+        let shutting_down = || {
+            Refusal::new(
+                ErrorCode::ShuttingDown,
+                "the relay is shutting down; reconnect",
+            )
+        };
+        let permit = self
+            .writes
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| shutting_down())?;
         let origin = Origin {
             tenant_id: self.tenant_id.clone(),
             conn: self.conn,
@@ -122,12 +156,10 @@ impl Session {
             recipients,
             started,
         };
-        self.state.writer.submit(op, Some(origin)).map_err(|_| {
-            Refusal::new(
-                ErrorCode::ShuttingDown,
-                "the relay is shutting down; reconnect",
-            )
-        })
+        self.state
+            .writer
+            .submit(op, Some(origin), Some(permit))
+            .map_err(|_| shutting_down())
     }
 }
 
@@ -145,10 +177,10 @@ pub async fn handle(s: &Session, frame: Frame, started: Instant) {
         Body::ListPeers(l) => peers::list(s, id, l).await,
         Body::Ask(a) => message::ask(s, id, a, started).await,
         Body::Notify(n) => message::notify(s, id, n, started).await,
-        Body::Broadcast(b) => message::broadcast(s, id, b, started),
-        Body::Ack(a) => message::ack(s, id, a, started),
-        Body::Answer(a) => message::answer(s, id, a, started),
-        Body::Receipt(r) => inbox::receipt(s, id, r, started),
+        Body::Broadcast(b) => message::broadcast(s, id, b, started).await,
+        Body::Ack(a) => message::ack(s, id, a, started).await,
+        Body::Answer(a) => message::answer(s, id, a, started).await,
+        Body::Receipt(r) => inbox::receipt(s, id, r, started).await,
         Body::Replay(r) => inbox::replay(s, id, r),
         Body::StatusQuery(q) => inbox::status(s, id, q).await,
         other => Err(Refusal::new(

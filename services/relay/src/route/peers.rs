@@ -43,16 +43,21 @@ pub(super) async fn list(s: &Session, id: MessageId, l: ListPeers) -> Handled {
             record.description_at_ms = p.record.description_at_ms;
         }
         // Descriptions are task state, not truth: past their TTL they are cleared on read.
-        if record
+        // Clearing is conditional on the description not having been replaced meanwhile, and
+        // reading is not activity: last_seen is left alone.
+        if let Some(set_at) = record
             .description_at_ms
-            .is_some_and(|at| at.saturating_add(ttl) <= now)
+            .filter(|at| at.saturating_add(ttl) <= now)
         {
             s.state
                 .store
-                .set_description(&s.tenant_id, &record.peer_id, None, now)
+                .clear_description(&s.tenant_id, &record.peer_id, set_at)
                 .await?;
-            s.state.hub.clear_description(&s.tenant_id, &record.peer_id);
+            s.state
+                .hub
+                .clear_description(&s.tenant_id, &record.peer_id, set_at);
             record.description = None;
+            record.description_at_ms = None;
         }
         peers.push(peer_info(&record, live_peer));
     }

@@ -9,7 +9,7 @@ use repowire_protocol::{
 
 use super::{Handled, Session};
 use crate::dispatch::{deliver_frame, frame_text, to_wire};
-use crate::hub::{ConnId, peer_info};
+use crate::hub::{ConnId, peer_info, send_bulk};
 use crate::ids::now_ms;
 use crate::state::AppState;
 use crate::store::PeerRecord;
@@ -99,10 +99,13 @@ pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled
         }
     };
 
-    let bound = s.state.hub.bind_peer(s.conn, record, &base, now);
+    let mut bound = s.state.hub.bind_peer(s.conn, record, &base, now);
     let peer_id = bound.record.peer_id.clone();
     if let Err(e) = s.state.store.upsert_peer(&bound.record).await {
-        s.state.hub.unbind_peer(&s.tenant_id, s.conn, &peer_id);
+        // Nothing changed: a binding this replaced (re-register, takeover) comes back.
+        s.state
+            .hub
+            .rollback_bind(&s.tenant_id, &peer_id, bound.epoch, bound.replaced.take());
         return Err(e.into());
     }
     if let Some(previous) = bound.previous_conn {
@@ -139,19 +142,21 @@ pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled
     tracing::info!(tenant = %s.tenant_id, peer = %peer_id, name = %bound.record.name, reclaimed, "peer registered");
     let state = s.state.clone();
     let tenant = s.tenant_id.clone();
-    let conn = s.conn;
+    let (conn, epoch) = (s.conn, bound.epoch);
     s.state
         .tracker
-        .spawn(async move { catch_up(state, tenant, conn, peer_id).await });
+        .spawn(async move { catch_up(state, tenant, conn, peer_id, epoch).await });
     Ok(())
 }
 
 /// Pushes every pending inbox entry of a freshly bound peer, in order, then opens the live path.
-async fn catch_up(state: AppState, tenant: String, conn: ConnId, peer_id: String) {
+/// Tied to one binding (`epoch`): a re-register or takeover starts a new catch-up and this one
+/// stops at its next step.
+async fn catch_up(state: AppState, tenant: String, conn: ConnId, peer_id: String, epoch: u64) {
     let hub = &state.hub;
     let mut cursor = 0;
     loop {
-        let Some(snapshot) = hub.latest_seq(&tenant, conn, &peer_id) else {
+        let Some(snapshot) = hub.latest_seq(&tenant, &peer_id, epoch) else {
             return;
         };
         loop {
@@ -174,8 +179,8 @@ async fn catch_up(state: AppState, tenant: String, conn: ConnId, peer_id: String
             };
             for entry in &entries {
                 let frame = deliver_frame(&peer_id, entry.seq, false, to_wire(&entry.message));
-                match hub.conn_sender(&tenant, conn, &peer_id) {
-                    Some(tx) if tx.send(frame).await.is_ok() => cursor = entry.seq,
+                match hub.conn_sender(&tenant, conn, &peer_id, Some(epoch)) {
+                    Some(tx) if send_bulk(&tx, frame).await => cursor = entry.seq,
                     _ => return,
                 }
             }
@@ -183,7 +188,7 @@ async fn catch_up(state: AppState, tenant: String, conn: ConnId, peer_id: String
                 break;
             }
         }
-        match hub.finish_catch_up(&tenant, conn, &peer_id, snapshot) {
+        match hub.finish_catch_up(&tenant, &peer_id, epoch, snapshot) {
             Some(true) | None => return,
             Some(false) => continue,
         }

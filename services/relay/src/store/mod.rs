@@ -2,8 +2,10 @@
 //!
 //! [`Store`] is the one interface the relay uses; [`postgres::PgStore`] (production) and
 //! [`sqlite::SqliteStore`] (embedded) implement it with the same SQL body (see [`sql`]), and the
-//! same behaviour tests run against both. Every method takes the tenant id and every statement
-//! filters on it: nothing here can read or write across tenants.
+//! same behaviour tests run against both. Every statement on peers, messages and inboxes filters
+//! on the tenant id, so nothing here reads or writes across tenants; the exceptions are the
+//! tenant and key tables themselves (keys are found by hash or id, then carry their tenant) and
+//! the expiry sweep, which selects due entries of all tenants and writes each under its own.
 //!
 //! Writes that move inbox state go through [`Store::apply`] as a batch of [`WriteOp`]s in one
 //! transaction (group commit); the relay's writer task builds the batches.
@@ -16,6 +18,7 @@ mod sql;
 pub mod sqlite;
 
 pub use records::*;
+pub(crate) use sql::INBOX_FULL_REASON;
 
 /// Storage failures. Expected outcomes (duplicates, full inboxes, unknown asks) are not errors:
 /// they are variants of the operation's outcome.
@@ -33,6 +36,24 @@ pub enum StoreError {
     /// A uniqueness rule refused the insert (e.g. a tenant name already taken).
     #[error("{0}")]
     Conflict(String),
+}
+
+impl StoreError {
+    /// True when the failure may be about one write of a batch (a constraint, an unreadable
+    /// row), so retrying the writes one by one isolates it. False when the database itself is
+    /// unreachable: retrying each write would only stall the writer.
+    pub fn may_be_one_write(&self) -> bool {
+        match self {
+            StoreError::Conflict(_) | StoreError::Corrupt(_) => true,
+            StoreError::Unavailable(e) => matches!(
+                e,
+                sqlx::Error::Database(_)
+                    | sqlx::Error::Decode(_)
+                    | sqlx::Error::ColumnDecode { .. }
+            ),
+            StoreError::Migrate(_) => false,
+        }
+    }
 }
 
 /// Result alias for storage calls.
@@ -80,6 +101,8 @@ pub trait Store: Send + Sync + 'static {
         description: Option<&str>,
         now_ms: i64,
     ) -> Result<()>;
+    /// Clears a description set at `set_at` (expired), unless it was replaced since.
+    async fn clear_description(&self, tenant_id: &str, peer_id: &str, set_at: i64) -> Result<()>;
     /// Records activity.
     async fn touch_peer(&self, tenant_id: &str, peer_id: &str, now_ms: i64) -> Result<()>;
 

@@ -16,6 +16,8 @@ impl PgStore {
     pub async fn connect(url: &str, max_connections: u32) -> super::Result<Self> {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
+            // Fail fast while the database is down: requests get `unavailable` instead of waiting.
+            .acquire_timeout(std::time::Duration::from_secs(5))
             .connect(url)
             .await?;
         Self::new(pool).await

@@ -207,7 +207,7 @@ pub enum AcceptOutcome {
         /// The recipient.
         peer_id: String,
     },
-    /// A recipient does not exist (it was removed between resolution and write).
+    /// A recipient id names no peer of this tenant (peers are never deleted, so only a bad id).
     UnknownRecipient {
         /// The recipient.
         peer_id: String,

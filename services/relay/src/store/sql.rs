@@ -111,16 +111,7 @@ macro_rules! impl_store {
                 peer_id: &str,
                 cap: i64,
             ) -> Result<Option<i64>> {
-                let seq: Option<i64> = sqlx::query_scalar(
-                    "UPDATE peers SET last_seq = last_seq + 1, pending = pending + 1 \
-                     WHERE tenant_id = $1 AND peer_id = $2 AND pending < $3 RETURNING last_seq",
-                )
-                .bind(tenant_id)
-                .bind(peer_id)
-                .bind(cap)
-                .fetch_optional(&mut *conn)
-                .await?;
-                Ok(seq)
+                Self::allocate_slots(conn, tenant_id, peer_id, 1, cap).await
             }
 
             /// The content hash of a stored message, if the id is taken in this tenant.
@@ -520,7 +511,8 @@ macro_rules! impl_store {
                         fresh.push(pos);
                     }
                 }
-                // 3. Inbox slots: per recipient, in op order, locking peers in key order.
+                // 3. Inbox slots: per recipient, in op order. Peers are locked in key order within this
+                // run only; other writes of the batch may lock in another order (see apply).
                 let mut wanted: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
                 for &pos in &fresh {
                     let m = ms[pos].1;
@@ -1039,6 +1031,19 @@ macro_rules! impl_store {
                 .bind(now_ms)
                 .bind(tenant_id)
                 .bind(peer_id)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
+                        async fn clear_description(&self, tenant_id: &str, peer_id: &str, set_at: i64) -> Result<()> {
+                sqlx::query(
+                    "UPDATE peers SET description = NULL, description_at_ms = NULL \
+                     WHERE tenant_id = $1 AND peer_id = $2 AND description_at_ms = $3",
+                )
+                .bind(tenant_id)
+                .bind(peer_id)
+                .bind(set_at)
                 .execute(&self.pool)
                 .await?;
                 Ok(())

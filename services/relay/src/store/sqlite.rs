@@ -28,6 +28,7 @@ impl SqliteStore {
             .busy_timeout(Duration::from_secs(10));
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
+            .acquire_timeout(Duration::from_secs(5))
             .connect_with(options)
             .await?;
         MIGRATOR.run(&pool).await?;
