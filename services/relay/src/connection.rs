@@ -182,15 +182,10 @@ pub async fn serve(
         },
     );
     state.metrics.connections.inc();
-    // The key was checked before the upgrade; a revocation in between would have found no
-    // connection to close, so check again now that revocations can reach this one.
-    match state.store.get_api_key(&auth.key_id).await {
-        Ok(Some(key)) if key.usable_at(now_ms()) => {}
-        Ok(_) => kick.kick(CloseCode::KEY_REVOKED, "API key revoked"),
-        Err(error) => {
-            tracing::warn!(%error, "could not re-check the API key");
-            kick.kick(CloseCode::INTERNAL, "storage unavailable; reconnect later");
-        }
+    // The key was checked before the upgrade; a revocation in between found no connection to
+    // close, so look again now that revocations can reach this one.
+    if state.hub.is_revoked(&auth.key_id) {
+        kick.kick(CloseCode::KEY_REVOKED, "API key revoked");
     }
     tracing::debug!(tenant = %auth.tenant_id, conn, "connection open");
     let limiter = send_limiter(state.config.send_rate, state.config.send_burst);

@@ -83,6 +83,7 @@ pub struct LivePeer {
     /// Which binding this is: a re-register or takeover makes a new one, so tasks started for
     /// an older binding (catch-up) can tell they are stale.
     pub epoch: u64,
+    replaying: bool,
 }
 
 impl LivePeer {
@@ -101,20 +102,19 @@ impl LivePeer {
 /// pushed with `try_send` meanwhile do not find it full and kick the connection.
 const BULK_HEADROOM: usize = 64;
 
-/// Sends a frame from a bulk stream, waiting until the queue has room for it plus
-/// [`BULK_HEADROOM`]. False if the connection is gone.
+/// Sends a frame from a bulk stream, first waiting until the queue has more than
+/// [`BULK_HEADROOM`] free slots. It polls rather than reserving: tokio's `reserve_many` would
+/// hold the slots it has gathered while waiting, starving the very pushes the headroom is for.
+/// False if the connection is gone.
 pub async fn send_bulk(tx: &mpsc::Sender<Outbound>, frame: Outbound) -> bool {
-    let want = (BULK_HEADROOM + 1).min(tx.max_capacity());
-    match tx.reserve_many(want).await {
-        Ok(mut permits) => match permits.next() {
-            Some(permit) => {
-                permit.send(frame);
-                true
-            }
-            None => false,
-        },
-        Err(_) => false,
+    let headroom = BULK_HEADROOM.min(tx.max_capacity().saturating_sub(1));
+    while tx.capacity() <= headroom {
+        if tx.is_closed() {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
+    tx.send(frame).await.is_ok()
 }
 
 /// Parses a stored role; unknown spellings are treated as `agent` (least privilege).
@@ -172,6 +172,9 @@ pub struct Hub {
     tenants: Mutex<HashMap<String, TenantHub>>,
     next_conn: AtomicU64,
     next_epoch: AtomicU64,
+    /// Keys revoked through this process, so a connection authenticated just before the revoke
+    /// but registered just after it is closed too (see `connection::serve`).
+    revoked: Mutex<std::collections::HashSet<String>>,
 }
 
 /// Result of binding a peer.
@@ -276,6 +279,7 @@ impl Hub {
                 catching_up: true,
                 latest_seq: 0,
                 epoch,
+                replaying: false,
             },
         );
         Bound {
@@ -287,27 +291,33 @@ impl Hub {
         }
     }
 
-    /// Undoes a [`Hub::bind_peer`] whose registration failed: the replaced binding comes back,
-    /// or the peer is unbound if there was none. Does nothing if a newer binding exists.
+    /// Undoes a [`Hub::bind_peer`] whose registration failed: the replaced binding comes back
+    /// (in catch-up, since its catch-up task stopped when it was replaced; the caller starts a
+    /// new one for the returned connection and epoch), or the peer is unbound if there was none.
+    /// Does nothing if a newer binding exists.
     pub fn rollback_bind(
         &self,
         tenant_id: &str,
         peer_id: &str,
         epoch: u64,
         replaced: Option<LivePeer>,
-    ) {
+    ) -> Option<(ConnId, u64)> {
         let mut tenants = self.lock();
-        let Some(t) = tenants.get_mut(tenant_id) else {
-            return;
-        };
-        if t.peers.get(peer_id).is_some_and(|p| p.epoch == epoch) {
-            match replaced {
-                Some(previous) => {
-                    t.peers.insert(peer_id.to_owned(), previous);
-                }
-                None => {
-                    t.peers.remove(peer_id);
-                }
+        let t = tenants.get_mut(tenant_id)?;
+        if t.peers.get(peer_id).is_none_or(|p| p.epoch != epoch) {
+            return None;
+        }
+        match replaced {
+            Some(mut previous) => {
+                previous.catching_up = true;
+                previous.replaying = false;
+                let restored = (previous.conn, previous.epoch);
+                t.peers.insert(peer_id.to_owned(), previous);
+                Some(restored)
+            }
+            None => {
+                t.peers.remove(peer_id);
+                None
             }
         }
     }
@@ -387,6 +397,33 @@ impl Hub {
         }
         p.last_seen_ms = now_ms;
         Some(p.clone())
+    }
+
+    /// Marks a replay of the peer's inbox as running on this binding; `None` if one already
+    /// runs (one at a time per peer, so a client cannot pile up replay tasks). Returns the
+    /// binding's epoch for [`Hub::end_replay`].
+    pub fn start_replay(&self, tenant_id: &str, conn: ConnId, peer_id: &str) -> Option<u64> {
+        let mut tenants = self.lock();
+        let p = tenants
+            .get_mut(tenant_id)?
+            .peers
+            .get_mut(peer_id)
+            .filter(|p| p.conn == conn && !p.replaying)?;
+        p.replaying = true;
+        Some(p.epoch)
+    }
+
+    /// Ends a replay started with [`Hub::start_replay`] on binding `epoch` (a newer binding has
+    /// its own flag).
+    pub fn end_replay(&self, tenant_id: &str, peer_id: &str, epoch: u64) {
+        if let Some(p) = self
+            .lock()
+            .get_mut(tenant_id)
+            .and_then(|t| t.peers.get_mut(peer_id))
+            .filter(|p| p.epoch == epoch)
+        {
+            p.replaying = false;
+        }
     }
 
     /// Clears an expired description on the live snapshot, unless it was replaced since
@@ -524,8 +561,20 @@ impl Hub {
         }
     }
 
-    /// Closes every connection authenticated with `key_id`.
+    /// True if `key_id` was revoked through this process.
+    pub fn is_revoked(&self, key_id: &str) -> bool {
+        self.revoked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(key_id)
+    }
+
+    /// Closes every connection authenticated with `key_id`, and remembers the revocation.
     pub fn kick_key(&self, key_id: &str, code: u16, reason: &str) -> usize {
+        self.revoked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key_id.to_owned());
         let tenants = self.lock();
         let mut n = 0;
         for c in tenants
@@ -708,7 +757,10 @@ mod tests {
         let old = hub.bind_peer(1, record("p1", "a"), "api", 0);
         let new = hub.bind_peer(2, record("p1", "a"), "api", 0);
         assert_eq!(new.previous_conn, Some(1));
-        hub.rollback_bind("t", "p1", new.epoch, new.replaced);
+        assert_eq!(
+            hub.rollback_bind("t", "p1", new.epoch, new.replaced),
+            Some((1, old.epoch))
+        );
         let back = hub.live_peer("t", "p1").expect("still live");
         assert_eq!((back.conn, back.epoch), (1, old.epoch));
         // Without a replaced binding, the peer is simply unbound.
@@ -735,5 +787,30 @@ mod tests {
             hub.live_peer("t", "p1").and_then(|p| p.record.description),
             None
         );
+    }
+
+    #[test]
+    fn one_replay_at_a_time_per_peer() {
+        let hub = Hub::default();
+        hub.bind_peer(1, record("p1", "a"), "api", 0);
+        let epoch = hub.start_replay("t", 1, "p1").expect("first replay");
+        assert_eq!(
+            hub.start_replay("t", 1, "p1"),
+            None,
+            "a second one waits for the first"
+        );
+        assert_eq!(
+            hub.start_replay("t", 2, "p1"),
+            None,
+            "only the holding connection may replay"
+        );
+        hub.end_replay("t", "p1", epoch + 1);
+        assert_eq!(
+            hub.start_replay("t", 1, "p1"),
+            None,
+            "another binding's end does not count"
+        );
+        hub.end_replay("t", "p1", epoch);
+        assert!(hub.start_replay("t", 1, "p1").is_some());
     }
 }

@@ -38,57 +38,66 @@ pub(super) async fn receipt(s: &Session, id: MessageId, r: Receipt, started: Ins
 /// queue space and leave headroom ([`send_bulk`]), so live frames pushed meanwhile still fit.
 pub(super) fn replay(s: &Session, id: MessageId, r: Replay) -> Handled {
     s.own(r.peer_id.as_str())?;
-    let Ok(running) = s.replay.clone().try_acquire_owned() else {
+    let Some(epoch) = s
+        .state
+        .hub
+        .start_replay(&s.tenant_id, s.conn, r.peer_id.as_str())
+    else {
         return Err(Refusal::new(
             ErrorCode::RateLimited,
-            "a replay is already running on this connection; wait for its replay_done",
+            "a replay of this peer's inbox is already running; wait for its replay_done",
         ));
     };
     let s = s.clone();
     s.state.tracker.clone().spawn(async move {
-        let _running = running;
-        let peer = r.peer_id.0.clone();
-        let mut cursor = i64::try_from(r.after_seq).unwrap_or(i64::MAX);
-        let mut count = 0u64;
-        loop {
-            let entries = match s
-                .state
-                .store
-                .inbox_after(&s.tenant_id, &peer, cursor, false, REPLAY_PAGE)
-                .await
-            {
-                Ok(entries) => entries,
-                Err(e) => return s.refuse(Some(id), Refusal::from(e)),
-            };
-            for e in &entries {
-                let frame = deliver_frame(
-                    &peer,
-                    e.seq,
-                    e.state != DeliveryState::Accepted,
-                    to_wire(&e.message),
-                );
-                match s.state.hub.conn_sender(&s.tenant_id, s.conn, &peer, None) {
-                    Some(tx) if send_bulk(&tx, frame).await => {}
-                    _ => return,
-                }
-                cursor = e.seq;
-                count += 1;
-            }
-            if (entries.len() as i64) < REPLAY_PAGE {
-                break;
-            }
-        }
-        let done = ReplayDone {
-            re: id,
-            peer_id: r.peer_id,
-            last_seq: u64::try_from(cursor).unwrap_or(0),
-            count,
-        };
-        if let Some(tx) = s.state.hub.conn_sender(&s.tenant_id, s.conn, &peer, None) {
-            send_bulk(&tx, frame_text(Body::ReplayDone(done))).await;
-        }
+        let peer_id = r.peer_id.0.clone();
+        replay_pages(&s, id, r).await;
+        s.state.hub.end_replay(&s.tenant_id, &peer_id, epoch);
     });
     Ok(())
+}
+
+async fn replay_pages(s: &Session, id: MessageId, r: Replay) {
+    let peer = r.peer_id.0.clone();
+    let mut cursor = i64::try_from(r.after_seq).unwrap_or(i64::MAX);
+    let mut count = 0u64;
+    loop {
+        let entries = match s
+            .state
+            .store
+            .inbox_after(&s.tenant_id, &peer, cursor, false, REPLAY_PAGE)
+            .await
+        {
+            Ok(entries) => entries,
+            Err(e) => return s.refuse(Some(id), Refusal::from(e)),
+        };
+        for e in &entries {
+            let frame = deliver_frame(
+                &peer,
+                e.seq,
+                e.state != DeliveryState::Accepted,
+                to_wire(&e.message),
+            );
+            match s.state.hub.conn_sender(&s.tenant_id, s.conn, &peer, None) {
+                Some(tx) if send_bulk(&tx, frame).await => {}
+                _ => return,
+            }
+            cursor = e.seq;
+            count += 1;
+        }
+        if (entries.len() as i64) < REPLAY_PAGE {
+            break;
+        }
+    }
+    let done = ReplayDone {
+        re: id,
+        peer_id: r.peer_id,
+        last_seq: u64::try_from(cursor).unwrap_or(0),
+        count,
+    };
+    if let Some(tx) = s.state.hub.conn_sender(&s.tenant_id, s.conn, &peer, None) {
+        send_bulk(&tx, frame_text(Body::ReplayDone(done))).await;
+    }
 }
 
 pub(super) async fn status(s: &Session, id: MessageId, q: StatusQuery) -> Handled {

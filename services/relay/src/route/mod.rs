@@ -36,8 +36,6 @@ pub struct Session {
     /// Writes this connection may have queued and not yet committed: waiting for a permit
     /// stops the connection's reader, so a client cannot grow the shared writer queue at will.
     pub writes: Arc<Semaphore>,
-    /// One replay at a time per connection.
-    pub replay: Arc<Semaphore>,
 }
 
 impl Session {
@@ -49,7 +47,6 @@ impl Session {
             tenant_id,
             conn,
             writes,
-            replay: Arc::new(Semaphore::new(1)),
         }
     }
 }

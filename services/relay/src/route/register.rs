@@ -102,10 +102,18 @@ pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled
     let mut bound = s.state.hub.bind_peer(s.conn, record, &base, now);
     let peer_id = bound.record.peer_id.clone();
     if let Err(e) = s.state.store.upsert_peer(&bound.record).await {
-        // Nothing changed: a binding this replaced (re-register, takeover) comes back.
-        s.state
-            .hub
-            .rollback_bind(&s.tenant_id, &peer_id, bound.epoch, bound.replaced.take());
+        // Nothing changed: a binding this replaced (re-register, takeover) comes back, with a
+        // fresh catch-up since its own stopped when it was replaced.
+        if let Some((conn, epoch)) =
+            s.state
+                .hub
+                .rollback_bind(&s.tenant_id, &peer_id, bound.epoch, bound.replaced.take())
+        {
+            let (state, tenant, peer) = (s.state.clone(), s.tenant_id.clone(), peer_id.clone());
+            s.state
+                .tracker
+                .spawn(async move { catch_up(state, tenant, conn, peer, epoch).await });
+        }
         return Err(e.into());
     }
     if let Some(previous) = bound.previous_conn {
