@@ -18,6 +18,9 @@ pub(super) async fn resolve(
     circle: Option<&str>,
 ) -> Result<PeerSummary, Refusal> {
     if PeerId::looks_like(to) {
+        if let Some(live) = s.state.hub.live_peer(&s.tenant_id, to) {
+            return Ok(live.summary());
+        }
         return match s.state.store.get_peer(&s.tenant_id, to).await? {
             Some(p) => Ok(summary(&p)),
             None => Err(Refusal::new(
