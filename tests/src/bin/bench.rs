@@ -47,6 +47,9 @@ struct Args {
     /// Duration of the paced run.
     #[arg(long, default_value_t = 5)]
     paced_seconds: u64,
+    /// Receivers send no receipts (analysis only: shows what per-message receipts cost).
+    #[arg(long)]
+    no_receipts: bool,
     /// Authenticated idle connections for the memory measurement (0 skips it).
     #[arg(long, default_value_t = 10_000)]
     idle_connections: usize,
@@ -287,6 +290,7 @@ async fn throughput(
     pairs: usize,
     load: Load,
     seconds: u64,
+    receipts: bool,
 ) -> anyhow::Result<()> {
     let (window, tag) = match load {
         Load::Saturate { window } => (window, "sat"),
@@ -330,7 +334,9 @@ async fn throughput(
                             state: ReceiptState::Delivered,
                             reason: None,
                         }));
-                        let _ = tx.send(encode(&receipt));
+                        if receipts {
+                            let _ = tx.send(encode(&receipt));
+                        }
                     }
                 }
             });
@@ -431,12 +437,17 @@ async fn throughput(
         duplicates.load(Ordering::Relaxed),
     );
     let h = accept_latency.lock().await;
+    let mode = if receipts {
+        "each with a delivered receipt"
+    } else {
+        "NO receipts: analysis only"
+    };
     let shape = match load {
         Load::Saturate { window } => format!("throughput {pairs} pairs, window {window}"),
         Load::Paced { rate } => format!("paced {pairs} pairs at {rate} msg/s"),
     };
     println!(
-        "{shape}, {:.1} s: accepted {:.0} msg/s, delivered {:.0} msg/s (each with a delivered receipt)",
+        "{shape}, {:.1} s: accepted {:.0} msg/s, delivered {:.0} msg/s ({mode})",
         active.as_secs_f64(),
         acc_at_stop as f64 / active.as_secs_f64(),
         del_at_stop as f64 / active.as_secs_f64()
@@ -526,6 +537,7 @@ async fn main() -> anyhow::Result<()> {
             rate: args.paced_rate,
         },
         args.paced_seconds,
+        !args.no_receipts,
     )
     .await?;
     throughput(
@@ -537,6 +549,7 @@ async fn main() -> anyhow::Result<()> {
             window: args.window,
         },
         args.seconds,
+        !args.no_receipts,
     )
     .await?;
     relay.signal("TERM");
