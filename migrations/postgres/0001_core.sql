@@ -43,8 +43,11 @@ CREATE TABLE peers (
     last_seen_ms        BIGINT NOT NULL,
     -- Highest inbox sequence number handed out for this peer.
     last_seq            BIGINT NOT NULL DEFAULT 0,
-    -- Inbox entries still waiting for delivery (state 'accepted'); bounded by the inbox cap.
+    -- Inbox entries still waiting for delivery (effectively 'accepted'); bounded by the inbox cap.
     pending             BIGINT NOT NULL DEFAULT 0,
+    -- Delivered cursor: an inbox entry whose row still says 'accepted' is delivered once its
+    -- seq is at or below this. Receipts advance it instead of rewriting a row per message.
+    delivered_seq       BIGINT NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant_id, peer_id)
 );
 CREATE INDEX peers_name ON peers (tenant_id, name);

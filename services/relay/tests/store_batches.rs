@@ -12,6 +12,7 @@ both_backends!(
     a_batch_gives_each_write_its_own_outcome_in_order,
     the_inbox_cap_holds_inside_one_batch,
     batches_never_cross_tenants,
+    delivered_receipts_advance_a_cursor_and_every_path_agrees_with_it,
 );
 
 fn peer(tenant: &str, id: &str) -> PeerRecord {
@@ -342,4 +343,127 @@ async fn batches_never_cross_tenants(db: Db) {
             .expect("db")
             .is_some()
     );
+}
+
+async fn delivered_receipts_advance_a_cursor_and_every_path_agrees_with_it(db: Db) {
+    let store = db.store().await;
+    setup(store.as_ref(), "t1", &["a", "b"]).await;
+    let capped = |id: &str| WriteOp::Accept(msg("t1", id, MessageKind::Notify, &["b"], id, 4));
+    let ask = |id: &str| {
+        let mut m = msg("t1", id, MessageKind::Ask, &["b"], id, 4);
+        m.correlation_id = Some(format!("ask-{id}"));
+        WriteOp::Accept(m)
+    };
+    let out = store
+        .apply(&[capped("m1"), capped("m2"), ask("q3"), capped("m4")])
+        .await
+        .expect("batch");
+    assert!(
+        out.iter()
+            .all(|o| matches!(o, WriteOutcome::Accept(AcceptOutcome::Accepted { .. })))
+    );
+    let status_of = |id: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .message_status("t1", "a", &MessageKey::Id(id.into()))
+                .await
+                .expect("db")
+                .expect("stored")
+                .recipients[0]
+                .1
+        }
+    };
+
+    // Out of order: only seq 3 is receipted; seq 1 is still pending, so 3 moves by itself.
+    let out = store
+        .apply(&[receipt("t1", "b", "q3", DeliveryState::Delivered)])
+        .await
+        .expect("batch");
+    assert_eq!(changed(&out[0]), DeliveryState::Delivered);
+    // Now 1 and 2 arrive: the cursor walks over 1, 2 and the already delivered 3.
+    let out = store
+        .apply(&[
+            receipt("t1", "b", "m1", DeliveryState::Delivered),
+            receipt("t1", "b", "m2", DeliveryState::Delivered),
+        ])
+        .await
+        .expect("batch");
+    assert_eq!(
+        (changed(&out[0]), changed(&out[1])),
+        (DeliveryState::Delivered, DeliveryState::Delivered)
+    );
+    assert_eq!(status_of("m1").await, DeliveryState::Delivered);
+    assert_eq!(status_of("m2").await, DeliveryState::Delivered);
+    let pending: Vec<i64> = store
+        .inbox_after("t1", "b", 0, true, 10)
+        .await
+        .expect("inbox")
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(pending, vec![4], "only m4 is still pending");
+
+    // Receipts are idempotent against the cursor, and move on from it.
+    let out = store
+        .apply(&[
+            receipt("t1", "b", "m1", DeliveryState::Delivered),
+            receipt("t1", "b", "m2", DeliveryState::Injected),
+        ])
+        .await
+        .expect("batch");
+    assert_eq!(out[0], WriteOutcome::Receipt(ReceiptOutcome::Unchanged));
+    assert_eq!(changed(&out[1]), DeliveryState::Injected);
+    assert_eq!(status_of("m2").await, DeliveryState::Injected);
+
+    // Closing an ask the cursor already covers.
+    let close = WriteOp::Close(CloseAsk {
+        tenant_id: "t1".into(),
+        correlation_id: "ask-q3".into(),
+        by_peer_id: "b".into(),
+        frame_id: "close-1".into(),
+        state: DeliveryState::Acked,
+        answer: None,
+        reply: None,
+        now_ms: 3,
+    });
+    assert!(matches!(
+        &store.apply(&[close]).await.expect("batch")[0],
+        WriteOutcome::Close(CloseOutcome::Closed { .. })
+    ));
+    assert_eq!(status_of("q3").await, DeliveryState::Acked);
+
+    // The cap counted exactly: one pending (m4) of 4, so three more fit and a fourth does not.
+    let out = store
+        .apply(&[capped("n1"), capped("n2"), capped("n3"), capped("n4")])
+        .await
+        .expect("batch");
+    assert_eq!(
+        out.iter()
+            .filter(|o| matches!(o, WriteOutcome::Accept(AcceptOutcome::Accepted { .. })))
+            .count(),
+        3
+    );
+    assert_eq!(
+        out[3],
+        WriteOutcome::Accept(AcceptOutcome::InboxFull {
+            peer_id: "b".into()
+        })
+    );
+
+    // Expiry takes only what is still pending, never what the cursor delivered.
+    let out = store
+        .apply(&[WriteOp::Expire {
+            now_ms: i64::MAX,
+            limit: 100,
+        }])
+        .await
+        .expect("batch");
+    let WriteOutcome::Expire(expired) = &out[0] else {
+        panic!("expire outcome")
+    };
+    let mut ids: Vec<_> = expired.iter().map(|c| c.message_id.as_str()).collect();
+    ids.sort();
+    assert_eq!(ids, vec!["m4", "n1", "n2", "n3"]);
+    assert_eq!(status_of("m1").await, DeliveryState::Delivered);
 }

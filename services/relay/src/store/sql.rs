@@ -89,7 +89,9 @@ macro_rules! impl_store {
             closed_by: Option<String>,
             question: Option<String>,
             recipient: String,
+            /// Effective state (see the module docs); `row_state` is what the row says.
             state: String,
+            row_state: String,
         }
 
         #[derive(sqlx::FromRow)]
@@ -97,7 +99,11 @@ macro_rules! impl_store {
             tenant_id: String,
             peer_id: String,
             message_id: String,
+            seq: i64,
+            /// Effective state; `row_state` is what the row says; `cursor` the peer's delivered_seq.
             state: String,
+            row_state: String,
+            cursor: i64,
             from_peer_id: String,
             correlation_id: Option<String>,
         }
@@ -156,15 +162,17 @@ macro_rules! impl_store {
                 Ok(found.is_some())
             }
 
-            /// Moves an inbox entry from `from` to `to` (compare-and-set) and keeps the
-            /// pending counter right. False if the entry was not in state `from`.
+            /// Moves an inbox entry whose row says `row_from` to `to` (compare-and-set on the row)
+            /// and, if it still `counted` as pending (effectively `accepted`), decrements the
+            /// pending counter. False if the row was no longer in `row_from`.
             #[allow(clippy::too_many_arguments)] // one row's full key and both states; a struct would only rename them
             async fn move_entry(
                 conn: &mut Conn,
                 tenant_id: &str,
                 peer_id: &str,
                 message_id: &str,
-                from: DeliveryState,
+                row_from: &str,
+                counted: bool,
                 to: DeliveryState,
                 reason: Option<&str>,
                 now_ms: i64,
@@ -179,12 +187,12 @@ macro_rules! impl_store {
                 .bind(tenant_id)
                 .bind(peer_id)
                 .bind(message_id)
-                .bind(from.as_str())
+                .bind(row_from)
                 .execute(&mut *conn)
                 .await?
                 .rows_affected()
                     == 1;
-                if moved && from == DeliveryState::Accepted {
+                if moved && counted {
                     sqlx::query(
                         "UPDATE peers SET pending = pending - 1 WHERE tenant_id = $1 AND peer_id = $2",
                     )
@@ -280,8 +288,9 @@ macro_rules! impl_store {
                 // both passing the open check.
                 Ok(sqlx::query_as::<_, AskRow>(concat!(
                     "SELECT m.message_id, m.from_peer_id, m.from_name, m.from_circle, m.closed_at_ms, m.closed_by, m.question, \
-                     i.peer_id AS recipient, i.state FROM messages m JOIN inbox i \
-                     ON i.tenant_id = m.tenant_id AND i.message_id = m.message_id \
+                     i.peer_id AS recipient, i.state AS row_state, CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END AS state \
+                     FROM messages m JOIN inbox i ON i.tenant_id = m.tenant_id AND i.message_id = m.message_id \
+                     JOIN peers p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
                      WHERE m.tenant_id = $1 AND m.correlation_id = $2 AND m.kind = 'ask'",
                     $lock_ask
                 ))
@@ -318,8 +327,9 @@ macro_rules! impl_store {
                 if closed {
                     let from = state(&ask.state)?;
                     if !from.is_terminal() {
+                        let counted = from == DeliveryState::Accepted;
                         Self::move_entry(
-                            conn, tenant_id, &ask.recipient, &ask.message_id, from, to, None, now_ms,
+                            conn, tenant_id, &ask.recipient, &ask.message_id, &ask.row_state, counted, to, None, now_ms,
                         )
                         .await?;
                     }
@@ -357,6 +367,31 @@ macro_rules! impl_store {
                 Ok(())
             }
 
+            /// Grouped compare-and-set updates of inbox rows: for each (row state, new state),
+            /// the listed entries still in that row state move. Returns the entries that moved.
+            async fn update_rows(
+                conn: &mut Conn,
+                groups: &BTreeMap<(&str, &'static str), Vec<&Key>>,
+                now_ms: i64,
+            ) -> Result<Vec<Key>> {
+                let mut moved = Vec::new();
+                for ((from, to), keys) in groups {
+                    for chunk in keys.chunks(CHUNK) {
+                        let mut qb = sqlx::QueryBuilder::<$db>::new("UPDATE inbox SET state = ");
+                        qb.push_bind(*to).push(", reason = NULL, updated_at_ms = ").push_bind(now_ms);
+                        qb.push(" WHERE state = ").push_bind(*from);
+                        qb.push(" AND (tenant_id, peer_id, message_id) IN (");
+                        qb.push_values(chunk, |mut b, k| {
+                            b.push_bind(k.0.as_str()).push_bind(k.1.as_str()).push_bind(k.2.as_str());
+                        });
+                        qb.push(") RETURNING tenant_id, peer_id, message_id");
+                        let rows: Vec<Key> = qb.build_query_as().fetch_all(&mut *conn).await?;
+                        moved.extend(rows);
+                    }
+                }
+                Ok(moved)
+            }
+
             async fn bulk_receipts(
                 conn: &mut Conn,
                 rs: &[(usize, &ReceiptOp)],
@@ -366,8 +401,10 @@ macro_rules! impl_store {
                 let mut entries: HashMap<Key, EntryRow> = HashMap::new();
                 for chunk in rs.chunks(CHUNK) {
                     let mut qb = sqlx::QueryBuilder::<$db>::new(
-                        "SELECT i.tenant_id, i.peer_id, i.message_id, i.state, m.from_peer_id, m.correlation_id \
+                        "SELECT i.tenant_id, i.peer_id, i.message_id, i.seq, CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END AS state, \
+                         i.state AS row_state, p.delivered_seq AS cursor, m.from_peer_id, m.correlation_id \
                          FROM inbox i JOIN messages m ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id \
+                         JOIN peers p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
                          WHERE (i.tenant_id, i.peer_id, i.message_id) IN (",
                     );
                     qb.push_values(chunk, |mut b, (_, r)| {
@@ -400,35 +437,87 @@ macro_rules! impl_store {
                     }
                 }
                 let now_ms = rs.iter().map(|(_, r)| r.now_ms).max().unwrap_or_default();
-                let mut groups: BTreeMap<(&'static str, &'static str), Vec<&Key>> = BTreeMap::new();
+                // Entries going from (effectively) accepted to delivered advance their peer's
+                // delivered cursor when they are next in line: no row is rewritten. The rest
+                // (injected, out-of-order delivered) are row updates, grouped by row state.
+                let mut advance: BTreeMap<(&str, &str), Vec<&Key>> = BTreeMap::new();
+                let mut groups: BTreeMap<(&str, &'static str), Vec<&Key>> = BTreeMap::new();
                 for (k, to) in &current {
                     let from = original[k];
-                    if from != *to {
-                        groups.entry((from.as_str(), to.as_str())).or_default().push(k);
+                    if from == *to {
+                        continue;
+                    }
+                    if from == DeliveryState::Accepted && *to == DeliveryState::Delivered {
+                        advance.entry((k.0.as_str(), k.1.as_str())).or_default().push(k);
+                    } else {
+                        groups.entry((entries[k].row_state.as_str(), to.as_str())).or_default().push(k);
                     }
                 }
+                // Row updates first, so entries they move past `accepted` do not stop a cursor.
+                let mut moved_rows = Self::update_rows(conn, &groups, now_ms).await?;
+                let mut leftovers: BTreeMap<(&str, &'static str), Vec<&Key>> = BTreeMap::new();
                 let mut moved: HashSet<Key> = HashSet::new();
-                for ((from, to), keys) in &groups {
-                    for chunk in keys.chunks(CHUNK) {
-                        let mut qb = sqlx::QueryBuilder::<$db>::new("UPDATE inbox SET state = ");
-                        qb.push_bind(*to).push(", reason = NULL, updated_at_ms = ").push_bind(now_ms);
-                        qb.push(" WHERE state = ").push_bind(*from);
-                        qb.push(" AND (tenant_id, peer_id, message_id) IN (");
-                        qb.push_values(chunk, |mut b, k| {
-                            b.push_bind(k.0.as_str()).push_bind(k.1.as_str()).push_bind(k.2.as_str());
-                        });
-                        qb.push(") RETURNING tenant_id, peer_id, message_id");
-                        let rows: Vec<Key> = qb.build_query_as().fetch_all(&mut *conn).await?;
-                        moved.extend(rows);
+                for ((tenant_id, peer_id), mut keys) in advance {
+                    keys.sort_by_key(|k| entries[*k].seq);
+                    let cursor = entries[keys[0]].cursor;
+                    let last = entries[keys[keys.len() - 1]].seq;
+                    let wanted: HashSet<i64> = keys.iter().map(|k| entries[*k].seq).collect();
+                    let between: Vec<(i64, String)> = sqlx::query_as(
+                        "SELECT seq, state FROM inbox WHERE tenant_id = $1 AND peer_id = $2 \
+                         AND seq > $3 AND seq <= $4 ORDER BY seq",
+                    )
+                    .bind(tenant_id)
+                    .bind(peer_id)
+                    .bind(cursor)
+                    .bind(last)
+                    .fetch_all(&mut *conn)
+                    .await?;
+                    // Walk forward: entries already past `accepted` are skipped over; an
+                    // accepted entry nobody receipted stops the cursor.
+                    let (mut reach, mut count) = (cursor, 0i64);
+                    for (seq, row_state) in &between {
+                        if row_state != "accepted" {
+                            reach = *seq;
+                        } else if wanted.contains(seq) {
+                            reach = *seq;
+                            count += 1;
+                        } else {
+                            break;
+                        }
+                    }
+                    let advanced = reach > cursor
+                        && sqlx::query(
+                            "UPDATE peers SET delivered_seq = $1, pending = pending - $2 \
+                             WHERE tenant_id = $3 AND peer_id = $4 AND delivered_seq = $5",
+                        )
+                        .bind(reach)
+                        .bind(count)
+                        .bind(tenant_id)
+                        .bind(peer_id)
+                        .bind(cursor)
+                        .execute(&mut *conn)
+                        .await?
+                        .rows_affected()
+                            == 1;
+                    for k in keys {
+                        if advanced && entries[k].seq <= reach {
+                            moved.insert(k.clone());
+                        } else {
+                            leftovers.entry(("accepted", DeliveryState::Delivered.as_str())).or_default().push(k);
+                        }
                     }
                 }
-                // Entries that left `accepted` free room in their peer's inbox.
+                // Receipted entries the cursor could not cover (out of order) move row by row.
+                moved_rows.extend(Self::update_rows(conn, &leftovers, now_ms).await?);
+                // Row updates of entries that were effectively accepted free room in their peer's
+                // inbox (cursor advances already counted theirs).
                 let mut freed: BTreeMap<(&str, &str), i64> = BTreeMap::new();
-                for k in &moved {
+                for k in &moved_rows {
                     if original.get(k) == Some(&DeliveryState::Accepted) {
                         *freed.entry((k.0.as_str(), k.1.as_str())).or_default() += 1;
                     }
                 }
+                moved.extend(moved_rows.iter().cloned());
                 for ((tenant_id, peer_id), n) in freed {
                     sqlx::query("UPDATE peers SET pending = pending - $1 WHERE tenant_id = $2 AND peer_id = $3")
                         .bind(n)
@@ -817,8 +906,10 @@ macro_rules! impl_store {
 
             async fn receipt_one(conn: &mut Conn, r: &ReceiptOp) -> Result<ReceiptOutcome> {
                 let row = sqlx::query_as::<_, EntryRow>(
-                    "SELECT i.tenant_id, i.peer_id, i.message_id, i.state, m.from_peer_id, m.correlation_id \
+                    "SELECT i.tenant_id, i.peer_id, i.message_id, i.seq, CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END AS state, \
+                     i.state AS row_state, p.delivered_seq AS cursor, m.from_peer_id, m.correlation_id \
                      FROM inbox i JOIN messages m ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id \
+                     JOIN peers p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
                      WHERE i.tenant_id = $1 AND i.peer_id = $2 AND i.message_id = $3",
                 )
                 .bind(&r.tenant_id)
@@ -831,8 +922,10 @@ macro_rules! impl_store {
                 if !receipt_allowed(from, r.state) {
                     return Ok(ReceiptOutcome::Unchanged);
                 }
+                let counted = from == DeliveryState::Accepted;
                 let moved = Self::move_entry(
-                    conn, &r.tenant_id, &r.peer_id, &r.message_id, from, r.state, r.reason.as_deref(), r.now_ms,
+                    conn, &r.tenant_id, &r.peer_id, &r.message_id, &row.row_state, counted, r.state,
+                    r.reason.as_deref(), r.now_ms,
                 )
                 .await?;
                 if !moved {
@@ -851,9 +944,12 @@ macro_rules! impl_store {
 
             async fn expire_due(conn: &mut Conn, now_ms: i64, limit: i64) -> Result<Vec<StateChange>> {
                 let rows = sqlx::query_as::<_, EntryRow>(
-                    "SELECT i.tenant_id, i.peer_id, i.message_id, i.state, m.from_peer_id, m.correlation_id \
+                    "SELECT i.tenant_id, i.peer_id, i.message_id, i.seq, CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END AS state, \
+                     i.state AS row_state, p.delivered_seq AS cursor, m.from_peer_id, m.correlation_id \
                      FROM inbox i JOIN messages m ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id \
-                     WHERE i.state = 'accepted' AND i.expires_at_ms <= $1 ORDER BY i.expires_at_ms LIMIT $2",
+                     JOIN peers p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
+                     WHERE i.state = 'accepted' AND i.seq > p.delivered_seq AND i.expires_at_ms <= $1 \
+                     ORDER BY i.expires_at_ms LIMIT $2",
                 )
                 .bind(now_ms)
                 .bind(limit)
@@ -864,7 +960,7 @@ macro_rules! impl_store {
                     let reason = "not delivered before the message TTL";
                     if Self::move_entry(
                         conn, &row.tenant_id, &row.peer_id, &row.message_id,
-                        DeliveryState::Accepted, DeliveryState::Expired, Some(reason), now_ms,
+                        "accepted", true, DeliveryState::Expired, Some(reason), now_ms,
                     )
                     .await?
                     {
@@ -1096,13 +1192,13 @@ macro_rules! impl_store {
                 limit: i64,
             ) -> Result<Vec<InboxEntry>> {
                 let filter = if pending_only {
-                    "i.state = 'accepted'"
+                    "i.state = 'accepted' AND i.seq > p.delivered_seq"
                 } else {
                     "i.state NOT IN ('expired', 'failed')"
                 };
                 let sql = format!(
-                    "SELECT i.seq, i.state, {MSG_COLS} FROM inbox i JOIN messages m \
-                     ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id \
+                    "SELECT i.seq, CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END AS state, {MSG_COLS} FROM inbox i JOIN messages m \
+                     ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id JOIN peers p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
                      WHERE i.tenant_id = $1 AND i.peer_id = $2 AND i.seq > $3 AND {filter} \
                      ORDER BY i.seq LIMIT $4"
                 );
@@ -1140,8 +1236,8 @@ macro_rules! impl_store {
                     .await?;
                 let Some(message) = message else { return Ok(None) };
                 let rows: Vec<(String, String, Option<String>)> = sqlx::query_as(
-                    "SELECT peer_id, state, reason FROM inbox WHERE tenant_id = $1 AND message_id = $2 \
-                     ORDER BY peer_id",
+                    "SELECT i.peer_id, CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END, i.reason FROM inbox i JOIN peers p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
+                     WHERE i.tenant_id = $1 AND i.message_id = $2 ORDER BY i.peer_id",
                 )
                 .bind(tenant_id)
                 .bind(&message.message_id)
