@@ -22,6 +22,16 @@ pub struct TestClient {
     pub tenant_id: String,
 }
 
+/// A `notify` frame from `from` to the name `to`, in the sender's own circle.
+pub fn notify_frame(from: &PeerInfo, to: &str, text: impl Into<String>) -> Frame {
+    Frame::new(Body::Notify(Notify {
+        from: from.peer_id.clone(),
+        to: to.into(),
+        circle: None,
+        text: text.into(),
+    }))
+}
+
 /// Exchanges an API key for a token.
 pub async fn token(http: &str, api_key: &str) -> Result<TokenResponse, (u16, serde_json::Value)> {
     let resp = reqwest::Client::new()

@@ -9,14 +9,12 @@ use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use futures::{SinkExt, StreamExt};
 use governor::clock::{Clock, DefaultClock};
 use repowire_protocol::{
-    Body, CloseCode, ErrorCode, ErrorFrame, Frame, Limits, Presence, PresenceEvent, Welcome,
-    decode, limits,
+    Body, CloseCode, ErrorCode, ErrorFrame, Frame, Limits, Welcome, decode, limits,
 };
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
 use crate::dispatch::frame_text;
-use crate::hub::{ConnHandle, Kick, Outbound, peer_info};
-use crate::ids::now_ms;
+use crate::hub::{ConnHandle, Kick, Outbound};
 use crate::metrics::TypeLabel;
 use crate::route::{self, Session};
 use crate::state::AppState;
@@ -246,25 +244,8 @@ pub async fn serve(
 
     let gone = state.hub.remove_conn(&auth.tenant_id, conn);
     state.metrics.connections.dec();
-    let now = now_ms();
-    for mut record in gone {
-        state.metrics.peers.dec();
-        if let Err(error) = state
-            .store
-            .touch_peer(&record.tenant_id, &record.peer_id, now)
-            .await
-        {
-            tracing::warn!(%error, peer = %record.peer_id, "could not record last_seen");
-        }
-        record.last_seen_ms = now;
-        let info = peer_info(&record, None);
-        state.hub.broadcast(
-            &auth.tenant_id,
-            frame_text(Body::Presence(Presence {
-                event: PresenceEvent::Offline,
-                peer: info,
-            })),
-        );
+    for record in gone {
+        route::went_offline(&state, record).await;
     }
     tracing::debug!(tenant = %auth.tenant_id, conn, "connection closed");
 }

@@ -127,6 +127,27 @@ pub fn parse_role(s: &str) -> Role {
     }
 }
 
+/// Whether a peer is in a viewer's scope. With `circle`, that circle only; otherwise the
+/// viewer's circle plus peers whose role crosses circles, or every peer when `mesh_wide` (a
+/// viewer whose own role crosses circles, or a request for all circles).
+pub fn in_scope(
+    viewer: &LivePeer,
+    mesh_wide: bool,
+    circle: Option<&str>,
+    peer_circle: &str,
+    peer_role: &str,
+) -> bool {
+    match circle {
+        Some(c) => peer_circle == c,
+        None => {
+            mesh_wide
+                || viewer.role().crosses_circles()
+                || peer_circle == viewer.record.circle
+                || parse_role(peer_role).crosses_circles()
+        }
+    }
+}
+
 /// A short reference to a stored peer.
 pub fn summary(r: &PeerRecord) -> PeerSummary {
     PeerSummary {
@@ -600,6 +621,25 @@ impl Hub {
 mod tests {
     use super::*;
 
+    fn connect(
+        hub: &Hub,
+        tenant: &str,
+        id: ConnId,
+        key_id: &str,
+        tx: mpsc::Sender<Outbound>,
+        kick: Arc<Kick>,
+    ) {
+        hub.add_conn(
+            tenant,
+            ConnHandle {
+                id,
+                key_id: key_id.into(),
+                tx,
+                kick,
+            },
+        );
+    }
+
     fn record(peer_id: &str, circle: &str) -> PeerRecord {
         PeerRecord {
             tenant_id: "t".into(),
@@ -648,15 +688,7 @@ mod tests {
     fn live_deliveries_wait_for_catch_up_to_finish() {
         let hub = Hub::default();
         let (tx, mut rx) = mpsc::channel(8);
-        hub.add_conn(
-            "t",
-            ConnHandle {
-                id: 1,
-                key_id: "k".into(),
-                tx,
-                kick: Arc::default(),
-            },
-        );
+        connect(&hub, "t", 1, "k", tx, Arc::default());
         let epoch = hub.bind_peer(1, record("p1", "a"), "api", 0).epoch;
         assert!(
             !hub.deliver_live("t", "p1", 1, || "m1".into()),
@@ -677,15 +709,7 @@ mod tests {
         let hub = Hub::default();
         let (tx, _rx) = mpsc::channel(1);
         let kick = Arc::new(Kick::default());
-        hub.add_conn(
-            "t",
-            ConnHandle {
-                id: 1,
-                key_id: "k".into(),
-                tx,
-                kick: kick.clone(),
-            },
-        );
+        connect(&hub, "t", 1, "k", tx, kick.clone());
         assert!(hub.send_to_conn("t", 1, "a".into()));
         assert!(!hub.send_to_conn("t", 1, "b".into()));
         assert_eq!(
@@ -699,24 +723,8 @@ mod tests {
         let hub = Hub::default();
         let (a, b) = (Arc::new(Kick::default()), Arc::new(Kick::default()));
         let (tx, _rx) = mpsc::channel(1);
-        hub.add_conn(
-            "t1",
-            ConnHandle {
-                id: 1,
-                key_id: "k1".into(),
-                tx: tx.clone(),
-                kick: a.clone(),
-            },
-        );
-        hub.add_conn(
-            "t2",
-            ConnHandle {
-                id: 2,
-                key_id: "k2".into(),
-                tx,
-                kick: b.clone(),
-            },
-        );
+        connect(&hub, "t1", 1, "k1", tx.clone(), a.clone());
+        connect(&hub, "t2", 2, "k2", tx, b.clone());
         assert_eq!(hub.kick_key("k1", CloseCode::KEY_REVOKED, "revoked"), 1);
         assert!(a.token.is_cancelled() && !b.token.is_cancelled());
     }
@@ -725,15 +733,7 @@ mod tests {
     fn a_rebind_makes_the_old_bindings_catch_up_stale() {
         let hub = Hub::default();
         let (tx, _rx) = mpsc::channel(8);
-        hub.add_conn(
-            "t",
-            ConnHandle {
-                id: 1,
-                key_id: "k".into(),
-                tx,
-                kick: Arc::default(),
-            },
-        );
+        connect(&hub, "t", 1, "k", tx, Arc::default());
         let first = hub.bind_peer(1, record("p1", "a"), "api", 0).epoch;
         let second = hub.bind_peer(1, record("p1", "a"), "api", 0).epoch;
         assert_ne!(first, second);

@@ -388,31 +388,40 @@ mod tests {
         })
     }
 
-    #[tokio::test]
-    async fn one_failing_write_does_not_fail_the_others_in_its_batch() {
+    /// Queues `ids` as accepts (before the writer task first runs, so they share one batch),
+    /// flushes, and returns what the dispatcher saw: (id, committed) in order.
+    async fn run_batch(
+        store: Arc<PoisonStore>,
+        metrics: Arc<Metrics>,
+        ids: &[&str],
+    ) -> Vec<(String, bool)> {
         let record = Arc::new(Record::default());
-        let metrics = Arc::new(Metrics::new());
-        let (writer, _task) = Writer::spawn(
-            Arc::new(PoisonStore::default()),
-            record.clone(),
-            metrics.clone(),
-            16,
-        );
-        // Queued before the writer task first runs, so all three share one batch.
-        for id in ["good-1", "poison", "good-2"] {
+        let (writer, _task) = Writer::spawn(store, record.clone(), metrics, 16);
+        for id in ids {
             writer
                 .submit(accept(id), None, None)
                 .expect("writer running");
         }
         writer.flush().await.expect("flushed");
-        let seen = record.0.lock().expect("lock").clone();
+        record.0.lock().expect("lock").clone()
+    }
+
+    fn seen(v: &[(&str, bool)]) -> Vec<(String, bool)> {
+        v.iter().map(|(id, ok)| (id.to_string(), *ok)).collect()
+    }
+
+    #[tokio::test]
+    async fn one_failing_write_does_not_fail_the_others_in_its_batch() {
+        let metrics = Arc::new(Metrics::new());
+        let got = run_batch(
+            Arc::new(PoisonStore::default()),
+            metrics.clone(),
+            &["good-1", "poison", "good-2"],
+        )
+        .await;
         assert_eq!(
-            seen,
-            vec![
-                ("good-1".to_owned(), true),
-                ("poison".to_owned(), false),
-                ("good-2".to_owned(), true)
-            ],
+            got,
+            seen(&[("good-1", true), ("poison", false), ("good-2", true)]),
             "each write is answered once, in order, and only the bad one fails"
         );
         let rendered = metrics.render();
@@ -425,28 +434,12 @@ mod tests {
 
     #[tokio::test]
     async fn an_unreachable_database_fails_the_batch_at_once_without_retrying_each_write() {
-        let record = Arc::new(Record::default());
         let store = Arc::new(PoisonStore {
             down: true,
             ..PoisonStore::default()
         });
-        let (writer, _task) =
-            Writer::spawn(store.clone(), record.clone(), Arc::new(Metrics::new()), 16);
-        for id in ["a", "b", "c"] {
-            writer
-                .submit(accept(id), None, None)
-                .expect("writer running");
-        }
-        writer.flush().await.expect("flushed");
-        let seen = record.0.lock().expect("lock").clone();
-        assert_eq!(
-            seen,
-            vec![
-                ("a".to_owned(), false),
-                ("b".to_owned(), false),
-                ("c".to_owned(), false)
-            ]
-        );
+        let got = run_batch(store.clone(), Arc::new(Metrics::new()), &["a", "b", "c"]).await;
+        assert_eq!(got, seen(&[("a", false), ("b", false), ("c", false)]));
         assert_eq!(
             store.calls.load(std::sync::atomic::Ordering::SeqCst),
             1,

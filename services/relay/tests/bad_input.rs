@@ -3,6 +3,8 @@
 
 mod common;
 
+use repowire_e2e::client::notify_frame;
+
 use common::{Db, Duo, TestRelay, client, counter};
 use repowire_protocol::*;
 
@@ -49,41 +51,21 @@ async fn malformed_and_oversized_frames_get_error_frames_and_change_nothing(db: 
     .await;
     assert_eq!(a.error().await.code, ErrorCode::UnsupportedVersion);
 
-    let huge = Frame::new(Body::Notify(Notify {
-        from: alice.peer_id.clone(),
-        to: "bob".into(),
-        circle: None,
-        text: "x".repeat(70_000),
-    }));
+    let huge = notify_frame(&alice, "bob", "x".repeat(70_000));
     a.send_frame(&huge).await;
     let e = a.error().await;
     assert_eq!(e.code, ErrorCode::FrameTooLarge);
 
-    let long = Frame::new(Body::Notify(Notify {
-        from: alice.peer_id.clone(),
-        to: "bob".into(),
-        circle: None,
-        text: "y".repeat(40_000),
-    }));
+    let long = notify_frame(&alice, "bob", "y".repeat(40_000));
     a.send_frame(&long).await;
     let e = a.error().await;
     assert_eq!((e.code, e.re), (ErrorCode::TextTooLarge, Some(long.id)));
 
-    let hostile = Frame::new(Body::Notify(Notify {
-        from: alice.peer_id.clone(),
-        to: "bob\u{1b}[2J".into(),
-        circle: None,
-        text: "x".into(),
-    }));
+    let hostile = notify_frame(&alice, "bob\u{1b}[2J", "x");
     a.send_frame(&hostile).await;
     assert_eq!(a.error().await.code, ErrorCode::InvalidFrame);
 
-    let spoof = Frame::new(Body::Notify(Notify {
-        from: bob.peer_id.clone(),
-        to: "alice".into(),
-        circle: None,
-        text: "as bob".into(),
-    }));
+    let spoof = notify_frame(&bob, "alice", "as bob");
     a.send_frame(&spoof).await;
     assert_eq!(
         a.answer(spoof.id).await.expect_err("spoof").code,

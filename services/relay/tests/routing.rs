@@ -2,6 +2,8 @@
 
 mod common;
 
+use repowire_e2e::client::notify_frame;
+
 use common::{Db, Duo, TestRelay};
 use repowire_protocol::*;
 
@@ -405,12 +407,7 @@ async fn a_retried_frame_is_accepted_once_and_delivered_once(db: Db) {
         mut b,
         bob,
     } = Duo::start(&db).await;
-    let frame = Frame::new(Body::Notify(Notify {
-        from: alice.peer_id.clone(),
-        to: "bob".into(),
-        circle: None,
-        text: "once".into(),
-    }));
+    let frame = notify_frame(&alice, "bob", "once");
     a.send_frame(&frame).await;
     let Ok(Body::Accepted(first)) = a.answer(frame.id).await else {
         panic!("first")
@@ -629,12 +626,7 @@ async fn a_retry_is_recognised_even_after_names_changed(db: Db) {
     );
     let boss = o.peer_with_role("boss", "hq", Role::Orchestrator).await;
     let api_x = x.peer("api", "x").await;
-    let frame = Frame::new(Body::Notify(Notify {
-        from: boss.peer_id.clone(),
-        to: "api".into(),
-        circle: None,
-        text: "deploy".into(),
-    }));
+    let frame = notify_frame(&boss, "api", "deploy");
     o.send_frame(&frame).await;
     let Ok(Body::Accepted(first)) = o.answer(frame.id).await else {
         panic!("accepted")

@@ -11,6 +11,8 @@ mod peers;
 mod register;
 mod resolve;
 
+pub use peers::went_offline;
+
 use std::sync::Arc;
 use std::time::Instant;
 

@@ -9,8 +9,10 @@ use repowire_protocol::{
 
 use super::{Handled, Refusal, Session};
 use crate::dispatch::frame_text;
-use crate::hub::{parse_role, peer_info};
+use crate::hub::{in_scope, peer_info};
 use crate::ids::now_ms;
+use crate::state::AppState;
+use crate::store::PeerRecord;
 
 pub(super) async fn list(s: &Session, id: MessageId, l: ListPeers) -> Handled {
     let caller = s.own(l.peer_id.as_str())?;
@@ -23,17 +25,15 @@ pub(super) async fn list(s: &Session, id: MessageId, l: ListPeers) -> Handled {
         .into_iter()
         .map(|p| (p.record.peer_id.clone(), p))
         .collect();
-    let mesh_wide = l.all_circles || caller.role().crosses_circles();
     let mut peers = Vec::new();
     for mut record in s.state.store.list_peers(&s.tenant_id).await? {
-        let visible = match &l.circle {
-            Some(c) => &record.circle == c,
-            None => {
-                mesh_wide
-                    || record.circle == caller.record.circle
-                    || parse_role(&record.role).crosses_circles()
-            }
-        };
+        let visible = in_scope(
+            &caller,
+            l.all_circles,
+            l.circle.as_deref(),
+            &record.circle,
+            &record.role,
+        );
         let live_peer = live.get(&record.peer_id);
         if !visible || !(l.include_offline || live_peer.is_some()) {
             continue;
@@ -112,26 +112,30 @@ pub(super) async fn unregister(s: &Session, id: MessageId, r: PeerRef) -> Handle
             format!("peer {} is not registered on this connection", r.peer_id),
         ));
     };
-    s.state.metrics.peers.dec();
+    s.send(Body::Ok(Reply { re: id }));
+    went_offline(&s.state, record).await;
+    Ok(())
+}
+
+/// A peer left this process (unregister, or its connection closed): count it, record its
+/// last_seen, and tell the tenant.
+pub async fn went_offline(state: &AppState, mut record: PeerRecord) {
+    state.metrics.peers.dec();
     let now = now_ms();
-    if let Err(error) = s
-        .state
+    if let Err(error) = state
         .store
-        .touch_peer(&s.tenant_id, &record.peer_id, now)
+        .touch_peer(&record.tenant_id, &record.peer_id, now)
         .await
     {
         // The peer is already offline; only its last_seen is stale.
-        tracing::warn!(%error, peer = %record.peer_id, "could not record last_seen on unregister");
+        tracing::warn!(%error, peer = %record.peer_id, "could not record last_seen");
     }
-    s.send(Body::Ok(Reply { re: id }));
-    let mut record = record;
     record.last_seen_ms = now;
-    s.state.hub.broadcast(
-        &s.tenant_id,
-        frame_text(Body::Presence(Presence {
-            event: PresenceEvent::Offline,
-            peer: peer_info(&record, None),
-        })),
-    );
-    Ok(())
+    let presence = Presence {
+        event: PresenceEvent::Offline,
+        peer: peer_info(&record, None),
+    };
+    state
+        .hub
+        .broadcast(&record.tenant_id, frame_text(Body::Presence(presence)));
 }

@@ -9,7 +9,7 @@
 use repowire_protocol::{ErrorCode, PeerId, PeerSummary};
 
 use super::{Refusal, Session};
-use crate::hub::{LivePeer, parse_role, summary};
+use crate::hub::{self, LivePeer, summary};
 
 pub(super) async fn resolve(
     s: &Session,
@@ -29,13 +29,8 @@ pub(super) async fn resolve(
             )),
         };
     }
-    let mesh_wide = caller.role().crosses_circles();
-    let in_scope = |peer_circle: &str, role: &str| match circle {
-        Some(c) => peer_circle == c,
-        None => {
-            mesh_wide || peer_circle == caller.record.circle || parse_role(role).crosses_circles()
-        }
-    };
+    let in_scope =
+        |peer_circle: &str, role: &str| hub::in_scope(caller, false, circle, peer_circle, role);
     let live: Vec<PeerSummary> = s
         .state
         .hub

@@ -108,6 +108,21 @@ macro_rules! impl_store {
             correlation_id: Option<String>,
         }
 
+        impl EntryRow {
+            /// The change a sender hears about when this entry moves to `state`.
+            fn change(&self, state: DeliveryState, reason: Option<String>) -> StateChange {
+                StateChange {
+                    tenant_id: self.tenant_id.clone(),
+                    sender: self.from_peer_id.clone(),
+                    message_id: self.message_id.clone(),
+                    correlation_id: self.correlation_id.clone(),
+                    recipient: self.peer_id.clone(),
+                    state,
+                    reason,
+                }
+            }
+        }
+
         impl $store {
             /// Hands out the next inbox slot of `peer_id` unless its inbox holds `cap` pending
             /// entries. `Ok(None)`: full or unknown (see [`Self::peer_exists`]).
@@ -138,6 +153,18 @@ macro_rules! impl_store {
                 .bind(message_id)
                 .fetch_all(&mut *conn)
                 .await?)
+            }
+
+            /// Broadcast recipients whose inbox was full get a failed entry, so the sender's
+            /// status shows the refusal and not only the one-time delivery frame.
+            async fn record_refusals(conn: &mut Conn, m: &NewMessage, peers: &[String]) -> Result<()> {
+                for peer_id in peers {
+                    if let Some(seq) = Self::allocate_unbounded(conn, &m.tenant_id, peer_id).await? {
+                        let slot = Enqueued { peer_id: peer_id.clone(), seq };
+                        Self::insert_entry_as(conn, m, &slot, DeliveryState::Failed, Some(INBOX_FULL_REASON)).await?;
+                    }
+                }
+                Ok(())
             }
 
             /// A slot outside the cap, for recording a refusal in the inbox history.
@@ -528,15 +555,7 @@ macro_rules! impl_store {
                 }
                 for (i, k, to) in planned {
                     outcomes[i] = Some(WriteOutcome::Receipt(match (moved.contains(&k), entries.get(&k)) {
-                        (true, Some(row)) => ReceiptOutcome::Changed(StateChange {
-                            tenant_id: k.0.clone(),
-                            sender: row.from_peer_id.clone(),
-                            message_id: k.2.clone(),
-                            correlation_id: row.correlation_id.clone(),
-                            recipient: k.1.clone(),
-                            state: to,
-                            reason: None,
-                        }),
+                        (true, Some(row)) => ReceiptOutcome::Changed(row.change(to, None)),
                         // Another writer moved it first: nothing changed here.
                         _ => ReceiptOutcome::Unchanged,
                     }));
@@ -709,13 +728,7 @@ macro_rules! impl_store {
                     qb.build().execute(&mut *conn).await?;
                 }
                 for (&pos, peers) in &refused {
-                    let m = ms[pos].1;
-                    for peer_id in peers {
-                        if let Some(seq) = Self::allocate_unbounded(conn, &m.tenant_id, peer_id).await? {
-                            let slot = Enqueued { peer_id: peer_id.clone(), seq };
-                            Self::insert_entry_as(conn, m, &slot, DeliveryState::Failed, Some(INBOX_FULL_REASON)).await?;
-                        }
-                    }
+                    Self::record_refusals(conn, ms[pos].1, peers).await?;
                 }
                 // 5. Outcomes, in op order; repeats mirror their first occurrence.
                 for &pos in &fresh {
@@ -815,15 +828,7 @@ macro_rules! impl_store {
                 for slot in &enqueued {
                     Self::insert_entry(conn, m, slot).await?;
                 }
-                // A broadcast recipient with a full inbox gets a failed entry, so the sender's
-                // status shows the refusal and not only the one-time delivery frame.
-                for peer_id in &refused {
-                    if let Some(seq) = Self::allocate_unbounded(conn, &m.tenant_id, peer_id).await? {
-                        let slot = Enqueued { peer_id: peer_id.clone(), seq };
-                        let reason = Some(INBOX_FULL_REASON);
-                        Self::insert_entry_as(conn, m, &slot, DeliveryState::Failed, reason).await?;
-                    }
-                }
+                Self::record_refusals(conn, m, &refused).await?;
                 Ok(AcceptOutcome::Accepted { enqueued, refused, correlation_id, closed_prior })
             }
 
@@ -931,15 +936,7 @@ macro_rules! impl_store {
                 if !moved {
                     return Ok(ReceiptOutcome::Unchanged);
                 }
-                Ok(ReceiptOutcome::Changed(StateChange {
-                    tenant_id: row.tenant_id,
-                    sender: row.from_peer_id,
-                    message_id: row.message_id,
-                    correlation_id: row.correlation_id,
-                    recipient: row.peer_id,
-                    state: r.state,
-                    reason: r.reason.clone(),
-                }))
+                Ok(ReceiptOutcome::Changed(row.change(r.state, r.reason.clone())))
             }
 
             async fn expire_due(conn: &mut Conn, now_ms: i64, limit: i64) -> Result<Vec<StateChange>> {
@@ -964,15 +961,7 @@ macro_rules! impl_store {
                     )
                     .await?
                     {
-                        changes.push(StateChange {
-                            tenant_id: row.tenant_id,
-                            sender: row.from_peer_id,
-                            message_id: row.message_id,
-                            correlation_id: row.correlation_id,
-                            recipient: row.peer_id,
-                            state: DeliveryState::Expired,
-                            reason: Some(reason.into()),
-                        });
+                        changes.push(row.change(DeliveryState::Expired, Some(reason.into())));
                     }
                 }
                 Ok(changes)
