@@ -1,0 +1,209 @@
+//! The daemon's local API: one JSON request per line over a Unix socket (mode 0600), one JSON
+//! response line back. Hooks, the CLI and (later) the MCP server are its clients. The caller's
+//! process id is taken from the socket (SO_PEERCRED), never from the request.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A request to the daemon.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// Daemon health, relay link, local sessions.
+    Status,
+    /// An agent runtime hook fired.
+    Hook {
+        /// `session-start`, `prompt-submit`, `stop`, `notification`, `session-end`, `pre-tool-use`.
+        event: String,
+        /// The JSON the runtime gave the hook on stdin.
+        payload: Value,
+        /// `TMUX` of the hook's environment (socket path, server pid, session index).
+        #[serde(default)]
+        tmux: Option<String>,
+        /// `TMUX_PANE` of the hook's environment.
+        #[serde(default)]
+        tmux_pane: Option<String>,
+    },
+    /// Peers visible to the acting peer.
+    Peers {
+        /// Act as this local peer (id or name); default: the caller's session, else the CLI peer.
+        #[serde(default)]
+        from: Option<String>,
+        /// Include offline peers.
+        #[serde(default)]
+        include_offline: bool,
+        /// Every circle of the tenant.
+        #[serde(default)]
+        all_circles: bool,
+        /// Only this circle.
+        #[serde(default)]
+        circle: Option<String>,
+    },
+    /// Send an ask, notify or broadcast.
+    Send {
+        /// Act as this local peer.
+        #[serde(default)]
+        from: Option<String>,
+        /// What to send.
+        kind: SendKind,
+        /// Recipient name or peer id (not for broadcast).
+        #[serde(default)]
+        to: Option<String>,
+        /// Resolve `to` in this circle.
+        #[serde(default)]
+        circle: Option<String>,
+        /// The text.
+        text: String,
+        /// Chain to (and close) this ask.
+        #[serde(default)]
+        reply_to: Option<String>,
+    },
+    /// Close an ask, optionally with a reply.
+    Ack {
+        /// Act as this local peer.
+        #[serde(default)]
+        from: Option<String>,
+        /// The ask.
+        correlation_id: String,
+        /// Reply text.
+        #[serde(default)]
+        reply: Option<String>,
+    },
+    /// What happened to a message this daemon sent: by message id or correlation id.
+    MessageStatus {
+        /// Message id or correlation id.
+        id: String,
+    },
+    /// Wait until the ask is answered (or the timeout passes).
+    WaitReply {
+        /// The ask.
+        correlation_id: String,
+        /// How long to wait.
+        timeout_ms: u64,
+    },
+    /// The sessions this daemon hosts.
+    Sessions,
+    /// Stop the daemon.
+    Shutdown,
+}
+
+/// Kinds of message `send` creates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SendKind {
+    /// A tracked question.
+    Ask,
+    /// Fire-and-forget to one peer.
+    Notify,
+    /// To every online peer of the circle.
+    Broadcast,
+}
+
+/// A response line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Response {
+    /// Success flag.
+    pub ok: bool,
+    /// The result, on success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// The error, on failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ApiError>,
+}
+
+/// An error the daemon reports.
+#[derive(Debug, Clone, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    /// Machine-readable code (protocol error codes plus `daemon_*` codes).
+    pub code: String,
+    /// What went wrong.
+    pub message: String,
+    /// What to do about it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// Candidates of an ambiguous name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<Value>,
+}
+
+impl ApiError {
+    /// An error with a code and message.
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            code: code.into(),
+            message: message.into(),
+            hint: None,
+            candidates: Vec::new(),
+        }
+    }
+
+    /// Adds a hint.
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+impl Response {
+    /// Success.
+    pub fn ok(result: Value) -> Self {
+        Self {
+            ok: true,
+            result: Some(result),
+            error: None,
+        }
+    }
+
+    /// Failure.
+    pub fn err(error: ApiError) -> Self {
+        Self {
+            ok: false,
+            result: None,
+            error: Some(error),
+        }
+    }
+}
+
+/// Why a call to the daemon failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// Nothing listens on the socket.
+    #[error("the repowire daemon is not running ({0})")]
+    NotRunning(String),
+    /// The connection broke or timed out.
+    #[error("talking to the daemon failed: {0}")]
+    Io(#[from] std::io::Error),
+    /// The daemon answered with an error.
+    #[error("{0}")]
+    Api(ApiError),
+    /// The daemon's answer could not be read.
+    #[error("unreadable answer from the daemon: {0}")]
+    Protocol(String),
+}
+
+/// Sends one request and reads its response (blocking; no async runtime needed, so hooks stay fast).
+pub fn call(socket: &Path, request: &Request, timeout: Duration) -> Result<Value, CallError> {
+    let mut stream = UnixStream::connect(socket)
+        .map_err(|e| CallError::NotRunning(format!("{}: {e}", socket.display())))?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    let mut line = serde_json::to_vec(request).map_err(|e| CallError::Protocol(e.to_string()))?;
+    line.push(b'\n');
+    stream.write_all(&line)?;
+    let mut answer = String::new();
+    BufReader::new(stream).read_line(&mut answer)?;
+    let response: Response =
+        serde_json::from_str(&answer).map_err(|e| CallError::Protocol(e.to_string()))?;
+    match (response.ok, response.result, response.error) {
+        (true, Some(result), _) => Ok(result),
+        (false, _, Some(error)) => Err(CallError::Api(error)),
+        _ => Err(CallError::Protocol("neither result nor error".into())),
+    }
+}

@@ -1,0 +1,213 @@
+//! `repowire daemon run|start|stop|status` and `repowire config show`.
+
+use std::process::{ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Subcommand;
+use serde_json::Value;
+
+use crate::api::{self, Request};
+use crate::config::{Config, RelayTarget};
+
+/// Daemon actions.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Action {
+    /// Run in the foreground (what a user service runs).
+    Run,
+    /// Start in the background and wait until it answers.
+    Start,
+    /// Stop a running daemon.
+    Stop,
+    /// Show the daemon's state.
+    Status {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs a daemon action.
+pub fn run(config: &Config, action: Action) -> anyhow::Result<ExitCode> {
+    match action {
+        Action::Run => {
+            let settings = config.settings()?;
+            init_tracing(&settings.log);
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
+            runtime.block_on(crate::daemon::run(settings))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::Start => start(config),
+        Action::Stop => stop(config),
+        Action::Status { json } => {
+            let status = super::call(config, &Request::Status, Duration::from_secs(5))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&status)?);
+            } else {
+                print_status(&status);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn init_tracing(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
+fn socket_answers(config: &Config) -> bool {
+    api::call(
+        &crate::config::socket_path(&config.home()),
+        &Request::Status,
+        Duration::from_secs(2),
+    )
+    .is_ok()
+}
+
+fn start(config: &Config) -> anyhow::Result<ExitCode> {
+    use std::os::unix::process::CommandExt;
+    let home = config.home();
+    if socket_answers(config) {
+        println!("the daemon is already running");
+        return Ok(ExitCode::SUCCESS);
+    }
+    config.settings()?; // fail here, not in the background, on a bad configuration
+    crate::config::ensure_home(&home)?;
+    let log_path = home.join("daemon.log");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .with_context(|| format!("opening {}", log_path.display()))?;
+    let exe = std::env::current_exe().context("locating the repowire binary")?;
+    let mut child = std::process::Command::new(exe)
+        .arg("--home")
+        .arg(&home)
+        .args(["daemon", "run"])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .context("starting the daemon")?;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < deadline {
+        if socket_answers(config) {
+            println!(
+                "daemon started (pid {}); log: {}",
+                child.id(),
+                log_path.display()
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        if let Some(status) = child.try_wait()? {
+            anyhow::bail!(
+                "the daemon exited at start ({status}); see {}",
+                log_path.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    anyhow::bail!(
+        "the daemon did not answer within 15 s; see {}",
+        log_path.display()
+    )
+}
+
+fn stop(config: &Config) -> anyhow::Result<ExitCode> {
+    let socket = crate::config::socket_path(&config.home());
+    match api::call(&socket, &Request::Shutdown, Duration::from_secs(5)) {
+        Err(api::CallError::NotRunning(_)) => {
+            println!("the daemon is not running");
+            return Ok(ExitCode::SUCCESS);
+        }
+        other => {
+            other?;
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < deadline {
+        if std::os::unix::net::UnixStream::connect(&socket).is_err() {
+            println!("daemon stopped");
+            return Ok(ExitCode::SUCCESS);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    anyhow::bail!("the daemon did not stop within 15 s")
+}
+
+fn print_status(status: &Value) {
+    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("-").to_owned();
+    let link = status.get("link").cloned().unwrap_or(Value::Null);
+    let embedded = status
+        .get("embedded")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    println!("daemon   pid {}", status.get("pid").unwrap_or(&Value::Null));
+    println!(
+        "relay    {}{}",
+        s(status, "relay"),
+        if embedded { " (embedded)" } else { "" }
+    );
+    let state = s(&link, "state");
+    match state.as_str() {
+        "connected" => println!("link     connected (tenant {})", s(&link, "tenant_id")),
+        "stopped" => println!("link     STOPPED: {}", s(&link, "reason")),
+        _ => println!(
+            "link     connecting{}",
+            link.get("last_error")
+                .and_then(Value::as_str)
+                .map(|e| format!(" (last error: {e})"))
+                .unwrap_or_default()
+        ),
+    }
+    println!(
+        "outbox   {} unsent",
+        status.get("outbox").unwrap_or(&Value::Null)
+    );
+    let sessions = status
+        .get("sessions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    println!("sessions {}", sessions.len());
+    for x in sessions {
+        println!(
+            "  {:<20} {:<22} {:<8} pane {:<5} {}",
+            s(&x, "name"),
+            s(&x, "peer_id"),
+            s(&x, "turn_state"),
+            s(&x, "pane"),
+            s(&x, "path"),
+        );
+    }
+}
+
+/// `repowire config show`.
+pub fn show_config(config: &Config) -> anyhow::Result<ExitCode> {
+    let settings = config.settings()?;
+    println!("home        {}", settings.home.display());
+    match &settings.relay {
+        RelayTarget::Embedded => println!("relay       embedded (loopback, SQLite)"),
+        RelayTarget::Remote { url, api_key } => {
+            let shown: String = api_key.chars().take(12).collect();
+            println!("relay       {url}");
+            println!("api key     {shown}… (redacted)");
+        }
+    }
+    println!("circle      {}", settings.circle);
+    println!("machine     {}", settings.machine);
+    println!("reconnect   ≤ {} ms", settings.reconnect_max.as_millis());
+    println!("tmux wake   {}", settings.tmux_wake);
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,397 @@
+//! `repowire peer …`: list, describe, ask, ack, notify, broadcast, status.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Subcommand;
+use serde_json::Value;
+
+use crate::api::{Request, SendKind};
+use crate::config::Config;
+
+/// Peer commands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum PeerCommand {
+    /// Peers you can reach.
+    List {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+        /// Every circle, offline peers too.
+        #[arg(long)]
+        all: bool,
+        /// Act as this local session (peer id or name).
+        #[arg(long)]
+        from: Option<String>,
+    },
+    /// One peer in detail (by peer id or name).
+    Describe {
+        /// Peer id or name.
+        id: String,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+        /// Act as this local session.
+        #[arg(long)]
+        from: Option<String>,
+    },
+    /// Ask a peer; prints the ask id at once, or the reply with --wait.
+    Ask {
+        /// Recipient name or peer id.
+        name: String,
+        /// The question.
+        text: String,
+        /// Wait for the reply.
+        #[arg(long)]
+        wait: bool,
+        /// Seconds to wait with --wait.
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
+        /// Resolve the name in this circle.
+        #[arg(long)]
+        circle: Option<String>,
+        /// Close this ask you received and chain the new one to it.
+        #[arg(long)]
+        reply_to: Option<String>,
+        /// Act as this local session.
+        #[arg(long)]
+        from: Option<String>,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Close an ask you received, optionally with a reply.
+    Ack {
+        /// The ask id (`ask-…`).
+        correlation_id: String,
+        /// Reply text for the asker.
+        #[arg(short, long)]
+        message: Option<String>,
+        /// Act as this local session.
+        #[arg(long)]
+        from: Option<String>,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Notify a peer (fire-and-forget).
+    Notify {
+        /// Recipient name or peer id.
+        name: String,
+        /// The text.
+        text: String,
+        /// Resolve the name in this circle.
+        #[arg(long)]
+        circle: Option<String>,
+        /// Act as this local session.
+        #[arg(long)]
+        from: Option<String>,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Message every online peer of your circle.
+    Broadcast {
+        /// The text.
+        text: String,
+        /// Act as this local session.
+        #[arg(long)]
+        from: Option<String>,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delivery state of a message you sent (message id or ask id).
+    Status {
+        /// Message id or correlation id.
+        id: String,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+const TIMEOUT: Duration = Duration::from_secs(15);
+
+fn s(v: &Value, k: &str) -> String {
+    v.get(k).and_then(Value::as_str).unwrap_or("-").to_owned()
+}
+
+/// Runs a peer command.
+pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        PeerCommand::List { json, all, from } => {
+            let peers = super::call(
+                config,
+                &Request::Peers {
+                    from,
+                    include_offline: all,
+                    all_circles: all,
+                    circle: None,
+                },
+                TIMEOUT,
+            )?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&peers)?);
+            } else {
+                print_peers(&peers);
+            }
+        }
+        PeerCommand::Describe { id, json, from } => {
+            let peers = super::call(
+                config,
+                &Request::Peers {
+                    from,
+                    include_offline: true,
+                    all_circles: true,
+                    circle: None,
+                },
+                TIMEOUT,
+            )?;
+            let matches: Vec<&Value> = peers
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter(|p| s(p, "peer_id") == id || s(p, "name") == id)
+                        .collect()
+                })
+                .unwrap_or_default();
+            match matches.as_slice() {
+                [] => anyhow::bail!(
+                    "no peer `{id}`\nhint: `repowire peer list --all` shows every peer"
+                ),
+                [one] if json => println!("{}", serde_json::to_string_pretty(one)?),
+                [one] => {
+                    for key in [
+                        "name",
+                        "peer_id",
+                        "circle",
+                        "backend",
+                        "role",
+                        "status",
+                        "turn_state",
+                        "path",
+                        "machine",
+                        "description",
+                    ] {
+                        println!("{key:<12} {}", s(one, key));
+                    }
+                }
+                many => {
+                    let ids: Vec<String> = many
+                        .iter()
+                        .map(|p| format!("{} ({})", s(p, "peer_id"), s(p, "circle")))
+                        .collect();
+                    anyhow::bail!(
+                        "`{id}` names {} peers: {}\nhint: use the peer id",
+                        many.len(),
+                        ids.join(", ")
+                    );
+                }
+            }
+        }
+        PeerCommand::Ask {
+            name,
+            text,
+            wait,
+            timeout,
+            circle,
+            reply_to,
+            from,
+            json,
+        } => {
+            let sent = super::call(
+                config,
+                &Request::Send {
+                    from,
+                    kind: SendKind::Ask,
+                    to: Some(name.clone()),
+                    circle,
+                    text,
+                    reply_to,
+                },
+                TIMEOUT,
+            )?;
+            let cid = sent
+                .get("correlation_id")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            if wait {
+                let Some(cid) = cid else {
+                    anyhow::bail!(
+                        "the ask is {} ({}); it has no ask id yet, so there is nothing to wait on\nhint: `repowire peer status {}` later",
+                        s(&sent, "state"),
+                        s(&sent, "reason"),
+                        s(&sent, "message_id")
+                    );
+                };
+                let reply = super::call(
+                    config,
+                    &Request::WaitReply {
+                        correlation_id: cid.clone(),
+                        timeout_ms: timeout * 1000,
+                    },
+                    Duration::from_secs(timeout + 10),
+                )?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&reply)?);
+                } else if s(&reply, "state") == "replied" {
+                    let m = reply.get("reply").cloned().unwrap_or(Value::Null);
+                    let from = m.get("from").map(|f| s(f, "name")).unwrap_or_default();
+                    println!("@{from} replied to {cid}:\n{}", s(&m, "text"));
+                } else {
+                    println!("no reply to {cid} within {timeout} s; the ask stays open");
+                    return Ok(ExitCode::from(2));
+                }
+            } else {
+                print_sent(&sent, json, &format!("ask to {name}"))?;
+            }
+        }
+        PeerCommand::Ack {
+            correlation_id,
+            message,
+            from,
+            json,
+        } => {
+            let sent = super::call(
+                config,
+                &Request::Ack {
+                    from,
+                    correlation_id: correlation_id.clone(),
+                    reply: message,
+                },
+                TIMEOUT,
+            )?;
+            print_sent(&sent, json, &format!("ack of {correlation_id}"))?;
+        }
+        PeerCommand::Notify {
+            name,
+            text,
+            circle,
+            from,
+            json,
+        } => {
+            let sent = super::call(
+                config,
+                &Request::Send {
+                    from,
+                    kind: SendKind::Notify,
+                    to: Some(name.clone()),
+                    circle,
+                    text,
+                    reply_to: None,
+                },
+                TIMEOUT,
+            )?;
+            print_sent(&sent, json, &format!("notification to {name}"))?;
+        }
+        PeerCommand::Broadcast { text, from, json } => {
+            let sent = super::call(
+                config,
+                &Request::Send {
+                    from,
+                    kind: SendKind::Broadcast,
+                    to: None,
+                    circle: None,
+                    text,
+                    reply_to: None,
+                },
+                TIMEOUT,
+            )?;
+            print_sent(&sent, json, "broadcast")?;
+        }
+        PeerCommand::Status { id, json } => {
+            let status = super::call(config, &Request::MessageStatus { id }, TIMEOUT)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&status)?);
+            } else {
+                let m = status.get("message").cloned().unwrap_or(Value::Null);
+                println!(
+                    "{} {} → {}  state: {}",
+                    s(&m, "kind"),
+                    s(&m, "message_id"),
+                    s(&m, "to_name"),
+                    s(&m, "state")
+                );
+                if let Some(cid) = m.get("correlation_id").and_then(Value::as_str) {
+                    println!("id       {cid}");
+                }
+                if let Some(reply) = m.get("reply").and_then(Value::as_str) {
+                    println!("reply    {reply}");
+                }
+                for e in status
+                    .get("events")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default()
+                {
+                    println!(
+                        "  {:<10} {} {}",
+                        s(&e, "state"),
+                        s(&e, "recipient"),
+                        e.get("reason").and_then(Value::as_str).unwrap_or("")
+                    );
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_sent(sent: &Value, json: bool, what: &str) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(sent)?);
+        return Ok(());
+    }
+    match s(sent, "state").as_str() {
+        "accepted" => {
+            let to: Vec<String> = sent
+                .get("recipients")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().map(|p| format!("@{}", s(p, "name"))).collect())
+                .unwrap_or_default();
+            let id = sent
+                .get("correlation_id")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            println!(
+                "{what}: accepted {id} → {}",
+                if to.is_empty() {
+                    "(no recipients)".into()
+                } else {
+                    to.join(", ")
+                }
+            );
+        }
+        state => println!(
+            "{what}: {state} (message {}) — {}",
+            s(sent, "message_id"),
+            s(sent, "reason")
+        ),
+    }
+    Ok(())
+}
+
+fn print_peers(peers: &Value) {
+    let list = peers.as_array().cloned().unwrap_or_default();
+    if list.is_empty() {
+        println!("no peers");
+        return;
+    }
+    println!(
+        "{:<20} {:<12} {:<8} {:<8} {:<12} {:<22} PATH",
+        "NAME", "CIRCLE", "STATUS", "TURN", "BACKEND", "PEER ID"
+    );
+    for p in list {
+        println!(
+            "{:<20} {:<12} {:<8} {:<8} {:<12} {:<22} {}",
+            s(&p, "name"),
+            s(&p, "circle"),
+            s(&p, "status"),
+            s(&p, "turn_state"),
+            s(&p, "backend"),
+            s(&p, "peer_id"),
+            s(&p, "path")
+        );
+    }
+}

@@ -1,0 +1,467 @@
+//! `repowire setup` / `uninstall` / `status` / `doctor`: merge our hook entries into
+//! `~/.claude/settings.json` and our MCP server into `~/.claude.json`, keeping every other key
+//! and entry; write atomically with a timestamped backup; change nothing when nothing differs.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use serde_json::{Map, Value, json};
+
+use crate::api::Request;
+use crate::config::{Config, user_home};
+
+/// Options of setup and uninstall.
+#[derive(Debug, Clone, Args)]
+pub struct SetupArgs {
+    /// Never prompt (setup never prompts today; accepted for scripts).
+    #[arg(long)]
+    pub non_interactive: bool,
+    /// Also install the PreToolUse hook.
+    #[arg(long)]
+    pub pre_tool_use: bool,
+}
+
+/// Claude Code events and our hook event names.
+const EVENTS: &[(&str, &str)] = &[
+    ("SessionStart", "session-start"),
+    ("UserPromptSubmit", "prompt-submit"),
+    ("Stop", "stop"),
+    ("Notification", "notification"),
+    ("SessionEnd", "session-end"),
+];
+const PRE_TOOL_USE: (&str, &str) = ("PreToolUse", "pre-tool-use");
+
+fn settings_path() -> PathBuf {
+    user_home().join(".claude").join("settings.json")
+}
+
+fn claude_json_path() -> PathBuf {
+    user_home().join(".claude.json")
+}
+
+fn exe() -> anyhow::Result<String> {
+    Ok(std::env::current_exe()
+        .context("locating the repowire binary")?
+        .to_string_lossy()
+        .into_owned())
+}
+
+/// The command line a hook runs; `--home` only when the state directory is not the default.
+fn hook_command(exe: &str, config: &Config, event: &str) -> String {
+    match &config.home {
+        Some(home) => format!(
+            "{} --home {} hook {event}",
+            shell_quote(exe),
+            shell_quote(&home.to_string_lossy())
+        ),
+        None => format!("{} hook {event}", shell_quote(exe)),
+    }
+}
+
+fn shell_quote(s: &str) -> String {
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+=:@%".contains(c))
+    {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// True for a hook entry this program installed: every command is `… repowire … hook <event>`.
+fn is_ours(entry: &Value) -> bool {
+    let Some(hooks) = entry.get("hooks").and_then(Value::as_array) else {
+        return false;
+    };
+    !hooks.is_empty()
+        && hooks.iter().all(|h| {
+            h.get("command").and_then(Value::as_str).is_some_and(|c| {
+                let mut words = c.split_whitespace();
+                words
+                    .next()
+                    .is_some_and(|bin| bin.trim_matches('\'').ends_with("repowire"))
+                    && c.contains(" hook ")
+            })
+        })
+}
+
+/// Settings with our hooks merged in (replacing our earlier entry in place).
+pub fn merge_hooks(mut settings: Value, commands: &[(&str, String)]) -> anyhow::Result<Value> {
+    let root = settings
+        .as_object_mut()
+        .context("settings.json is not a JSON object")?;
+    let hooks = root
+        .entry("hooks")
+        .or_insert_with(|| Value::Object(Map::new()))
+        .as_object_mut()
+        .context("`hooks` in settings.json is not an object")?;
+    for (event, command) in commands {
+        let ours = json!({ "matcher": "*", "hooks": [{ "type": "command", "command": command, "timeout": 15 }] });
+        let list = hooks
+            .entry(event.to_string())
+            .or_insert_with(|| Value::Array(Vec::new()))
+            .as_array_mut()
+            .with_context(|| format!("`hooks.{event}` in settings.json is not an array"))?;
+        match list.iter().position(is_ours) {
+            Some(i) => list[i] = ours,
+            None => list.push(ours),
+        }
+        // A second entry of ours (from an older install) would run the hook twice.
+        let mut seen = false;
+        list.retain(|e| !is_ours(e) || !std::mem::replace(&mut seen, true));
+    }
+    Ok(settings)
+}
+
+/// Settings without our hooks; events left empty by the removal are dropped.
+pub fn remove_hooks(mut settings: Value) -> Value {
+    if let Some(hooks) = settings.get_mut("hooks").and_then(Value::as_object_mut) {
+        let events: Vec<String> = hooks.keys().cloned().collect();
+        for event in events {
+            if let Some(list) = hooks.get_mut(&event).and_then(Value::as_array_mut) {
+                let before = list.len();
+                list.retain(|e| !is_ours(e));
+                if list.is_empty() && before > 0 {
+                    hooks.remove(&event);
+                }
+            }
+        }
+        if hooks.is_empty()
+            && let Some(root) = settings.as_object_mut()
+        {
+            root.remove("hooks");
+        }
+    }
+    settings
+}
+
+fn mcp_entry(exe: &str, config: &Config) -> Value {
+    let mut env = Map::new();
+    if let Some(home) = &config.home {
+        env.insert(
+            "REPOWIRE_HOME".into(),
+            Value::String(home.to_string_lossy().into_owned()),
+        );
+    }
+    json!({ "type": "stdio", "command": exe, "args": ["mcp"], "env": env })
+}
+
+fn read_json(path: &Path) -> anyhow::Result<Option<Value>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) if text.trim().is_empty() => Ok(Some(json!({}))),
+        Ok(text) => serde_json::from_str(&text).map(Some).with_context(|| {
+            format!(
+                "{} is not valid JSON; fix it first (nothing was changed)",
+                path.display()
+            )
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// Writes `value` to `path` if it differs from what is there: backup first, then an atomic
+/// rename of a fully written temporary file with the original's permissions.
+fn write_if_changed(path: &Path, before: Option<&Value>, value: &Value) -> anyhow::Result<bool> {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    if before == Some(value) {
+        return Ok(false);
+    }
+    let dir = path.parent().context("no parent directory")?;
+    std::fs::create_dir_all(dir)?;
+    let mode = std::fs::metadata(path)
+        .map(|m| m.permissions().mode() & 0o777)
+        .unwrap_or(0o600);
+    if before.is_some() {
+        let stamp = crate::daemon::store::now_ms();
+        let backup = path.with_file_name(format!(
+            "{}.repowire-backup-{stamp}",
+            path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
+        ));
+        std::fs::copy(path, &backup).with_context(|| format!("backing up {}", path.display()))?;
+    }
+    let tmp = path.with_file_name(format!(
+        ".{}.repowire-tmp-{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
+        std::process::id()
+    ));
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        let mut text = serde_json::to_string_pretty(value)?;
+        text.push('\n');
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path).with_context(|| format!("replacing {}", path.display()))?;
+    Ok(true)
+}
+
+fn claude_present() -> bool {
+    user_home().join(".claude").is_dir()
+        || claude_json_path().exists()
+        || std::env::var_os("PATH")
+            .is_some_and(|paths| std::env::split_paths(&paths).any(|p| p.join("claude").is_file()))
+}
+
+/// `repowire setup`.
+pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
+    if !claude_present() {
+        println!(
+            "Claude Code was not found (no ~/.claude, ~/.claude.json or `claude` on PATH); installing its configuration anyway."
+        );
+    }
+    let exe = exe()?;
+    let mut events: Vec<(&str, &str)> = EVENTS.to_vec();
+    if args.pre_tool_use {
+        events.push(PRE_TOOL_USE);
+    }
+    let commands: Vec<(&str, String)> = events
+        .iter()
+        .map(|(event, name)| (*event, hook_command(&exe, config, name)))
+        .collect();
+
+    let settings = settings_path();
+    let before = read_json(&settings)?;
+    let after = merge_hooks(before.clone().unwrap_or_else(|| json!({})), &commands)?;
+    let changed_settings = write_if_changed(&settings, before.as_ref(), &after)?;
+
+    let claude_json = claude_json_path();
+    let before = read_json(&claude_json)?;
+    let mut after = before.clone().unwrap_or_else(|| json!({}));
+    after
+        .as_object_mut()
+        .context("~/.claude.json is not a JSON object")?
+        .entry("mcpServers")
+        .or_insert_with(|| Value::Object(Map::new()))
+        .as_object_mut()
+        .context("`mcpServers` in ~/.claude.json is not an object")?
+        .insert("repowire".into(), mcp_entry(&exe, config));
+    let changed_mcp = write_if_changed(&claude_json, before.as_ref(), &after)?;
+
+    report(&settings, changed_settings, "hooks");
+    report(&claude_json, changed_mcp, "MCP server `repowire`");
+    println!("Start the daemon with `repowire daemon start`; `repowire doctor` checks everything.");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report(path: &Path, changed: bool, what: &str) {
+    if changed {
+        println!(
+            "updated {} ({what}; the previous version is kept as a .repowire-backup-* file)",
+            path.display()
+        );
+    } else {
+        println!("{} already up to date ({what})", path.display());
+    }
+}
+
+/// `repowire uninstall`.
+pub fn uninstall(_config: &Config, _args: &SetupArgs) -> anyhow::Result<ExitCode> {
+    let settings = settings_path();
+    if let Some(before) = read_json(&settings)? {
+        let after = remove_hooks(before.clone());
+        report(
+            &settings,
+            write_if_changed(&settings, Some(&before), &after)?,
+            "hooks removed",
+        );
+    }
+    let claude_json = claude_json_path();
+    if let Some(before) = read_json(&claude_json)? {
+        let mut after = before.clone();
+        if let Some(servers) = after.get_mut("mcpServers").and_then(Value::as_object_mut) {
+            servers.remove("repowire");
+            if servers.is_empty()
+                && let Some(root) = after.as_object_mut()
+            {
+                root.remove("mcpServers");
+            }
+        }
+        report(
+            &claude_json,
+            write_if_changed(&claude_json, Some(&before), &after)?,
+            "MCP server removed",
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+struct Checks {
+    failed: bool,
+}
+
+impl Checks {
+    fn check(&mut self, ok: bool, what: &str, fix: &str) {
+        if ok {
+            println!("✓ {what}");
+        } else {
+            self.failed = true;
+            println!("✗ {what}\n    fix: {fix}");
+        }
+    }
+}
+
+fn hooks_installed() -> Vec<String> {
+    let Ok(Some(settings)) = read_json(&settings_path()) else {
+        return Vec::new();
+    };
+    EVENTS
+        .iter()
+        .filter(|(event, _)| {
+            settings
+                .get("hooks")
+                .and_then(|h| h.get(*event))
+                .and_then(Value::as_array)
+                .is_some_and(|l| l.iter().any(is_ours))
+        })
+        .map(|(event, _)| (*event).to_owned())
+        .collect()
+}
+
+fn mcp_installed() -> bool {
+    matches!(read_json(&claude_json_path()), Ok(Some(v)) if v.get("mcpServers").and_then(|m| m.get("repowire")).is_some())
+}
+
+/// `repowire status`.
+pub fn status(config: &Config) -> anyhow::Result<ExitCode> {
+    let hooks = hooks_installed();
+    println!(
+        "hooks    {}/{} installed in {}",
+        hooks.len(),
+        EVENTS.len(),
+        settings_path().display()
+    );
+    println!(
+        "mcp      {}",
+        if mcp_installed() {
+            "registered in ~/.claude.json"
+        } else {
+            "not registered"
+        }
+    );
+    match super::call(config, &Request::Status, Duration::from_secs(5)) {
+        Ok(status) => {
+            let link = status
+                .get("link")
+                .and_then(|l| l.get("state"))
+                .and_then(Value::as_str)
+                .unwrap_or("?");
+            println!(
+                "daemon   running (pid {}), relay link {link}",
+                status.get("pid").unwrap_or(&Value::Null)
+            );
+        }
+        Err(_) => println!("daemon   not running (`repowire daemon start`)"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `repowire doctor`.
+pub fn doctor(config: &Config) -> anyhow::Result<ExitCode> {
+    let mut c = Checks { failed: false };
+    let settings = config.settings();
+    c.check(
+        settings.is_ok(),
+        "configuration is readable",
+        &format!(
+            "{:#}",
+            settings
+                .as_ref()
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        ),
+    );
+    c.check(
+        hooks_installed().len() == EVENTS.len(),
+        "Claude Code hooks installed",
+        "run `repowire setup`",
+    );
+    c.check(
+        mcp_installed(),
+        "MCP server registered",
+        "run `repowire setup`",
+    );
+    c.check(
+        std::process::Command::new("tmux")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success()),
+        "tmux is available (needed to wake idle agents)",
+        "install tmux",
+    );
+    match super::call(config, &Request::Status, Duration::from_secs(5)) {
+        Ok(status) => {
+            c.check(true, "daemon is running", "");
+            let link = status.get("link").cloned().unwrap_or(Value::Null);
+            let state = link.get("state").and_then(Value::as_str).unwrap_or("?");
+            c.check(
+                state == "connected",
+                &format!("relay link is connected ({state})"),
+                &format!(
+                    "check relay.url / relay.api_key; last error: {}",
+                    link.get("last_error")
+                        .or(link.get("reason"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("-")
+                ),
+            );
+        }
+        Err(e) => c.check(
+            false,
+            "daemon is running",
+            &format!("`repowire daemon start` ({e})"),
+        ),
+    }
+    Ok(if c.failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ours(event: &str) -> (&str, String) {
+        ("Stop", format!("/usr/local/bin/repowire hook {event}"))
+    }
+
+    #[test]
+    fn merging_twice_is_identical_and_keeps_user_entries() {
+        let user = json!({
+            "model": "opus",
+            "hooks": { "Stop": [{ "matcher": "*", "hooks": [{ "type": "command", "command": "notify-send done" }] }] },
+            "unknown": { "nested": [1, 2, 3] }
+        });
+        let once = merge_hooks(user.clone(), &[ours("stop")]).expect("merge");
+        let twice = merge_hooks(once.clone(), &[ours("stop")]).expect("merge");
+        assert_eq!(once, twice);
+        let stops = once["hooks"]["Stop"].as_array().expect("array");
+        assert_eq!(stops.len(), 2);
+        assert_eq!(stops[0], user["hooks"]["Stop"][0]);
+        assert_eq!(once["unknown"], user["unknown"]);
+        assert_eq!(remove_hooks(once), user);
+    }
+
+    #[test]
+    fn removing_from_settings_without_hooks_changes_nothing() {
+        let plain = json!({ "theme": "dark" });
+        assert_eq!(remove_hooks(plain.clone()), plain);
+    }
+
+    #[test]
+    fn a_user_hook_that_merely_mentions_repowire_is_not_ours() {
+        let entry =
+            json!({ "hooks": [{ "type": "command", "command": "echo repowire hook stop" }] });
+        assert!(!is_ours(&entry));
+        let entry = json!({ "hooks": [{ "type": "command", "command": "'/opt/my tools/repowire' hook stop" }] });
+        assert!(is_ours(&entry));
+    }
+}

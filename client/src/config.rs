@@ -1,0 +1,204 @@
+//! The client's one configuration struct: global flags and environment variables, merged over
+//! `~/.repowire/config.toml`. Nothing below `main` reads the environment, except the hook
+//! command, which must read what the agent runtime gives it (`TMUX`, `TMUX_PANE`).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+/// Global options of every `repowire` command.
+#[derive(Debug, Clone, Args)]
+pub struct Config {
+    /// State directory (config.toml, state.db, the daemon socket).
+    #[arg(long, env = "REPOWIRE_HOME", global = true)]
+    pub home: Option<PathBuf>,
+    /// Relay base URL (`https://relay.example.com`); overrides `relay.url` in config.toml.
+    /// Without one the daemon runs a relay embedded, on loopback.
+    #[arg(long, env = "REPOWIRE_RELAY_URL", global = true)]
+    pub relay_url: Option<String>,
+    /// API key for the relay; overrides `relay.api_key` in config.toml.
+    #[arg(long, env = "REPOWIRE_API_KEY", global = true, hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Circle new sessions join; overrides `daemon.circle`.
+    #[arg(long, env = "REPOWIRE_CIRCLE", global = true)]
+    pub circle: Option<String>,
+    /// Upper bound of the reconnect backoff, in milliseconds; overrides
+    /// `daemon.reconnect_max_ms`.
+    #[arg(long, env = "REPOWIRE_RECONNECT_MAX_MS", global = true)]
+    pub reconnect_max_ms: Option<u64>,
+    /// Log filter for the daemon (tracing env-filter syntax).
+    #[arg(long, env = "REPOWIRE_LOG", global = true, default_value = "info")]
+    pub log: String,
+}
+
+/// `config.toml`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FileConfig {
+    /// The relay to connect to.
+    pub relay: RelayFile,
+    /// Daemon behaviour.
+    pub daemon: DaemonFile,
+}
+
+/// `[relay]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RelayFile {
+    /// Base URL (`http(s)://host[:port]`).
+    pub url: Option<String>,
+    /// API key.
+    pub api_key: Option<String>,
+}
+
+/// `[daemon]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DaemonFile {
+    /// Circle for new sessions (default `default`).
+    pub circle: Option<String>,
+    /// Machine name shown to peers (default: the host name).
+    pub machine: Option<String>,
+    /// Cap of the reconnect backoff in milliseconds (default 30000).
+    pub reconnect_max_ms: Option<u64>,
+    /// Type a short wake-up prompt into idle agents' tmux panes (default true).
+    pub tmux_wake: Option<bool>,
+}
+
+/// Where the relay is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelayTarget {
+    /// Run one in-process on loopback (SQLite under the home directory).
+    Embedded,
+    /// Connect to this relay.
+    Remote {
+        /// Base URL.
+        url: String,
+        /// API key.
+        api_key: String,
+    },
+}
+
+/// Everything resolved: flags and env over config.toml over defaults.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// State directory.
+    pub home: PathBuf,
+    /// The relay.
+    pub relay: RelayTarget,
+    /// Circle for new sessions.
+    pub circle: String,
+    /// Machine name.
+    pub machine: String,
+    /// Reconnect backoff cap.
+    pub reconnect_max: Duration,
+    /// Wake idle agents through tmux.
+    pub tmux_wake: bool,
+    /// Log filter.
+    pub log: String,
+}
+
+impl Config {
+    /// The state directory: `--home`, else `~/.repowire`.
+    pub fn home(&self) -> PathBuf {
+        self.home
+            .clone()
+            .unwrap_or_else(|| user_home().join(".repowire"))
+    }
+
+    /// Reads config.toml (if any) and resolves every setting.
+    pub fn settings(&self) -> anyhow::Result<Settings> {
+        let home = self.home();
+        let file = FileConfig::load(&home)?;
+        let url = self.relay_url.clone().or(file.relay.url);
+        let key = self.api_key.clone().or(file.relay.api_key);
+        let relay = match (url, key) {
+            (None, _) => RelayTarget::Embedded,
+            (Some(url), Some(api_key)) => RelayTarget::Remote {
+                url: url.trim_end_matches('/').to_owned(),
+                api_key,
+            },
+            (Some(_), None) => bail!(
+                "a relay URL is configured but no API key: set `relay.api_key` in {} or REPOWIRE_API_KEY",
+                home.join("config.toml").display()
+            ),
+        };
+        let circle = self
+            .circle
+            .clone()
+            .or(file.daemon.circle)
+            .unwrap_or_else(|| "default".into());
+        if !repowire_protocol::validate::is_valid_name(&circle) {
+            bail!("circle `{circle}` is not a valid name (1–64 of A-Z a-z 0-9 . _ -)");
+        }
+        Ok(Settings {
+            home,
+            relay,
+            circle,
+            machine: file.daemon.machine.unwrap_or_else(hostname),
+            reconnect_max: Duration::from_millis(
+                self.reconnect_max_ms
+                    .or(file.daemon.reconnect_max_ms)
+                    .unwrap_or(30_000)
+                    .max(50),
+            ),
+            tmux_wake: file.daemon.tmux_wake.unwrap_or(true),
+            log: self.log.clone(),
+        })
+    }
+}
+
+impl FileConfig {
+    /// Loads `home/config.toml`; a missing file is the default configuration.
+    pub fn load(home: &Path) -> anyhow::Result<Self> {
+        let path = home.join("config.toml");
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                toml::from_str(&text).with_context(|| format!("reading {}", path.display()))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+        }
+    }
+}
+
+/// Paths under the state directory.
+pub fn socket_path(home: &Path) -> PathBuf {
+    home.join("daemon.sock")
+}
+
+/// The user's home directory.
+pub fn user_home() -> PathBuf {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"))
+}
+
+fn hostname() -> String {
+    let raw = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .unwrap_or_default();
+    let name: String = raw
+        .trim()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        .take(64)
+        .collect();
+    if name.is_empty() {
+        "localhost".into()
+    } else {
+        name
+    }
+}
+
+/// Creates the state directory with owner-only permissions.
+pub fn ensure_home(home: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(home).with_context(|| format!("creating {}", home.display()))?;
+    std::fs::set_permissions(home, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("securing {}", home.display()))?;
+    Ok(())
+}

@@ -1,0 +1,118 @@
+//! With no relay configured, the daemon runs the relay library in-process: SQLite under the
+//! state directory, bound to 127.0.0.1 on a free port. Local-only use and hosted use run the
+//! same relay code; the daemon talks to this one over loopback exactly as to a remote one.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Parser;
+use repowire_relay::store::Store;
+use repowire_relay::store::sqlite::SqliteStore;
+use repowire_relay::token::Tokens;
+use repowire_relay::{AppState, admin};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::link::Endpoint;
+
+/// A running embedded relay.
+pub struct EmbeddedRelay {
+    /// How to reach it.
+    pub endpoint: Endpoint,
+    /// Ends after shutdown, once drained.
+    pub task: JoinHandle<()>,
+}
+
+/// Starts the embedded relay.
+pub async fn start(home: &Path, shutdown: CancellationToken) -> anyhow::Result<EmbeddedRelay> {
+    let dir = home.join("relay");
+    crate::config::ensure_home(&dir)?;
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::open(&dir.join("relay.db"))
+            .await
+            .context("opening the embedded relay's database")?,
+    );
+    let api_key = api_key(store.as_ref(), &dir).await?;
+    let secret = secret(&dir)?;
+    let mut config = repowire_relay::Config::parse_from(["repowire-relay"]).relay;
+    config.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    config.database_url = None;
+    config.data_dir = Some(dir.clone());
+    config.admin_token = None;
+    config.tls_cert = None;
+    config.tls_key = None;
+    let tokens = Tokens::new(secret.as_bytes(), config.token_ttl());
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .context("binding the embedded relay to loopback")?;
+    let addr = listener.local_addr()?;
+    let (state, writer) = AppState::new(config, store, tokens, shutdown);
+    let task = tokio::spawn(async move {
+        if let Err(error) = repowire_relay::run(listener, state, writer).await {
+            tracing::error!(%error, "embedded relay stopped");
+        }
+    });
+    tracing::info!(%addr, "embedded relay listening on loopback");
+    Ok(EmbeddedRelay {
+        endpoint: Endpoint {
+            base: format!("http://{addr}"),
+            api_key,
+        },
+        task,
+    })
+}
+
+/// The key the daemon uses with its own relay: minted once, kept in a 0600 file.
+async fn api_key(store: &dyn Store, dir: &Path) -> anyhow::Result<String> {
+    let path = dir.join("api-key");
+    if let Ok(key) = std::fs::read_to_string(&path) {
+        return Ok(key.trim().to_owned());
+    }
+    let key = match admin::bootstrap(store).await? {
+        Some((_, key)) => key.text,
+        None => {
+            let tenants = store.list_tenants().await?;
+            let tenant = tenants
+                .first()
+                .context("the embedded relay has no tenant")?;
+            admin::create_key(
+                store,
+                &tenant.id,
+                repowire_relay::apikey::KeyMode::Live,
+                "repowire daemon",
+                None,
+            )
+            .await?
+            .text
+        }
+    };
+    write_private(&path, &key)?;
+    Ok(key)
+}
+
+fn secret(dir: &Path) -> anyhow::Result<String> {
+    let path = dir.join("jwt-secret");
+    if let Ok(s) = std::fs::read_to_string(&path) {
+        return Ok(s.trim().to_owned());
+    }
+    let s: String = (0..32)
+        .map(|_| format!("{:02x}", rand::random::<u8>()))
+        .collect();
+    write_private(&path, &s)?;
+    Ok(s)
+}
+
+fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    f.write_all(contents.as_bytes())?;
+    Ok(())
+}

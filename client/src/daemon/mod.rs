@@ -1,0 +1,452 @@
+//! The daemon: hosts the local agent sessions as peers on one relay link, keeps the durable
+//! local state, serves the local API, and gets messages to agents (hook context at turn
+//! boundaries, a tmux wake-up when an agent is idle).
+//!
+//! - [`link`]: the relay connection. [`store`]: state.db. [`server`]: the Unix-socket API.
+//! - [`hooks`]: what each runtime hook does. [`ops`]: peer commands (send, ack, list, status).
+//! - [`wake`]: waking idle agents through tmux. [`embedded`]: the in-process relay used when
+//!   none is configured.
+
+pub mod embedded;
+pub mod hooks;
+pub mod link;
+pub mod ops;
+pub mod server;
+pub mod store;
+pub mod wake;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use repowire_protocol::{
+    Body, ErrorCode, Frame, MessageKind, PeerId, Receipt, ReceiptState, Register, Role, TurnState,
+    UpdatePeer,
+};
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{RelayTarget, Settings};
+use link::{Endpoint, Link};
+use store::{SessionRow, Store};
+
+/// The session id of the daemon's own peer, used by people at the command line.
+pub const CLI_SESSION: &str = "cli";
+
+/// How long a request to the relay may take before the caller is told it is queued.
+pub const RELAY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The daemon's shared state.
+#[derive(Debug)]
+pub struct Daemon {
+    /// Resolved settings.
+    pub settings: Settings,
+    /// state.db.
+    pub store: Store,
+    /// The relay link.
+    pub link: Link,
+    /// Wakes `wait_reply` callers when a reply arrives.
+    pub replies: Notify,
+    /// Per session: a counter bumped at every prompt-submit hook (verifies tmux wakes).
+    prompts: Mutex<HashMap<String, watch::Sender<u64>>>,
+    /// Sessions with a wake in progress.
+    waking: Mutex<HashSet<String>>,
+    /// Stops everything.
+    pub shutdown: CancellationToken,
+    /// Base URL of the relay in use (embedded or configured).
+    pub relay_base: String,
+}
+
+/// Runs the daemon in the foreground until `shutdown` (or a `shutdown` request).
+pub async fn run(settings: Settings) -> anyhow::Result<()> {
+    crate::config::ensure_home(&settings.home)?;
+    let shutdown = CancellationToken::new();
+    let socket = crate::config::socket_path(&settings.home);
+    // Refuse to start twice: a live daemon answers on the socket.
+    if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+        anyhow::bail!(
+            "a daemon is already running (socket {}); stop it with `repowire daemon stop`",
+            socket.display()
+        );
+    }
+    let _ = std::fs::remove_file(&socket);
+    let store = Store::open(&settings.home.join("state.db"))
+        .await
+        .context("opening state.db")?;
+    let (endpoint, relay_task) = match &settings.relay {
+        RelayTarget::Remote { url, api_key } => (
+            Endpoint {
+                base: url.clone(),
+                api_key: api_key.clone(),
+            },
+            None,
+        ),
+        RelayTarget::Embedded => {
+            let relay = embedded::start(&settings.home, shutdown.clone()).await?;
+            (relay.endpoint, Some(relay.task))
+        }
+    };
+    let daemon = Arc::new(Daemon {
+        settings,
+        store,
+        link: Link::default(),
+        replies: Notify::new(),
+        prompts: Mutex::new(HashMap::new()),
+        waking: Mutex::new(HashSet::new()),
+        shutdown: shutdown.clone(),
+        relay_base: endpoint.base.clone(),
+    });
+    let listener = server::bind(&socket)?;
+    tracing::info!(socket = %socket.display(), relay = %endpoint.base, "repowire daemon running");
+    let link_task = tokio::spawn(link::run(daemon.clone(), endpoint, shutdown.clone()));
+    let signals = tokio::spawn(signals(shutdown.clone()));
+    server::serve(daemon.clone(), listener).await;
+    let _ = std::fs::remove_file(&socket);
+    signals.abort();
+    let _ = link_task.await;
+    if let Some(task) = relay_task {
+        let _ = task.await;
+    }
+    tracing::info!("daemon stopped");
+    Ok(())
+}
+
+async fn signals(shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    shutdown.cancel();
+}
+
+/// A session's peer identity (peer id and how to reach its agent).
+pub fn role_of(row: &SessionRow) -> Role {
+    match row.role.as_str() {
+        "human" => Role::Human,
+        "service" => Role::Service,
+        "orchestrator" => Role::Orchestrator,
+        _ => Role::Agent,
+    }
+}
+
+#[allow(clippy::unwrap_used)] // poisoned locks only follow a panic elsewhere
+impl Daemon {
+    /// After (re)connecting: register every active session, restore turn states, then resend
+    /// the outbox in order.
+    pub async fn on_connected(self: Arc<Self>) {
+        let sessions = match self.store.active_sessions().await {
+            Ok(s) => s,
+            Err(error) => {
+                tracing::error!(%error, "reading sessions");
+                return;
+            }
+        };
+        for session in sessions {
+            if let Some(pid) = session.agent_pid
+                && !crate::procinfo::alive(pid as u32)
+            {
+                tracing::info!(session = %session.session_id, pid, "agent process gone; ending its session");
+                let _ = self.end_session(&session).await;
+                continue;
+            }
+            if let Err(error) = self.register(&session).await {
+                tracing::warn!(session = %session.session_id, %error, "could not register");
+            }
+        }
+        self.resend_outbox().await;
+    }
+
+    /// Registers (or reclaims) a session's peer on the relay and stores the identity.
+    pub async fn register(&self, session: &SessionRow) -> Result<SessionRow, crate::api::ApiError> {
+        let frame = Frame::new(Body::Register(Register {
+            name: None,
+            circle: Some(session.circle.clone()),
+            backend: session.backend.clone(),
+            role: Some(role_of(session)),
+            path: session.path.clone(),
+            machine: Some(self.settings.machine.clone()),
+            reclaim: session.peer_id.clone().map(PeerId),
+        }));
+        let answer = self
+            .link
+            .request(frame, RELAY_TIMEOUT)
+            .await
+            .map_err(|e| ops::link_error(&e))?;
+        let registered = match answer.body {
+            Body::Registered(r) => r,
+            Body::Error(e) => return Err(ops::relay_error(&e)),
+            other => {
+                return Err(crate::api::ApiError::new(
+                    "daemon_protocol",
+                    format!("unexpected answer to register: {}", other.type_name()),
+                ));
+            }
+        };
+        let peer = registered.peer;
+        let old = session.peer_id.clone();
+        self.store
+            .set_identity(
+                &session.session_id,
+                peer.peer_id.as_str(),
+                &peer.name,
+                &peer.circle,
+            )
+            .await
+            .map_err(ops::store_error)?;
+        if let Some(old) = old.filter(|o| o != peer.peer_id.as_str()) {
+            tracing::warn!(session = %session.session_id, %old, new = %peer.peer_id, "reclaim refused; new peer id");
+            self.remint_outbox(&old, &peer.peer_id).await;
+        }
+        let turn = match session.turn_state.as_str() {
+            "idle" => Some(TurnState::Idle),
+            "working" => Some(TurnState::Working),
+            _ => None,
+        };
+        if let Some(turn) = turn {
+            self.set_turn_remote(peer.peer_id.as_str(), turn);
+        }
+        let mut row = session.clone();
+        row.peer_id = Some(peer.peer_id.0.clone());
+        row.name = Some(peer.name.clone());
+        row.circle = peer.circle.clone();
+        tracing::info!(session = %row.session_id, peer = %peer.peer_id, name = %peer.name, reclaimed = registered.reclaimed, "registered");
+        Ok(row)
+    }
+
+    /// Reports a turn state to the relay (best effort; re-sent at the next registration).
+    pub fn set_turn_remote(&self, peer_id: &str, turn: TurnState) {
+        self.link.send(&Frame::new(Body::UpdatePeer(UpdatePeer {
+            peer_id: PeerId(peer_id.to_owned()),
+            turn_state: Some(turn),
+            description: None,
+        })));
+    }
+
+    /// Frames queued by a peer whose reclaim was refused get new ids and the new sender: the
+    /// relay would refuse the old sender, and the old ids must not be reused for new content.
+    async fn remint_outbox(&self, old: &str, new: &PeerId) {
+        let Ok(rows) = self.store.outbox().await else {
+            return;
+        };
+        for (frame_id, peer, text) in rows.into_iter().filter(|(_, p, _)| p == old) {
+            let Ok(mut frame) = serde_json::from_str::<Frame>(&text) else {
+                continue;
+            };
+            match &mut frame.body {
+                Body::Ask(a) => a.from = new.clone(),
+                Body::Notify(n) => n.from = new.clone(),
+                Body::Broadcast(b) => b.from = new.clone(),
+                Body::Ack(a) => a.from = new.clone(),
+                Body::Answer(a) => a.from = new.clone(),
+                _ => continue,
+            }
+            let _ = peer;
+            let _ = self.store.remove_outbox(&frame_id).await;
+            let _ = self
+                .store
+                .sent_rejected(
+                    &frame_id,
+                    "re-sent under a new id: the sender's peer id changed",
+                )
+                .await;
+            frame.id = repowire_protocol::MessageId::new();
+            let _ = self
+                .store
+                .put_outbox(
+                    &frame.id.to_string(),
+                    new.as_str(),
+                    &repowire_protocol::encode(&frame),
+                )
+                .await;
+        }
+    }
+
+    /// Sends every unanswered message-creating frame again, unchanged (same ids).
+    pub async fn resend_outbox(&self) {
+        let Ok(rows) = self.store.outbox().await else {
+            return;
+        };
+        for (_, _, text) in rows {
+            if let Ok(frame) = serde_json::from_str::<Frame>(&text)
+                && !self.link.send(&frame)
+            {
+                return;
+            }
+        }
+    }
+
+    /// One frame from the relay (answers are also passed to their waiters by the link).
+    pub async fn on_frame(self: &Arc<Self>, frame: &Frame) {
+        match &frame.body {
+            Body::Accepted(a) => {
+                let id = a.message_id.to_string();
+                let _ = self.store.remove_outbox(&id).await;
+                let cid = a.correlation_id.as_ref().map(|c| c.as_str());
+                let _ = self.store.sent_accepted(&id, cid).await;
+                if let Ok(Some((row, _))) = self.store.sent(&id).await
+                    && row.kind == "ack"
+                    && let Some(cid) = cid
+                {
+                    let _ = self.store.close_ask(cid).await;
+                }
+            }
+            Body::Error(e) => {
+                let Some(re) = e.re else {
+                    tracing::warn!(code = e.code.as_str(), message = %e.message, "relay notice");
+                    return;
+                };
+                let id = re.to_string();
+                if retryable(e.code) {
+                    // Kept in the outbox; sent again after a pause.
+                    let me = self.clone();
+                    let wait = Duration::from_millis(e.retry_after_ms.unwrap_or(1000));
+                    tokio::spawn(async move {
+                        tokio::time::sleep(wait).await;
+                        me.resend_one(&id).await;
+                    });
+                } else if self.store.remove_outbox(&id).await.unwrap_or(false) {
+                    let _ = self
+                        .store
+                        .sent_rejected(&id, &format!("{}: {}", e.code.as_str(), e.message))
+                        .await;
+                }
+            }
+            Body::Deliver(d) => self.on_deliver(d).await,
+            Body::Delivery(d) => {
+                let _ = self
+                    .store
+                    .sent_delivery(
+                        &d.message_id.to_string(),
+                        d.recipient.as_str(),
+                        d.state.as_str(),
+                        d.reason.as_deref(),
+                    )
+                    .await;
+            }
+            _ => {}
+        }
+    }
+
+    async fn resend_one(&self, id: &str) {
+        let Ok(rows) = self.store.outbox().await else {
+            return;
+        };
+        if let Some((_, _, text)) = rows.into_iter().find(|(f, _, _)| f == id)
+            && let Ok(frame) = serde_json::from_str::<Frame>(&text)
+        {
+            self.link.send(&frame);
+        }
+    }
+
+    async fn on_deliver(self: &Arc<Self>, d: &repowire_protocol::Deliver) {
+        let message_id = d.message.message_id.to_string();
+        let fresh = match self
+            .store
+            .insert_inbox(d.to.as_str(), d.seq, &d.message)
+            .await
+        {
+            Ok(fresh) => fresh,
+            Err(error) => {
+                // Not stored, so not receipted: the relay pushes it again later.
+                tracing::error!(%error, message = %message_id, "could not store a delivered message");
+                return;
+            }
+        };
+        self.receipt(d.to.as_str(), &message_id, ReceiptState::Delivered, None);
+        if !fresh {
+            return;
+        }
+        tracing::info!(to = %d.to, from = %d.message.from.name, kind = d.message.kind.as_str(), message = %message_id, "message delivered");
+        if d.message.kind == MessageKind::Reply
+            && let Some(cid) = &d.message.correlation_id
+        {
+            let _ = self.store.sent_reply(cid.as_str(), &d.message.text).await;
+            self.replies.notify_waiters();
+        }
+        self.clone().maybe_wake(d.to.as_str()).await;
+    }
+
+    /// Sends a receipt (idempotent; no answer on success).
+    pub fn receipt(
+        &self,
+        peer_id: &str,
+        message_id: &str,
+        state: ReceiptState,
+        reason: Option<String>,
+    ) {
+        let Ok(message_id) = message_id.parse() else {
+            return;
+        };
+        self.link.send(&Frame::new(Body::Receipt(Receipt {
+            peer_id: PeerId(peer_id.to_owned()),
+            message_id,
+            state,
+            reason,
+        })));
+    }
+
+    /// Ends a session: unregisters its peer and fails what can no longer reach its agent.
+    pub async fn end_session(&self, session: &SessionRow) -> Result<(), crate::api::ApiError> {
+        if let Some(peer) = &session.peer_id {
+            for id in self
+                .store
+                .fail_queued(peer)
+                .await
+                .map_err(ops::store_error)?
+            {
+                self.receipt(
+                    peer,
+                    &id,
+                    ReceiptState::Failed,
+                    Some("the agent session ended before the message reached it".into()),
+                );
+            }
+            let _ = self
+                .link
+                .request(
+                    Frame::new(Body::Unregister(repowire_protocol::PeerRef {
+                        peer_id: PeerId(peer.clone()),
+                    })),
+                    RELAY_TIMEOUT,
+                )
+                .await;
+        }
+        self.store
+            .end_session(&session.session_id)
+            .await
+            .map_err(ops::store_error)
+    }
+
+    /// Signals a prompt-submit for a session (tmux wake verification).
+    pub fn prompt_seen(&self, session_id: &str) {
+        let mut map = self.prompts.lock().unwrap();
+        let tx = map
+            .entry(session_id.to_owned())
+            .or_insert_with(|| watch::Sender::new(0));
+        tx.send_modify(|n| *n += 1);
+    }
+
+    /// Subscribes to a session's prompt-submit counter.
+    pub fn watch_prompts(&self, session_id: &str) -> watch::Receiver<u64> {
+        let mut map = self.prompts.lock().unwrap();
+        map.entry(session_id.to_owned())
+            .or_insert_with(|| watch::Sender::new(0))
+            .subscribe()
+    }
+}
+
+/// Errors after which the same frame may succeed later.
+pub fn retryable(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::Unavailable
+            | ErrorCode::RateLimited
+            | ErrorCode::ShuttingDown
+            | ErrorCode::Internal
+    )
+}

@@ -1,0 +1,347 @@
+//! What the local API does for peer commands: act as a local session, send asks and
+//! notifications through the outbox, close asks, list peers, report delivery states.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use repowire_protocol::{
+    Ack, Ask, Body, Broadcast, CorrelationId, ErrorFrame, Frame, ListPeers, Notify, PeerId,
+};
+use serde_json::{Value, json};
+
+use super::link::LinkError;
+use super::store::{SentRow, SessionRow, now_ms};
+use super::{CLI_SESSION, Daemon, RELAY_TIMEOUT};
+use crate::api::{ApiError, SendKind};
+
+/// An error from the relay as an API error (keeps the protocol code and the candidates).
+pub fn relay_error(e: &ErrorFrame) -> ApiError {
+    let mut err = ApiError::new(e.code.as_str(), e.message.clone());
+    err.candidates = e
+        .candidates
+        .iter()
+        .filter_map(|c| serde_json::to_value(c).ok())
+        .collect();
+    if !e.candidates.is_empty() {
+        err.hint = Some("address the peer by its peer id, or pass --circle".into());
+    }
+    err
+}
+
+/// A link failure as an API error.
+pub fn link_error(e: &LinkError) -> ApiError {
+    ApiError::new("relay_unreachable", e.to_string())
+        .hint("`repowire daemon status` shows the relay link; it reconnects by itself")
+}
+
+/// A state.db failure as an API error.
+pub fn store_error(e: sqlx::Error) -> ApiError {
+    ApiError::new("daemon_storage", format!("local state database: {e}"))
+}
+
+impl Daemon {
+    /// The session a request acts as: `from` (a local peer id, name or session id), else the
+    /// agent session whose process started the caller, else the daemon's own CLI peer.
+    pub async fn actor(
+        &self,
+        from: Option<&str>,
+        caller_pid: Option<u32>,
+    ) -> Result<SessionRow, ApiError> {
+        let sessions = self.store.active_sessions().await.map_err(store_error)?;
+        if let Some(from) = from {
+            return sessions
+                .into_iter()
+                .find(|s| {
+                    s.session_id == from
+                        || s.peer_id.as_deref() == Some(from)
+                        || s.name.as_deref() == Some(from)
+                })
+                .ok_or_else(|| {
+                    ApiError::new("unknown_session", format!("no local session `{from}`"))
+                        .hint("`repowire daemon status` lists this daemon's sessions")
+                });
+        }
+        if let Some(pid) = caller_pid {
+            let chain = crate::procinfo::ancestors(pid);
+            if let Some(s) = sessions.iter().find(|s| {
+                s.session_id != CLI_SESSION
+                    && s.agent_pid.is_some_and(|a| chain.contains(&(a as u32)))
+            }) {
+                return Ok(s.clone());
+            }
+        }
+        if let Some(cli) = sessions.into_iter().find(|s| s.session_id == CLI_SESSION) {
+            return Ok(cli);
+        }
+        let row = SessionRow {
+            session_id: CLI_SESSION.into(),
+            backend: "cli".into(),
+            role: "human".into(),
+            circle: self.settings.circle.clone(),
+            path: None,
+            pane: None,
+            tmux_socket: None,
+            agent_pid: None,
+            transcript: None,
+            peer_id: None,
+            name: None,
+            turn_state: "unknown".into(),
+            active: true,
+            started_at_ms: now_ms(),
+            ended_at_ms: None,
+        };
+        self.store.upsert_session(&row).await.map_err(store_error)?;
+        Ok(row)
+    }
+
+    /// The actor, registered with the relay (registering it now if it has no peer id yet).
+    pub async fn registered_actor(
+        &self,
+        from: Option<&str>,
+        caller_pid: Option<u32>,
+    ) -> Result<(SessionRow, String), ApiError> {
+        let session = self.actor(from, caller_pid).await?;
+        if let Some(peer) = session.peer_id.clone() {
+            return Ok((session, peer));
+        }
+        let session = self.register(&session).await?;
+        let peer = session.peer_id.clone().unwrap_or_default();
+        Ok((session, peer))
+    }
+
+    /// Sends an ask, notify or broadcast. The frame is durable in the outbox before it goes
+    /// out; the answer says `accepted` only when the relay said so, else `queued`.
+    pub async fn send(
+        &self,
+        from: Option<&str>,
+        caller_pid: Option<u32>,
+        kind: SendKind,
+        to: Option<String>,
+        circle: Option<String>,
+        text: String,
+        reply_to: Option<String>,
+    ) -> Result<Value, ApiError> {
+        let (_, peer) = self.registered_actor(from, caller_pid).await?;
+        let from = PeerId(peer.clone());
+        let need_to = || {
+            to.clone()
+                .ok_or_else(|| ApiError::new("invalid_request", "a recipient is required"))
+        };
+        let body = match kind {
+            SendKind::Ask => Body::Ask(Ask {
+                from,
+                to: need_to()?,
+                circle,
+                text: text.clone(),
+                reply_to: reply_to.map(CorrelationId),
+                question: None,
+            }),
+            SendKind::Notify => Body::Notify(Notify {
+                from,
+                to: need_to()?,
+                circle,
+                text: text.clone(),
+            }),
+            SendKind::Broadcast => Body::Broadcast(Broadcast {
+                from,
+                text: text.clone(),
+            }),
+        };
+        let kind_name = match kind {
+            SendKind::Ask => "ask",
+            SendKind::Notify => "notify",
+            SendKind::Broadcast => "broadcast",
+        };
+        self.submit(Frame::new(body), &peer, kind_name, to, text)
+            .await
+    }
+
+    /// Closes an ask this actor received, optionally with a reply.
+    pub async fn ack(
+        &self,
+        from: Option<&str>,
+        caller_pid: Option<u32>,
+        correlation_id: String,
+        reply: Option<String>,
+    ) -> Result<Value, ApiError> {
+        let (_, peer) = self.registered_actor(from, caller_pid).await?;
+        let body = Body::Ack(Ack {
+            from: PeerId(peer.clone()),
+            correlation_id: CorrelationId(correlation_id.clone()),
+            reply: reply.clone(),
+        });
+        self.submit(
+            Frame::new(body),
+            &peer,
+            "ack",
+            Some(correlation_id),
+            reply.unwrap_or_default(),
+        )
+        .await
+    }
+
+    /// Validates, records, sends, and waits briefly for the relay's answer.
+    async fn submit(
+        &self,
+        frame: Frame,
+        peer: &str,
+        kind: &str,
+        to: Option<String>,
+        text: String,
+    ) -> Result<Value, ApiError> {
+        // The relay's own decoder: the same limits and rules, checked before anything is stored.
+        let encoded = repowire_protocol::encode(&frame);
+        if let Err(e) = repowire_protocol::decode(&encoded) {
+            return Err(ApiError::new(e.code.as_str(), e.message));
+        }
+        let id = frame.id.to_string();
+        let correlation_id = match &frame.body {
+            Body::Ack(a) => Some(a.correlation_id.0.clone()),
+            _ => None,
+        };
+        self.store
+            .insert_sent(&SentRow {
+                message_id: id.clone(),
+                peer_id: peer.to_owned(),
+                kind: kind.to_owned(),
+                to_name: to,
+                text,
+                correlation_id,
+                state: "queued".into(),
+                error: None,
+                reply: None,
+                created_at_ms: now_ms(),
+            })
+            .await
+            .map_err(store_error)?;
+        self.store
+            .put_outbox(&id, peer, &encoded)
+            .await
+            .map_err(store_error)?;
+        match self.link.request(frame, RELAY_TIMEOUT).await {
+            Ok(Frame {
+                body: Body::Accepted(a),
+                ..
+            }) => Ok(json!({
+                "state": "accepted",
+                "message_id": id,
+                "correlation_id": a.correlation_id,
+                "recipients": a.recipients,
+            })),
+            Ok(Frame {
+                body: Body::Error(e),
+                ..
+            }) if !super::retryable(e.code) => Err(relay_error(&e)),
+            Ok(Frame {
+                body: Body::Error(e),
+                ..
+            }) => Ok(json!({
+                "state": "queued",
+                "message_id": id,
+                "reason": format!("the relay will be asked again: {}", e.message),
+            })),
+            Ok(other) => Err(ApiError::new(
+                "daemon_protocol",
+                format!("unexpected answer: {}", other.body.type_name()),
+            )),
+            Err(e) => Ok(json!({
+                "state": "queued",
+                "message_id": id,
+                "reason": format!("{e}; kept in the outbox and sent when the relay is reachable"),
+            })),
+        }
+    }
+
+    /// Peers visible to the actor.
+    pub async fn peers(
+        &self,
+        from: Option<&str>,
+        caller_pid: Option<u32>,
+        include_offline: bool,
+        all_circles: bool,
+        circle: Option<String>,
+    ) -> Result<Value, ApiError> {
+        let (_, peer) = self.registered_actor(from, caller_pid).await?;
+        let frame = Frame::new(Body::ListPeers(ListPeers {
+            peer_id: PeerId(peer),
+            circle,
+            include_offline,
+            all_circles,
+        }));
+        match self.link.request(frame, RELAY_TIMEOUT).await {
+            Ok(Frame {
+                body: Body::Peers(p),
+                ..
+            }) => Ok(json!(p.peers)),
+            Ok(Frame {
+                body: Body::Error(e),
+                ..
+            }) => Err(relay_error(&e)),
+            Ok(other) => Err(ApiError::new(
+                "daemon_protocol",
+                format!("unexpected answer: {}", other.body.type_name()),
+            )),
+            Err(e) => Err(link_error(&e)),
+        }
+    }
+
+    /// A sent message's state and history, by message id or correlation id.
+    pub async fn message_status(&self, id: &str) -> Result<Value, ApiError> {
+        match self.store.sent(id).await.map_err(store_error)? {
+            Some((row, events)) => Ok(json!({ "message": row, "events": events })),
+            None => Err(ApiError::new(
+                "unknown_message",
+                format!("this daemon sent no message `{id}`"),
+            )),
+        }
+    }
+
+    /// Waits for the reply to an ask; the reply is then handed over here, not pushed again.
+    pub async fn wait_reply(
+        self: &Arc<Self>,
+        cid: &str,
+        timeout: Duration,
+    ) -> Result<Value, ApiError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.replies.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(row) = self.store.reply_for(cid).await.map_err(store_error)? {
+                if row.state == "queued" {
+                    self.store
+                        .set_inbox_state(std::slice::from_ref(&row.message_id), "consumed")
+                        .await
+                        .map_err(store_error)?;
+                    self.receipt(
+                        &row.peer_id,
+                        &row.message_id,
+                        repowire_protocol::ReceiptState::Injected,
+                        None,
+                    );
+                }
+                let message: Value = serde_json::from_str(&row.body).unwrap_or(Value::Null);
+                return Ok(json!({ "state": "replied", "correlation_id": cid, "reply": message }));
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return Ok(json!({ "state": "waiting", "correlation_id": cid,
+                    "message": format!("no reply within {} s; the ask stays open", timeout.as_secs()) }));
+            }
+        }
+    }
+
+    /// Daemon status.
+    pub async fn status(&self) -> Result<Value, ApiError> {
+        let sessions = self.store.active_sessions().await.map_err(store_error)?;
+        let outbox = self.store.outbox_len().await.map_err(store_error)?;
+        Ok(json!({
+            "pid": std::process::id(),
+            "home": self.settings.home,
+            "relay": self.relay_base,
+            "embedded": matches!(self.settings.relay, crate::config::RelayTarget::Embedded),
+            "link": self.link.state(),
+            "outbox": outbox,
+            "sessions": sessions,
+        }))
+    }
+}

@@ -1,0 +1,491 @@
+//! The daemon's durable state in `~/.repowire/state.db` (SQLite): sessions and their peer
+//! identities, the local inbox (for de-duplication and hand-over to the agent), the outbox
+//! (message-creating frames not yet answered by the relay) and what this daemon sent, with
+//! every delivery state the relay reported.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::Serialize;
+use sqlx::SqlitePool;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+
+pub type Result<T> = std::result::Result<T, sqlx::Error>;
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS sessions (
+    session_id    TEXT PRIMARY KEY,
+    backend       TEXT NOT NULL,
+    role          TEXT NOT NULL,
+    circle        TEXT NOT NULL,
+    path          TEXT,
+    pane          TEXT,
+    tmux_socket   TEXT,
+    agent_pid     INTEGER,
+    transcript    TEXT,
+    peer_id       TEXT,
+    name          TEXT,
+    turn_state    TEXT NOT NULL DEFAULT 'unknown',
+    active        INTEGER NOT NULL DEFAULT 1,
+    started_at_ms INTEGER NOT NULL,
+    ended_at_ms   INTEGER
+);
+CREATE INDEX IF NOT EXISTS sessions_peer ON sessions(peer_id);
+CREATE TABLE IF NOT EXISTS inbox (
+    message_id     TEXT PRIMARY KEY,
+    peer_id        TEXT NOT NULL,
+    seq            INTEGER NOT NULL,
+    kind           TEXT NOT NULL,
+    correlation_id TEXT,
+    body           TEXT NOT NULL,
+    state          TEXT NOT NULL,
+    closed         INTEGER NOT NULL DEFAULT 0,
+    received_at_ms INTEGER NOT NULL,
+    handed_at_ms   INTEGER
+);
+CREATE INDEX IF NOT EXISTS inbox_peer_state ON inbox(peer_id, state);
+CREATE TABLE IF NOT EXISTS outbox (
+    frame_id      TEXT PRIMARY KEY,
+    peer_id       TEXT NOT NULL,
+    frame         TEXT NOT NULL,
+    created_at_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sent (
+    message_id     TEXT PRIMARY KEY,
+    peer_id        TEXT NOT NULL,
+    kind           TEXT NOT NULL,
+    to_name        TEXT,
+    text           TEXT NOT NULL,
+    correlation_id TEXT,
+    state          TEXT NOT NULL,
+    error          TEXT,
+    reply          TEXT,
+    created_at_ms  INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sent_cid ON sent(correlation_id);
+CREATE TABLE IF NOT EXISTS sent_events (
+    message_id TEXT NOT NULL,
+    recipient  TEXT,
+    state      TEXT NOT NULL,
+    reason     TEXT,
+    at_ms      INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sent_events_msg ON sent_events(message_id);
+"#;
+
+/// A session the daemon hosts (an agent runtime session, or the daemon's own CLI peer).
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct SessionRow {
+    pub session_id: String,
+    pub backend: String,
+    pub role: String,
+    pub circle: String,
+    pub path: Option<String>,
+    pub pane: Option<String>,
+    pub tmux_socket: Option<String>,
+    pub agent_pid: Option<i64>,
+    pub transcript: Option<String>,
+    pub peer_id: Option<String>,
+    pub name: Option<String>,
+    pub turn_state: String,
+    pub active: bool,
+    pub started_at_ms: i64,
+    pub ended_at_ms: Option<i64>,
+}
+
+/// A message in the local inbox.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct InboxRow {
+    pub message_id: String,
+    pub peer_id: String,
+    pub correlation_id: Option<String>,
+    pub body: String,
+    pub state: String,
+}
+
+/// A message this daemon sent.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct SentRow {
+    pub message_id: String,
+    pub peer_id: String,
+    pub kind: String,
+    pub to_name: Option<String>,
+    pub text: String,
+    pub correlation_id: Option<String>,
+    pub state: String,
+    pub error: Option<String>,
+    pub reply: Option<String>,
+    pub created_at_ms: i64,
+}
+
+/// One delivery state the relay reported.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct SentEvent {
+    pub recipient: Option<String>,
+    pub state: String,
+    pub reason: Option<String>,
+    pub at_ms: i64,
+}
+
+/// The state database.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: SqlitePool,
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Store {
+    /// Opens (creating if needed) the state database.
+    pub async fn open(path: &Path) -> Result<Self> {
+        let options = SqliteConnectOptions::from_str("sqlite://")?
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(10));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(2)
+            .connect_with(options)
+            .await?;
+        sqlx::raw_sql(SCHEMA).execute(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    // ---- sessions ----------------------------------------------------------------------
+
+    /// Inserts or replaces a session's runtime facts, keeping its peer identity.
+    pub async fn upsert_session(&self, s: &SessionRow) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO sessions (session_id, backend, role, circle, path, pane, tmux_socket, agent_pid, transcript, peer_id, name, turn_state, active, started_at_ms)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?)
+             ON CONFLICT(session_id) DO UPDATE SET backend = excluded.backend, path = excluded.path,
+               pane = excluded.pane, tmux_socket = excluded.tmux_socket, agent_pid = excluded.agent_pid,
+               transcript = excluded.transcript, turn_state = excluded.turn_state, active = 1, ended_at_ms = NULL",
+        )
+        .bind(&s.session_id)
+        .bind(&s.backend)
+        .bind(&s.role)
+        .bind(&s.circle)
+        .bind(&s.path)
+        .bind(&s.pane)
+        .bind(&s.tmux_socket)
+        .bind(s.agent_pid)
+        .bind(&s.transcript)
+        .bind(&s.peer_id)
+        .bind(&s.name)
+        .bind(&s.turn_state)
+        .bind(s.started_at_ms)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// One session.
+    pub async fn session(&self, session_id: &str) -> Result<Option<SessionRow>> {
+        sqlx::query_as("SELECT * FROM sessions WHERE session_id = ?")
+            .bind(session_id)
+            .fetch_optional(&self.pool)
+            .await
+    }
+
+    /// Sessions not ended.
+    pub async fn active_sessions(&self) -> Result<Vec<SessionRow>> {
+        sqlx::query_as("SELECT * FROM sessions WHERE active = 1 ORDER BY started_at_ms")
+            .fetch_all(&self.pool)
+            .await
+    }
+
+    /// Records the relay's answer to a registration.
+    pub async fn set_identity(
+        &self,
+        session_id: &str,
+        peer_id: &str,
+        name: &str,
+        circle: &str,
+    ) -> Result<()> {
+        sqlx::query("UPDATE sessions SET peer_id = ?, name = ?, circle = ? WHERE session_id = ?")
+            .bind(peer_id)
+            .bind(name)
+            .bind(circle)
+            .bind(session_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Records a turn state.
+    pub async fn set_turn(&self, session_id: &str, turn: &str) -> Result<()> {
+        sqlx::query("UPDATE sessions SET turn_state = ? WHERE session_id = ?")
+            .bind(turn)
+            .bind(session_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Marks a session ended.
+    pub async fn end_session(&self, session_id: &str) -> Result<()> {
+        sqlx::query("UPDATE sessions SET active = 0, ended_at_ms = ?, turn_state = 'unknown' WHERE session_id = ?")
+            .bind(now_ms())
+            .bind(session_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    // ---- inbox -------------------------------------------------------------------------
+
+    /// Stores a delivered message; false if it was already here (a duplicate).
+    pub async fn insert_inbox(
+        &self,
+        peer_id: &str,
+        seq: u64,
+        message: &repowire_protocol::Message,
+    ) -> Result<bool> {
+        let body = serde_json::to_string(message).unwrap_or_default();
+        let done = sqlx::query(
+            "INSERT INTO inbox (message_id, peer_id, seq, kind, correlation_id, body, state, received_at_ms)
+             VALUES (?, ?, ?, ?, ?, ?, 'queued', ?) ON CONFLICT(message_id) DO NOTHING",
+        )
+        .bind(message.message_id.to_string())
+        .bind(peer_id)
+        .bind(seq as i64)
+        .bind(message.kind.as_str())
+        .bind(message.correlation_id.as_ref().map(|c| c.as_str().to_owned()))
+        .bind(body)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Messages for a peer not yet handed to its agent, oldest first.
+    pub async fn queued(&self, peer_id: &str) -> Result<Vec<InboxRow>> {
+        sqlx::query_as(
+            "SELECT message_id, peer_id, seq, kind, correlation_id, body, state, closed FROM inbox
+             WHERE peer_id = ? AND state = 'queued' ORDER BY seq",
+        )
+        .bind(peer_id)
+        .fetch_all(&self.pool)
+        .await
+    }
+
+    /// Asks this peer received, handed to the agent and not closed yet.
+    pub async fn open_asks(&self, peer_id: &str) -> Result<Vec<InboxRow>> {
+        sqlx::query_as(
+            "SELECT message_id, peer_id, seq, kind, correlation_id, body, state, closed FROM inbox
+             WHERE peer_id = ? AND kind = 'ask' AND closed = 0 AND state = 'handed' ORDER BY seq",
+        )
+        .bind(peer_id)
+        .fetch_all(&self.pool)
+        .await
+    }
+
+    /// Moves messages to a new state (`handed`, `consumed`, `failed`).
+    pub async fn set_inbox_state(&self, message_ids: &[String], state: &str) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        for id in message_ids {
+            sqlx::query("UPDATE inbox SET state = ?, handed_at_ms = ? WHERE message_id = ?")
+                .bind(state)
+                .bind(now_ms())
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await
+    }
+
+    /// A reply to an ask this daemon sent, if one arrived.
+    pub async fn reply_for(&self, cid: &str) -> Result<Option<InboxRow>> {
+        sqlx::query_as(
+            "SELECT message_id, peer_id, seq, kind, correlation_id, body, state, closed FROM inbox
+             WHERE kind = 'reply' AND correlation_id = ? ORDER BY seq LIMIT 1",
+        )
+        .bind(cid)
+        .fetch_optional(&self.pool)
+        .await
+    }
+
+    /// Marks a received ask closed (the relay accepted our ack).
+    pub async fn close_ask(&self, cid: &str) -> Result<()> {
+        sqlx::query("UPDATE inbox SET closed = 1 WHERE kind = 'ask' AND correlation_id = ?")
+            .bind(cid)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Queued messages of a peer whose session ended: they can no longer reach the agent.
+    pub async fn fail_queued(&self, peer_id: &str) -> Result<Vec<String>> {
+        let ids: Vec<(String,)> = sqlx::query_as(
+            "UPDATE inbox SET state = 'failed', handed_at_ms = ? WHERE peer_id = ? AND state = 'queued' RETURNING message_id",
+        )
+        .bind(now_ms())
+        .bind(peer_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(ids.into_iter().map(|(id,)| id).collect())
+    }
+
+    // ---- outbox ------------------------------------------------------------------------
+
+    /// Keeps a message-creating frame until the relay answers it.
+    pub async fn put_outbox(&self, frame_id: &str, peer_id: &str, frame: &str) -> Result<()> {
+        sqlx::query("INSERT OR REPLACE INTO outbox (frame_id, peer_id, frame, created_at_ms) VALUES (?, ?, ?, ?)")
+            .bind(frame_id)
+            .bind(peer_id)
+            .bind(frame)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Drops an answered frame.
+    pub async fn remove_outbox(&self, frame_id: &str) -> Result<bool> {
+        let done = sqlx::query("DELETE FROM outbox WHERE frame_id = ?")
+            .bind(frame_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Every unanswered frame, oldest first: (frame id, peer id, frame JSON).
+    pub async fn outbox(&self) -> Result<Vec<(String, String, String)>> {
+        sqlx::query_as(
+            "SELECT frame_id, peer_id, frame FROM outbox ORDER BY created_at_ms, frame_id",
+        )
+        .fetch_all(&self.pool)
+        .await
+    }
+
+    /// Number of unanswered frames.
+    pub async fn outbox_len(&self) -> Result<i64> {
+        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM outbox")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(n)
+    }
+
+    // ---- sent --------------------------------------------------------------------------
+
+    /// Records a message this daemon is sending.
+    pub async fn insert_sent(&self, row: &SentRow) -> Result<()> {
+        sqlx::query(
+            "INSERT OR IGNORE INTO sent (message_id, peer_id, kind, to_name, text, correlation_id, state, created_at_ms)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&row.message_id)
+        .bind(&row.peer_id)
+        .bind(&row.kind)
+        .bind(&row.to_name)
+        .bind(&row.text)
+        .bind(&row.correlation_id)
+        .bind(&row.state)
+        .bind(row.created_at_ms)
+        .execute(&self.pool)
+        .await?;
+        self.add_event(&row.message_id, None, &row.state, None)
+            .await
+    }
+
+    /// The relay accepted a sent message.
+    pub async fn sent_accepted(&self, message_id: &str, cid: Option<&str>) -> Result<()> {
+        let done = sqlx::query(
+            "UPDATE sent SET state = 'accepted', correlation_id = COALESCE(?, correlation_id)
+             WHERE message_id = ? AND state = 'queued'",
+        )
+        .bind(cid)
+        .bind(message_id)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 1 {
+            self.add_event(message_id, None, "accepted", None).await?;
+        }
+        Ok(())
+    }
+
+    /// The relay refused a sent message.
+    pub async fn sent_rejected(&self, message_id: &str, error: &str) -> Result<()> {
+        sqlx::query("UPDATE sent SET state = 'rejected', error = ? WHERE message_id = ?")
+            .bind(error)
+            .bind(message_id)
+            .execute(&self.pool)
+            .await?;
+        self.add_event(message_id, None, "rejected", Some(error))
+            .await
+    }
+
+    /// A delivery state change for one recipient.
+    pub async fn sent_delivery(
+        &self,
+        message_id: &str,
+        recipient: &str,
+        state: &str,
+        reason: Option<&str>,
+    ) -> Result<()> {
+        sqlx::query("UPDATE sent SET state = ? WHERE message_id = ?")
+            .bind(state)
+            .bind(message_id)
+            .execute(&self.pool)
+            .await?;
+        self.add_event(message_id, Some(recipient), state, reason)
+            .await
+    }
+
+    /// The reply to an ask this daemon sent.
+    pub async fn sent_reply(&self, cid: &str, reply: &str) -> Result<()> {
+        sqlx::query("UPDATE sent SET reply = ? WHERE correlation_id = ? AND kind = 'ask'")
+            .bind(reply)
+            .bind(cid)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn add_event(
+        &self,
+        message_id: &str,
+        recipient: Option<&str>,
+        state: &str,
+        reason: Option<&str>,
+    ) -> Result<()> {
+        sqlx::query("INSERT INTO sent_events (message_id, recipient, state, reason, at_ms) VALUES (?, ?, ?, ?, ?)")
+            .bind(message_id)
+            .bind(recipient)
+            .bind(state)
+            .bind(reason)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// A sent message by message id or correlation id, with its state history.
+    pub async fn sent(&self, id: &str) -> Result<Option<(SentRow, Vec<SentEvent>)>> {
+        let row: Option<SentRow> = sqlx::query_as(
+            "SELECT * FROM sent WHERE message_id = ? OR (correlation_id = ? AND kind IN ('ask', 'notify', 'broadcast'))
+             ORDER BY created_at_ms LIMIT 1",
+        )
+        .bind(id)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let events = sqlx::query_as(
+            "SELECT recipient, state, reason, at_ms FROM sent_events WHERE message_id = ? ORDER BY rowid",
+        )
+        .bind(&row.message_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(Some((row, events)))
+    }
+}

@@ -1,0 +1,75 @@
+//! Process facts from /proc: parents, names, liveness. Used as identity proof (the agent
+//! process that ran a hook, the pane that runs it), never as a hint to guess from.
+
+use std::path::Path;
+
+/// True if the process exists.
+pub fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The parent of `pid`.
+pub fn parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid …`; comm may itself contain spaces and parentheses.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The short command name of `pid`.
+pub fn comm(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|s| s.trim().to_owned())
+}
+
+/// `pid`'s ancestors, nearest first, excluding `pid` and pid 1.
+pub fn ancestors(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut current = pid;
+    while let Some(p) = parent(current) {
+        if p <= 1 || out.contains(&p) || out.len() > 64 {
+            break;
+        }
+        out.push(p);
+        current = p;
+    }
+    out
+}
+
+const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "fish", "ksh"];
+
+/// The agent process behind a hook: the hook's nearest ancestor that is not a shell (runtimes
+/// run hook commands through `sh -c`).
+pub fn agent_of_hook(hook_pid: u32) -> Option<u32> {
+    ancestors(hook_pid)
+        .into_iter()
+        .find(|&p| comm(p).is_none_or(|c| !SHELLS.contains(&c.as_str())))
+}
+
+/// True if `ancestor` is `pid` or one of its ancestors.
+pub fn is_self_or_ancestor(ancestor: u32, pid: u32) -> bool {
+    ancestor == pid || ancestors(pid).contains(&ancestor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_own_process_has_a_live_parent_chain() {
+        let me = std::process::id();
+        assert!(alive(me));
+        let parent = parent(me).expect("a parent");
+        assert!(ancestors(me).first() == Some(&parent));
+        assert!(is_self_or_ancestor(parent, me));
+        assert!(is_self_or_ancestor(me, me));
+        assert!(!is_self_or_ancestor(me, parent));
+    }
+
+    #[test]
+    fn a_missing_process_is_not_alive_and_has_no_parent() {
+        assert!(!alive(u32::MAX - 1));
+        assert_eq!(parent(u32::MAX - 1), None);
+    }
+}

@@ -1,0 +1,203 @@
+//! The tmux commands the client uses, built with `tmux_interface` and run asynchronously.
+//! Every command addresses the tmux server the agent runs under (the socket from its `TMUX`
+//! variable), so a session on a non-default server is reached correctly.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use tmux_interface::{DisplayMessage, ListPanes, LoadBuffer, PasteBuffer, Tmux, TmuxCommand};
+
+/// Why a tmux command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TmuxError {
+    /// tmux could not be started.
+    #[error("cannot run tmux: {0}")]
+    Spawn(#[from] std::io::Error),
+    /// tmux ran and refused.
+    #[error("tmux {command} failed: {stderr}")]
+    Failed {
+        /// Which command.
+        command: &'static str,
+        /// What tmux said.
+        stderr: String,
+    },
+}
+
+/// Facts about one pane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaneInfo {
+    /// `%N`.
+    pub pane_id: String,
+    /// The process tmux started in the pane.
+    pub pid: u32,
+    /// In copy-mode (or another mode) right now.
+    pub in_mode: bool,
+    /// The pane's process has exited.
+    pub dead: bool,
+    /// The foreground command's name.
+    pub command: String,
+    /// The pane's working directory.
+    pub path: String,
+}
+
+const PANE_FORMAT: &str = "#{pane_id}\t#{pane_pid}\t#{pane_in_mode}\t#{pane_dead}\t#{pane_current_command}\t#{pane_current_path}";
+
+fn parse_pane(line: &str) -> Option<PaneInfo> {
+    let mut f = line.split('\t');
+    Some(PaneInfo {
+        pane_id: f.next()?.to_owned(),
+        pid: f.next()?.parse().ok()?,
+        in_mode: f.next()? == "1",
+        dead: f.next()? == "1",
+        command: f.next()?.to_owned(),
+        path: f.next().unwrap_or("").to_owned(),
+    })
+}
+
+/// The socket path in a `TMUX` value (`/tmp/tmux-1000/default,1234,0`).
+pub fn socket_of(tmux_env: &str) -> Option<String> {
+    tmux_env
+        .split(',')
+        .next()
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
+async fn run(
+    socket: Option<&str>,
+    name: &'static str,
+    command: impl Into<TmuxCommand<'_>>,
+) -> Result<String, TmuxError> {
+    let mut tmux = Tmux::new();
+    if let Some(s) = socket {
+        tmux = tmux.socket_path(s.to_owned());
+    }
+    let mut cmd: std::process::Command = tmux.command(command).into();
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = tokio::process::Command::from(cmd).output().await?;
+    if !out.status.success() {
+        return Err(TmuxError::Failed {
+            command: name,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// One pane's facts.
+pub async fn pane(socket: Option<&str>, pane: &str) -> Result<PaneInfo, TmuxError> {
+    let out = run(
+        socket,
+        "display-message",
+        DisplayMessage::new()
+            .print()
+            .target_pane(pane.to_owned())
+            .message(PANE_FORMAT)
+            .build(),
+    )
+    .await?;
+    parse_pane(out.trim_end()).ok_or(TmuxError::Failed {
+        command: "display-message",
+        stderr: format!("unexpected answer `{}`", out.trim()),
+    })
+}
+
+/// Every pane of the server.
+pub async fn panes(socket: Option<&str>) -> Result<Vec<PaneInfo>, TmuxError> {
+    let out = run(
+        socket,
+        "list-panes",
+        ListPanes::new().all().format(PANE_FORMAT).build(),
+    )
+    .await?;
+    Ok(out.lines().filter_map(parse_pane).collect())
+}
+
+/// Leaves copy-mode (or any mode) so typed text reaches the program.
+pub async fn leave_mode(socket: Option<&str>, pane: &str) -> Result<(), TmuxError> {
+    let mut cmd = TmuxCommand::new_full("send-keys");
+    cmd.push_flag("-X")
+        .push_option("-t", pane.to_owned())
+        .push_param("cancel");
+    run(socket, "send-keys -X cancel", cmd).await.map(drop)
+}
+
+/// Pastes `text` into the pane through a named buffer with bracketed paste, then deletes the
+/// buffer. `file` is a private scratch file the text is loaded from.
+pub async fn paste(
+    socket: Option<&str>,
+    pane: &str,
+    buffer: &str,
+    text: &str,
+    file: &Path,
+) -> Result<(), TmuxError> {
+    write_private(file, text)?;
+    let loaded = run(
+        socket,
+        "load-buffer",
+        LoadBuffer::new()
+            .buffer_name(buffer.to_owned())
+            .path(file.to_string_lossy().into_owned())
+            .build(),
+    )
+    .await;
+    let _ = std::fs::remove_file(file);
+    loaded?;
+    run(
+        socket,
+        "paste-buffer",
+        PasteBuffer::new()
+            .delete()
+            .bracket_codes()
+            .buffer_name(buffer.to_owned())
+            .target_pane(pane.to_owned())
+            .build(),
+    )
+    .await
+    .map(drop)
+}
+
+/// Presses Enter in the pane.
+pub async fn enter(socket: Option<&str>, pane: &str) -> Result<(), TmuxError> {
+    let mut cmd = TmuxCommand::new_full("send-keys");
+    cmd.push_option("-t", pane.to_owned()).push_param("Enter");
+    run(socket, "send-keys Enter", cmd).await.map(drop)
+}
+
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pane_lines_parse() {
+        let p = parse_pane("%3\t4242\t1\t0\tclaude\t/home/a/web").expect("parses");
+        assert_eq!(p.pane_id, "%3");
+        assert_eq!(p.pid, 4242);
+        assert!(p.in_mode && !p.dead);
+        assert_eq!(p.command, "claude");
+        assert!(parse_pane("garbage").is_none());
+    }
+
+    #[test]
+    fn socket_comes_from_the_tmux_variable() {
+        assert_eq!(
+            socket_of("/tmp/tmux-0/default,99,0").as_deref(),
+            Some("/tmp/tmux-0/default")
+        );
+        assert_eq!(socket_of(""), None);
+    }
+}
