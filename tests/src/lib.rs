@@ -1,6 +1,7 @@
 //! End-to-end support shared by the cross-process tests in `tests/tests/` and the benchmark
 //! driver: a protocol [`client`] and [`process`] control of real relay binaries.
 
+pub mod agents;
 pub mod client;
 pub mod process;
 

@@ -1,0 +1,304 @@
+//! Harness for client end-to-end tests: a private tmux server, stand-in agents in its panes,
+//! per-user homes with their own `repowire` daemon, and transcript polling.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// How long any one expected event may take (tmux, hooks and the relay on a loaded CI box).
+pub const AGENT_WAIT: Duration = Duration::from_secs(30);
+
+/// A binary beside the running test executable (`target/<profile>/NAME`).
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let mut dir = exe.parent().expect("exe dir").to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build the workspace binaries first",
+        path.display()
+    );
+    path
+}
+
+fn unique() -> String {
+    format!(
+        "{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple().to_string().get(..8).unwrap_or("x")
+    )
+}
+
+/// A private tmux server (its own socket), killed on drop.
+pub struct Tmux {
+    /// Socket path.
+    pub socket: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Tmux {
+    /// Starts a server with one idle window.
+    pub fn start() -> Self {
+        let dir = tempfile::tempdir().expect("tmpdir");
+        let socket = dir.path().join(format!("tmux-{}", unique()));
+        let t = Self { socket, _dir: dir };
+        t.run(&["-f", "/dev/null", "new-session", "-d", "-s", "e2e", "-x", "200", "-y", "50"]);
+        t
+    }
+
+    fn command(&self) -> Command {
+        let mut c = Command::new("tmux");
+        c.arg("-S").arg(&self.socket);
+        c
+    }
+
+    /// Runs a tmux command; panics on failure.
+    pub fn run(&self, args: &[&str]) -> String {
+        let out = self.command().args(args).stdin(Stdio::null()).output().expect("tmux");
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// Opens a window running `command` in `cwd` with `env`; returns its pane id.
+    pub fn spawn(&self, cwd: &Path, env: &[(&str, String)], command: &[String]) -> String {
+        let mut args: Vec<String> = vec![
+            "new-window".into(),
+            "-d".into(),
+            "-P".into(),
+            "-F".into(),
+            "#{pane_id}".into(),
+            "-c".into(),
+            cwd.to_string_lossy().into_owned(),
+        ];
+        for (k, v) in env {
+            args.push("-e".into());
+            args.push(format!("{k}={v}"));
+        }
+        args.extend(command.iter().cloned());
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.run(&refs)
+    }
+
+    /// Types literal text (no Enter).
+    pub fn type_text(&self, pane: &str, text: &str) {
+        self.run(&["send-keys", "-t", pane, "-l", "--", text]);
+    }
+
+    /// Presses Enter.
+    pub fn enter(&self, pane: &str) {
+        self.run(&["send-keys", "-t", pane, "Enter"]);
+    }
+
+    /// The pane's visible text.
+    pub fn capture(&self, pane: &str) -> String {
+        self.run(&["capture-pane", "-p", "-t", pane])
+    }
+
+    /// The `TMUX` value a process inside this server would see.
+    pub fn tmux_env(&self) -> String {
+        format!("{},0,0", self.socket.display())
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.command().arg("kill-server").stdin(Stdio::null()).output();
+    }
+}
+
+/// One user's machine: a HOME with `~/.repowire` and `~/.claude`, and its daemon.
+pub struct Home {
+    dir: tempfile::TempDir,
+    relay: Option<(String, String)>,
+}
+
+impl Home {
+    /// A fresh home; `relay` is `(base_url, api_key)`, or `None` for the embedded relay.
+    pub fn new(relay: Option<(String, String)>) -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("home"),
+            relay,
+        }
+    }
+
+    /// HOME.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `~/.repowire`.
+    pub fn repowire_home(&self) -> PathBuf {
+        self.path().join(".repowire")
+    }
+
+    /// Environment for anything running as this user.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        let mut env = vec![
+            ("HOME", self.path().to_string_lossy().into_owned()),
+            ("REPOWIRE_HOME", self.repowire_home().to_string_lossy().into_owned()),
+            ("REPOWIRE_RECONNECT_MAX_MS", "300".into()),
+            ("REPOWIRE_LOG", "info,repowire=debug".into()),
+        ];
+        if let Some((url, key)) = &self.relay {
+            env.push(("REPOWIRE_RELAY_URL", url.clone()));
+            env.push(("REPOWIRE_API_KEY", key.clone()));
+        }
+        env
+    }
+
+    /// Runs `repowire ARGS` as this user.
+    pub fn repowire(&self, args: &[&str]) -> Output {
+        let mut c = Command::new(bin("repowire"));
+        c.args(args).stdin(Stdio::null()).env_remove("TMUX").env_remove("TMUX_PANE");
+        for (k, v) in self.env() {
+            c.env(k, v);
+        }
+        c.output().expect("repowire")
+    }
+
+    /// Runs `repowire ARGS`, asserting success; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.repowire(args);
+        assert!(
+            out.status.success(),
+            "repowire {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs `repowire ARGS --json`, asserting success.
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let out = self.ok(&all);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+    }
+
+    /// `repowire setup` then `repowire daemon start`.
+    pub fn install_and_start(&self) {
+        self.ok(&["setup", "--non-interactive"]);
+        self.ok(&["daemon", "start"]);
+    }
+
+    /// The daemon log so far (for failure messages).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.repowire_home().join("daemon.log")).unwrap_or_default()
+    }
+
+    /// Starts a stand-in agent in a new pane, in `HOME/<project>`; returns the agent.
+    pub fn agent(&self, tmux: &Tmux, project: &str) -> Agent {
+        let cwd = self.path().join(project);
+        std::fs::create_dir_all(&cwd).expect("project dir");
+        let transcript = self.path().join(format!("{project}.jsonl"));
+        let pane = tmux.spawn(
+            &cwd,
+            &self.env(),
+            &[
+                bin("repowire-standin").to_string_lossy().into_owned(),
+                "--transcript".into(),
+                transcript.to_string_lossy().into_owned(),
+            ],
+        );
+        Agent { pane, transcript }
+    }
+}
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        let _ = self.repowire(&["daemon", "stop"]);
+    }
+}
+
+/// A stand-in agent in a pane.
+pub struct Agent {
+    /// Its pane.
+    pub pane: String,
+    /// Its JSONL transcript.
+    pub transcript: PathBuf,
+}
+
+impl Agent {
+    /// Every transcript event so far.
+    pub fn events(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.transcript)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// Waits for the `n`-th (1-based) event matching `pred`, counting from the start.
+    pub async fn wait_nth(&self, n: usize, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + AGENT_WAIT;
+        loop {
+            let matching: Vec<Value> = self.events().into_iter().filter(|e| pred(e)).collect();
+            if matching.len() >= n {
+                return matching[n - 1].clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what} in {}; transcript:\n{}",
+                self.transcript.display(),
+                std::fs::read_to_string(&self.transcript).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// Waits for the first event matching `pred`.
+    pub async fn wait(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        self.wait_nth(1, what, pred).await
+    }
+
+    /// Waits for the `n`-th completed hook of `hook`.
+    pub async fn hook_done(&self, hook: &str, n: usize) {
+        self.wait_nth(n, &format!("{hook} hook #{n}"), |e| {
+            e["event"] == "hook_done" && e["hook"] == hook
+        })
+        .await;
+    }
+
+    /// Every context text handed over so far, joined.
+    pub fn context(&self) -> String {
+        self.events()
+            .iter()
+            .filter(|e| e["event"] == "context" || e["event"] == "continue")
+            .map(|e| e.get("text").or(e.get("reason")).and_then(Value::as_str).unwrap_or("").to_owned())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Submits a prompt by typing it and pressing Enter, as a person would.
+    pub fn submit(&self, tmux: &Tmux, text: &str) {
+        tmux.type_text(&self.pane, text);
+        tmux.enter(&self.pane);
+    }
+
+    /// Lets a `/busy` turn finish.
+    pub fn release(&self) {
+        std::fs::write(format!("{}.release", self.transcript.display()), b"").expect("release");
+    }
+}
+
+/// Polls `f` until it returns `Some`, or fails with `what`.
+pub async fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + AGENT_WAIT;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}

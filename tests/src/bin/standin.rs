@@ -1,0 +1,331 @@
+//! `repowire-standin`: a stand-in for Claude Code in end-to-end tests. It behaves as
+//! `../shared/agents/claude-code.md` records: runs in a tmux pane with a `❯` prompt line
+//! between two rules, takes typed and bracketed-pasted input in raw mode, submits on Enter
+//! (CR), calls the hook commands configured in `~/.claude/settings.json` (and the project's
+//! `.claude/settings.json`) through `sh -c` with the documented JSON payloads, adds hook
+//! context to its "model context", honours Stop-hook `block` decisions with
+//! `stop_hook_active`, and writes every event to a JSONL transcript.
+//!
+//! Its "model" is a script: a prompt `/run CMD` runs CMD through `sh -c` (like a Bash tool
+//! call, with the output recorded); `/busy` keeps the turn running until the file
+//! `<transcript>.release` exists; `/exit` ends the session; anything else gets the reply
+//! `ok`. Context handed over by hooks is recorded, never executed.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+struct Agent {
+    transcript: PathBuf,
+    session_id: String,
+    cwd: String,
+    hooks: Value,
+    input: mpsc::Receiver<u8>,
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let mut transcript = None;
+    while let Some(a) = args.next() {
+        if a == "--transcript" {
+            transcript = args.next().map(PathBuf::from);
+        }
+    }
+    let transcript = transcript.expect("--transcript PATH is required");
+    let cwd = std::env::current_dir()
+        .expect("cwd")
+        .to_string_lossy()
+        .into_owned();
+    let hooks = load_hooks(&cwd);
+    let _ = Command::new("stty").args(["raw", "-echo"]).status();
+    print!("\x1b[?2004h");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        let mut byte = [0u8; 1];
+        while stdin.read(&mut byte).map(|n| n == 1).unwrap_or(false) {
+            if tx.send(byte[0]).is_err() {
+                break;
+            }
+        }
+    });
+    let mut agent = Agent {
+        transcript,
+        session_id: uuid::Uuid::new_v4().to_string(),
+        cwd,
+        hooks,
+        input: rx,
+    };
+    agent.record(json!({ "event": "start", "pid": std::process::id(), "session_id": agent.session_id }));
+    agent.hook("SessionStart", json!({ "source": "startup", "model": "standin" }));
+    agent.run();
+    let _ = Command::new("stty").arg("sane").status();
+}
+
+fn load_hooks(cwd: &str) -> Value {
+    let home = std::env::var("HOME").unwrap_or_default();
+    let mut merged = serde_json::Map::new();
+    for path in [
+        Path::new(&home).join(".claude/settings.json"),
+        Path::new(cwd).join(".claude/settings.json"),
+    ] {
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let Ok(settings) = serde_json::from_str::<Value>(&text) else {
+            continue;
+        };
+        if let Some(hooks) = settings.get("hooks").and_then(Value::as_object) {
+            for (event, list) in hooks {
+                let entry = merged
+                    .entry(event.clone())
+                    .or_insert_with(|| Value::Array(Vec::new()));
+                if let (Some(all), Some(more)) = (entry.as_array_mut(), list.as_array()) {
+                    all.extend(more.iter().cloned());
+                }
+            }
+        }
+    }
+    Value::Object(merged)
+}
+
+impl Agent {
+    fn record(&self, event: Value) {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.transcript)
+            .expect("transcript");
+        let _ = writeln!(f, "{event}");
+    }
+
+    fn draw_prompt(&self) {
+        let rule = "─".repeat(60);
+        print!("\r\n{rule}\r\n❯ ");
+        let _ = std::io::stdout().flush();
+    }
+
+    /// Runs every command configured for `event`; returns their parsed outputs.
+    fn hook(&self, event: &str, specific: Value) -> Vec<Value> {
+        let mut payload = json!({
+            "session_id": self.session_id,
+            "transcript_path": self.transcript.to_string_lossy(),
+            "cwd": self.cwd,
+            "hook_event_name": event,
+        });
+        if event != "SessionStart" {
+            payload["prompt_id"] = json!(uuid::Uuid::new_v4().to_string());
+        }
+        if matches!(event, "UserPromptSubmit" | "Stop") {
+            payload["permission_mode"] = json!("default");
+        }
+        if let (Some(p), Some(s)) = (payload.as_object_mut(), specific.as_object()) {
+            p.extend(s.clone());
+        }
+        let mut outputs = Vec::new();
+        let commands: Vec<(String, u64)> = self
+            .hooks
+            .get(event)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .flat_map(|m| m.get("hooks").and_then(Value::as_array).cloned().unwrap_or_default())
+            .filter_map(|h| {
+                Some((
+                    h.get("command")?.as_str()?.to_owned(),
+                    h.get("timeout").and_then(Value::as_u64).unwrap_or(60),
+                ))
+            })
+            .collect();
+        for (command, timeout) in commands {
+            let started = Instant::now();
+            let mut child = match Command::new("sh")
+                .args(["-c", &command])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    self.record(json!({ "event": "hook_error", "hook": event, "error": e.to_string() }));
+                    continue;
+                }
+            };
+            if let Some(mut stdin) = child.stdin.take() {
+                let _ = stdin.write_all(payload.to_string().as_bytes());
+            }
+            let deadline = started + Duration::from_secs(timeout);
+            let status = loop {
+                if let Ok(Some(status)) = child.try_wait() {
+                    break Some(status);
+                }
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    break None;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            };
+            let mut stdout = String::new();
+            if let Some(mut out) = child.stdout.take() {
+                let _ = out.read_to_string(&mut stdout);
+            }
+            self.record(json!({
+                "event": "hook",
+                "hook": event,
+                "exit": status.and_then(|s| s.code()),
+                "ms": started.elapsed().as_millis() as u64,
+            }));
+            let trimmed = stdout.trim();
+            if trimmed.is_empty() {
+                continue;
+            }
+            let output = serde_json::from_str::<Value>(trimmed).unwrap_or(json!(trimmed));
+            if let Some(ctx) = output
+                .pointer("/hookSpecificOutput/additionalContext")
+                .and_then(Value::as_str)
+                .or(output.as_str())
+            {
+                self.record(json!({ "event": "context", "hook": event, "text": ctx }));
+            }
+            outputs.push(output);
+        }
+        self.record(json!({ "event": "hook_done", "hook": event }));
+        outputs
+    }
+
+    fn run(&mut self) {
+        self.draw_prompt();
+        let mut line: Vec<u8> = Vec::new();
+        let mut pasting = false;
+        let mut escape: Vec<u8> = Vec::new();
+        while let Ok(b) = self.input.recv() {
+            if !escape.is_empty() || b == 0x1b {
+                escape.push(b);
+                match classify_escape(&escape) {
+                    Escape::Incomplete => continue,
+                    Escape::PasteStart => pasting = true,
+                    Escape::PasteEnd => pasting = false,
+                    Escape::Other => {}
+                }
+                escape.clear();
+                continue;
+            }
+            if pasting {
+                line.push(b);
+                continue;
+            }
+            match b {
+                b'\r' => {
+                    let text = String::from_utf8_lossy(&line).into_owned();
+                    line.clear();
+                    print!("\r\n");
+                    if !text.trim().is_empty() && !self.turn(text) {
+                        return;
+                    }
+                    self.draw_prompt();
+                }
+                0x03 => self.record(json!({ "event": "interrupt" })),
+                0x7f => {
+                    line.pop();
+                }
+                b => {
+                    line.push(b);
+                    let _ = std::io::stdout().write_all(&[b]);
+                    let _ = std::io::stdout().flush();
+                }
+            }
+        }
+    }
+
+    /// One submitted prompt; false when the session ends.
+    fn turn(&mut self, prompt: String) -> bool {
+        self.record(json!({ "event": "prompt", "text": prompt }));
+        if prompt.trim() == "/exit" {
+            self.hook("SessionEnd", json!({ "reason": "prompt_input_exit" }));
+            self.record(json!({ "event": "exit" }));
+            return false;
+        }
+        self.hook("UserPromptSubmit", json!({ "prompt": prompt }));
+        let mut reply = self.respond(&prompt);
+        let mut continuing = false;
+        for _ in 0..5 {
+            let outputs = self.hook(
+                "Stop",
+                json!({ "stop_hook_active": continuing, "last_assistant_message": reply }),
+            );
+            let Some(reason) = outputs.iter().find_map(|o| {
+                (o.get("decision").and_then(Value::as_str) == Some("block"))
+                    .then(|| o.get("reason").and_then(Value::as_str).unwrap_or("").to_owned())
+            }) else {
+                break;
+            };
+            self.record(json!({ "event": "continue", "reason": reason }));
+            continuing = true;
+            reply = "ok".to_owned();
+            self.record(json!({ "event": "reply", "text": reply }));
+        }
+        true
+    }
+
+    fn respond(&mut self, prompt: &str) -> String {
+        let reply = if let Some(cmd) = prompt.strip_prefix("/run ") {
+            let out = Command::new("sh").args(["-c", cmd]).stdin(Stdio::null()).output();
+            let (code, stdout, stderr) = match out {
+                Ok(o) => (
+                    o.status.code(),
+                    String::from_utf8_lossy(&o.stdout).into_owned(),
+                    String::from_utf8_lossy(&o.stderr).into_owned(),
+                ),
+                Err(e) => (None, String::new(), e.to_string()),
+            };
+            self.record(json!({ "event": "tool", "command": cmd, "exit": code, "stdout": stdout, "stderr": stderr }));
+            format!("ran `{cmd}`")
+        } else if prompt.trim() == "/busy" {
+            let release = PathBuf::from(format!("{}.release", self.transcript.display()));
+            self.record(json!({ "event": "busy" }));
+            while !release.exists() {
+                while let Ok(b) = self.input.try_recv() {
+                    self.record(json!({ "event": "input_while_busy", "byte": b }));
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = std::fs::remove_file(&release);
+            "done".to_owned()
+        } else {
+            "ok".to_owned()
+        };
+        print!("● {reply}\r\n");
+        let _ = std::io::stdout().flush();
+        self.record(json!({ "event": "reply", "text": reply }));
+        reply
+    }
+}
+
+enum Escape {
+    Incomplete,
+    PasteStart,
+    PasteEnd,
+    Other,
+}
+
+fn classify_escape(seq: &[u8]) -> Escape {
+    match seq {
+        [0x1b] => Escape::Incomplete,
+        [0x1b, b'['] => Escape::Incomplete,
+        [0x1b, b'[', rest @ ..] => match rest.last() {
+            Some(&c) if (0x40..=0x7e).contains(&c) => match rest {
+                b"200~" => Escape::PasteStart,
+                b"201~" => Escape::PasteEnd,
+                _ => Escape::Other,
+            },
+            _ if rest.len() > 16 => Escape::Other,
+            _ => Escape::Incomplete,
+        },
+        _ => Escape::Other,
+    }
+}
