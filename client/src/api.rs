@@ -45,24 +45,7 @@ pub enum Request {
         circle: Option<String>,
     },
     /// Send an ask, notify or broadcast.
-    Send {
-        /// Act as this local peer.
-        #[serde(default)]
-        from: Option<String>,
-        /// What to send.
-        kind: SendKind,
-        /// Recipient name or peer id (not for broadcast).
-        #[serde(default)]
-        to: Option<String>,
-        /// Resolve `to` in this circle.
-        #[serde(default)]
-        circle: Option<String>,
-        /// The text.
-        text: String,
-        /// Chain to (and close) this ask.
-        #[serde(default)]
-        reply_to: Option<String>,
-    },
+    Send(Outgoing),
     /// Close an ask, optionally with a reply.
     Ack {
         /// Act as this local peer.
@@ -90,6 +73,27 @@ pub enum Request {
     Sessions,
     /// Stop the daemon.
     Shutdown,
+}
+
+/// An ask, notify or broadcast to send.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Outgoing {
+    /// Act as this local peer.
+    #[serde(default)]
+    pub from: Option<String>,
+    /// What to send.
+    pub kind: SendKind,
+    /// Recipient name or peer id (not for broadcast).
+    #[serde(default)]
+    pub to: Option<String>,
+    /// Resolve `to` in this circle.
+    #[serde(default)]
+    pub circle: Option<String>,
+    /// The text.
+    pub text: String,
+    /// Chain to (and close) this ask.
+    #[serde(default)]
+    pub reply_to: Option<String>,
 }
 
 /// Kinds of message `send` creates.

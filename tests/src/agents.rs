@@ -30,7 +30,11 @@ fn unique() -> String {
     format!(
         "{}-{}",
         std::process::id(),
-        uuid::Uuid::new_v4().simple().to_string().get(..8).unwrap_or("x")
+        uuid::Uuid::new_v4()
+            .simple()
+            .to_string()
+            .get(..8)
+            .unwrap_or("x")
     )
 }
 
@@ -47,7 +51,18 @@ impl Tmux {
         let dir = tempfile::tempdir().expect("tmpdir");
         let socket = dir.path().join(format!("tmux-{}", unique()));
         let t = Self { socket, _dir: dir };
-        t.run(&["-f", "/dev/null", "new-session", "-d", "-s", "e2e", "-x", "200", "-y", "50"]);
+        t.run(&[
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "e2e",
+            "-x",
+            "200",
+            "-y",
+            "50",
+        ]);
         t
     }
 
@@ -59,7 +74,12 @@ impl Tmux {
 
     /// Runs a tmux command; panics on failure.
     pub fn run(&self, args: &[&str]) -> String {
-        let out = self.command().args(args).stdin(Stdio::null()).output().expect("tmux");
+        let out = self
+            .command()
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("tmux");
         assert!(
             out.status.success(),
             "tmux {args:?}: {}",
@@ -111,7 +131,11 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = self.command().arg("kill-server").stdin(Stdio::null()).output();
+        let _ = self
+            .command()
+            .arg("kill-server")
+            .stdin(Stdio::null())
+            .output();
     }
 }
 
@@ -144,7 +168,10 @@ impl Home {
     pub fn env(&self) -> Vec<(&'static str, String)> {
         let mut env = vec![
             ("HOME", self.path().to_string_lossy().into_owned()),
-            ("REPOWIRE_HOME", self.repowire_home().to_string_lossy().into_owned()),
+            (
+                "REPOWIRE_HOME",
+                self.repowire_home().to_string_lossy().into_owned(),
+            ),
             ("REPOWIRE_RECONNECT_MAX_MS", "300".into()),
             ("REPOWIRE_LOG", "info,repowire=debug".into()),
         ];
@@ -158,7 +185,10 @@ impl Home {
     /// Runs `repowire ARGS` as this user.
     pub fn repowire(&self, args: &[&str]) -> Output {
         let mut c = Command::new(bin("repowire"));
-        c.args(args).stdin(Stdio::null()).env_remove("TMUX").env_remove("TMUX_PANE");
+        c.args(args)
+            .stdin(Stdio::null())
+            .env_remove("TMUX")
+            .env_remove("TMUX_PANE");
         for (k, v) in self.env() {
             c.env(k, v);
         }
@@ -274,7 +304,13 @@ impl Agent {
         self.events()
             .iter()
             .filter(|e| e["event"] == "context" || e["event"] == "continue")
-            .map(|e| e.get("text").or(e.get("reason")).and_then(Value::as_str).unwrap_or("").to_owned())
+            .map(|e| {
+                e.get("text")
+                    .or(e.get("reason"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned()
+            })
             .collect::<Vec<_>>()
             .join("\n")
     }

@@ -42,8 +42,13 @@ impl RelayProcess {
     /// Starts `repowire-relay` with `--listen 127.0.0.1:0` and extra args/env, and waits for it
     /// to log its address.
     pub async fn start(bin: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::start_on(bin, "127.0.0.1:0", args, env).await
+    }
+
+    /// Like [`RelayProcess::start`], on a given address (to restart on the same port).
+    pub async fn start_on(bin: &Path, listen: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut cmd = Command::new(bin);
-        cmd.args(["--listen", "127.0.0.1:0", "--log-format", "json"])
+        cmd.args(["--listen", listen, "--log-format", "json"])
             .args(args)
             .env_remove("DATABASE_URL")
             .env("RUST_LOG", "info")

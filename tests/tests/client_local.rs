@@ -11,7 +11,11 @@ fn peer_status(home: &Home, id: &str) -> Value {
 fn states(status: &Value) -> Vec<String> {
     status["events"]
         .as_array()
-        .map(|e| e.iter().map(|x| x["state"].as_str().unwrap_or("").to_owned()).collect())
+        .map(|e| {
+            e.iter()
+                .map(|x| x["state"].as_str().unwrap_or("").to_owned())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -24,7 +28,11 @@ async fn two_agents_ask_and_ack_with_honest_delivery_states() {
     let beta = home.agent(&tmux, "beta");
     alpha.hook_done("SessionStart", 1).await;
     beta.hook_done("SessionStart", 1).await;
-    assert!(alpha.context().contains("You are @alpha"), "{}", alpha.context());
+    assert!(
+        alpha.context().contains("You are @alpha"),
+        "{}",
+        alpha.context()
+    );
 
     // Alpha's agent runs the CLI (a tool call): the daemon knows it is alpha from the process
     // tree, not from anything the command says.
@@ -33,7 +41,9 @@ async fn two_agents_ask_and_ack_with_honest_delivery_states() {
         &tmux,
         &format!("/run {repowire} peer ask beta 'which port does the API use?' --json"),
     );
-    let tool = alpha.wait("the ask tool call", |e| e["event"] == "tool").await;
+    let tool = alpha
+        .wait("the ask tool call", |e| e["event"] == "tool")
+        .await;
     assert_eq!(tool["exit"], 0, "{tool}");
     let sent: Value = serde_json::from_str(tool["stdout"].as_str().unwrap_or("")).expect("json");
     assert_eq!(sent["state"], "accepted", "{sent}");
@@ -47,7 +57,10 @@ async fn two_agents_ask_and_ack_with_honest_delivery_states() {
         .await;
     let text = ctx["text"].as_str().unwrap_or("");
     assert!(text.contains("which port does the API use?"), "{text}");
-    assert!(text.contains(&format!("@alpha → @beta [ask #{cid}]")), "{text}");
+    assert!(
+        text.contains(&format!("@alpha → @beta [ask #{cid}]")),
+        "{text}"
+    );
     // What was typed into beta's pane is only the short wake-up prompt.
     let typed: Vec<String> = beta
         .events()
@@ -56,7 +69,10 @@ async fn two_agents_ask_and_ack_with_honest_delivery_states() {
         .map(|e| e["text"].as_str().unwrap_or("").to_owned())
         .collect();
     assert_eq!(typed.len(), 1, "{typed:?}");
-    assert!(typed[0].starts_with("[repowire] 1 new message from @alpha"), "{typed:?}");
+    assert!(
+        typed[0].starts_with("[repowire] 1 new message from @alpha"),
+        "{typed:?}"
+    );
 
     let injected = eventually("ask injected", || {
         let s = peer_status(&home, &cid);
@@ -66,15 +82,22 @@ async fn two_agents_ask_and_ack_with_honest_delivery_states() {
     assert_eq!(injected["message"]["kind"], "ask");
 
     // Beta acks with a reply through its own tool call.
-    beta.submit(&tmux, &format!("/run {repowire} peer ack {cid} -m 'port 8080'"));
-    let tool = beta.wait("the ack tool call", |e| e["event"] == "tool").await;
+    beta.submit(
+        &tmux,
+        &format!("/run {repowire} peer ack {cid} -m 'port 8080'"),
+    );
+    let tool = beta
+        .wait("the ack tool call", |e| e["event"] == "tool")
+        .await;
     assert_eq!(tool["exit"], 0, "{tool}");
 
     // Alpha gets the reply (woken, through context) and the ask's history is complete.
     alpha
         .wait("the reply in alpha's context", |e| {
             e["event"] == "context"
-                && e["text"].as_str().is_some_and(|t| t.contains("port 8080") && t.contains(&format!("[reply to #{cid}]")))
+                && e["text"].as_str().is_some_and(|t| {
+                    t.contains("port 8080") && t.contains(&format!("[reply to #{cid}]"))
+                })
         })
         .await;
     let done = eventually("ask acked", || {
@@ -86,13 +109,168 @@ async fn two_agents_ask_and_ack_with_honest_delivery_states() {
     let order = ["queued", "accepted", "delivered", "injected", "acked"];
     let positions: Vec<usize> = order
         .iter()
-        .map(|s| seen.iter().position(|x| x == s).unwrap_or_else(|| panic!("{s} missing in {seen:?}")))
+        .map(|s| {
+            seen.iter()
+                .position(|x| x == s)
+                .unwrap_or_else(|| panic!("{s} missing in {seen:?}"))
+        })
         .collect();
     assert!(positions.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
     assert_eq!(done["message"]["reply"], "port 8080");
     if std::env::var_os("E2E_DUMP").is_some() {
-        for e in alpha.events().iter().chain(beta.events().iter()) { eprintln!("{e}"); }
+        for e in alpha.events().iter().chain(beta.events().iter()) {
+            eprintln!("{e}");
+        }
         eprintln!("{}", home.log());
     }
     drop(tmux);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_agent_is_not_typed_over_and_gets_the_ask_at_its_turn_boundary_with_reminders() {
+    let tmux = Tmux::start();
+    let home = Home::new(None);
+    home.install_and_start();
+    let alpha = home.agent(&tmux, "alpha");
+    let beta = home.agent(&tmux, "beta");
+    alpha.hook_done("SessionStart", 1).await;
+    beta.hook_done("SessionStart", 1).await;
+
+    // Beta starts a long turn; its UserPromptSubmit hook has marked it busy.
+    beta.submit(&tmux, "/busy");
+    beta.wait("beta busy", |e| e["event"] == "busy").await;
+
+    // Sent through the daemon API, as alpha.
+    let sent = repowire::api::call(
+        &home.repowire_home().join("daemon.sock"),
+        &repowire::api::Request::Send(repowire::api::Outgoing {
+            from: Some("alpha".into()),
+            kind: repowire::api::SendKind::Ask,
+            to: Some("beta".into()),
+            circle: None,
+            text: "can you review PR 12?".into(),
+            reply_to: None,
+        }),
+        std::time::Duration::from_secs(10),
+    )
+    .expect("send through the daemon API");
+    assert_eq!(sent["state"], "accepted", "{sent}");
+    let cid = sent["correlation_id"].as_str().expect("cid").to_owned();
+    eventually("ask delivered to beta's daemon", || {
+        states(&peer_status(&home, &cid))
+            .contains(&"delivered".to_owned())
+            .then_some(())
+    })
+    .await;
+    // The daemon decided not to wake a busy agent when the message arrived (the decision is
+    // made on arrival, so the state above is enough to know it was made).
+    assert!(
+        !home.json(&["daemon", "status"])["wakes"]
+            .as_object()
+            .is_some_and(|w| w.values().any(|o| o["outcome"] == "woken"))
+    );
+
+    // The turn ends: the Stop hook continues the agent with the ask (no keystrokes).
+    beta.release();
+    let cont = beta
+        .wait("the ask via the Stop hook", |e| e["event"] == "continue")
+        .await;
+    let reason = cont["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.contains("can you review PR 12?") && reason.contains(&cid),
+        "{reason}"
+    );
+    beta.hook_done("Stop", 2).await; // the second Stop (stop_hook_active) does not block again
+    assert_eq!(
+        beta.events()
+            .iter()
+            .filter(|e| e["event"] == "continue")
+            .count(),
+        1
+    );
+    assert!(
+        !beta
+            .events()
+            .iter()
+            .any(|e| e["event"] == "input_while_busy"),
+        "something was typed into the busy agent: {:?}",
+        beta.events()
+    );
+    eventually("ask injected", || {
+        states(&peer_status(&home, &cid))
+            .contains(&"injected".to_owned())
+            .then_some(())
+    })
+    .await;
+
+    // Until acked, every new turn carries a reminder.
+    for (n, prompt) in [(2, "next task"), (3, "another task")] {
+        beta.submit(&tmux, prompt);
+        beta.hook_done("UserPromptSubmit", n).await;
+        let reminder = beta
+            .events()
+            .iter()
+            .rev()
+            .find(|e| e["event"] == "context")
+            .cloned();
+        let text = reminder
+            .as_ref()
+            .and_then(|r| r["text"].as_str())
+            .unwrap_or("");
+        assert!(
+            text.contains("Reminder") && text.contains(&cid),
+            "turn {n}: {text}"
+        );
+    }
+    home.ok(&["peer", "ack", &cid, "--from", "beta", "-m", "looks good"]);
+    eventually("ask acked", || {
+        (peer_status(&home, &cid)["message"]["state"] == "acked").then_some(())
+    })
+    .await;
+    beta.submit(&tmux, "after the ack");
+    beta.hook_done("UserPromptSubmit", 4).await;
+    let events = beta.events();
+    let last_prompt = events
+        .iter()
+        .rposition(|e| e["event"] == "prompt")
+        .expect("prompt");
+    assert!(
+        !events[last_prompt..]
+            .iter()
+            .any(|e| e["event"] == "context"),
+        "a reminder after the ack: {:?}",
+        &events[last_prompt..]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_exit_quietly_when_the_daemon_is_down() {
+    let home = Home::new(None);
+    let mut child = std::process::Command::new(bin("repowire"))
+        .args(["hook", "prompt-submit"])
+        .envs(home.env())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("hook");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(br#"{"session_id":"s1","hook_event_name":"UserPromptSubmit","prompt":"hi","cwd":"/tmp"}"#)
+        .expect("write");
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success());
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

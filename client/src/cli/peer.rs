@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Subcommand;
 use serde_json::Value;
 
-use crate::api::{Request, SendKind};
+use crate::api::{Outgoing, Request, SendKind};
 use crate::config::Config;
 
 /// Peer commands.
@@ -202,14 +202,14 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
         } => {
             let sent = super::call(
                 config,
-                &Request::Send {
+                &Request::Send(Outgoing {
                     from,
                     kind: SendKind::Ask,
                     to: Some(name.clone()),
                     circle,
                     text,
                     reply_to,
-                },
+                }),
                 TIMEOUT,
             )?;
             let cid = sent
@@ -273,14 +273,14 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
         } => {
             let sent = super::call(
                 config,
-                &Request::Send {
+                &Request::Send(Outgoing {
                     from,
                     kind: SendKind::Notify,
                     to: Some(name.clone()),
                     circle,
                     text,
                     reply_to: None,
-                },
+                }),
                 TIMEOUT,
             )?;
             print_sent(&sent, json, &format!("notification to {name}"))?;
@@ -288,14 +288,14 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
         PeerCommand::Broadcast { text, from, json } => {
             let sent = super::call(
                 config,
-                &Request::Send {
+                &Request::Send(Outgoing {
                     from,
                     kind: SendKind::Broadcast,
                     to: None,
                     circle: None,
                     text,
                     reply_to: None,
-                },
+                }),
                 TIMEOUT,
             )?;
             print_sent(&sent, json, "broadcast")?;

@@ -52,6 +52,8 @@ pub struct Daemon {
     prompts: Mutex<HashMap<String, watch::Sender<u64>>>,
     /// Sessions with a wake in progress.
     waking: Mutex<HashSet<String>>,
+    /// The last wake attempt per session, for `status` (why an agent was or was not woken).
+    wakes: Mutex<HashMap<String, wake::WakeOutcome>>,
     /// Stops everything.
     pub shutdown: CancellationToken,
     /// Base URL of the relay in use (embedded or configured).
@@ -94,6 +96,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         replies: Notify::new(),
         prompts: Mutex::new(HashMap::new()),
         waking: Mutex::new(HashSet::new()),
+        wakes: Mutex::new(HashMap::new()),
         shutdown: shutdown.clone(),
         relay_base: endpoint.base.clone(),
     });

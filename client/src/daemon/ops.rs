@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::link::LinkError;
 use super::store::{SentRow, SessionRow, now_ms};
 use super::{CLI_SESSION, Daemon, RELAY_TIMEOUT};
-use crate::api::{ApiError, SendKind};
+use crate::api::{ApiError, Outgoing, SendKind};
 
 /// An error from the relay as an API error (keeps the protocol code and the candidates).
 pub fn relay_error(e: &ErrorFrame) -> ApiError {
@@ -111,17 +111,16 @@ impl Daemon {
 
     /// Sends an ask, notify or broadcast. The frame is durable in the outbox before it goes
     /// out; the answer says `accepted` only when the relay said so, else `queued`.
-    pub async fn send(
-        &self,
-        from: Option<&str>,
-        caller_pid: Option<u32>,
-        kind: SendKind,
-        to: Option<String>,
-        circle: Option<String>,
-        text: String,
-        reply_to: Option<String>,
-    ) -> Result<Value, ApiError> {
-        let (_, peer) = self.registered_actor(from, caller_pid).await?;
+    pub async fn send(&self, out: Outgoing, caller_pid: Option<u32>) -> Result<Value, ApiError> {
+        let Outgoing {
+            from,
+            kind,
+            to,
+            circle,
+            text,
+            reply_to,
+        } = out;
+        let (_, peer) = self.registered_actor(from.as_deref(), caller_pid).await?;
         let from = PeerId(peer.clone());
         let need_to = || {
             to.clone()
@@ -342,6 +341,7 @@ impl Daemon {
             "link": self.link.state(),
             "outbox": outbox,
             "sessions": sessions,
+            "wakes": self.wake_outcomes(),
         }))
     }
 }

@@ -106,18 +106,7 @@ async fn handle(
                 .peers(from.as_deref(), pid, include_offline, all_circles, circle)
                 .await
         }
-        Request::Send {
-            from,
-            kind,
-            to,
-            circle,
-            text,
-            reply_to,
-        } => {
-            daemon
-                .send(from.as_deref(), pid, kind, to, circle, text, reply_to)
-                .await
-        }
+        Request::Send(out) => daemon.send(out, pid).await,
         Request::Ack {
             from,
             correlation_id,

@@ -4,6 +4,7 @@
 //! run the registered agent, copy-mode is left first, text goes through a named buffer with
 //! bracketed paste, Enter is its own step, and the submit is verified by the hook firing.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +18,19 @@ const ENTER_GAP: Duration = Duration::from_millis(150);
 const VERIFY: Duration = Duration::from_secs(5);
 /// Enter presses before giving up (the paste is typed once).
 const ATTEMPTS: usize = 2;
+
+/// How the last wake attempt of a session ended.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct WakeOutcome {
+    /// When it ended, milliseconds since the Unix epoch.
+    pub at_ms: i64,
+    /// `woken`, `refused` (the pane may not be typed into), `unconfirmed` (no prompt-submit
+    /// followed) or `failed` (tmux failed).
+    pub outcome: &'static str,
+    /// Why, for anything but `woken`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
 
 /// Why a pane may not be typed into.
 pub async fn check_pane(session: &SessionRow) -> Result<(), String> {
@@ -75,22 +89,44 @@ impl Daemon {
         let me = self.clone();
         tokio::spawn(async move {
             let id = session.session_id.clone();
-            me.wake(session).await;
+            if let Some((outcome, reason)) = me.wake(session).await {
+                let outcome = WakeOutcome {
+                    at_ms: super::store::now_ms(),
+                    outcome,
+                    reason,
+                };
+                me.wakes.lock().unwrap().insert(id.clone(), outcome);
+            }
             me.waking.lock().unwrap().remove(&id);
         });
     }
 
-    async fn wake(&self, session: SessionRow) {
-        let Some(peer) = session.peer_id.clone() else {
-            return;
-        };
+    /// The last wake outcome of every session.
+    pub fn wake_outcomes(&self) -> HashMap<String, WakeOutcome> {
+        self.wakes.lock().unwrap().clone()
+    }
+
+    /// One wake attempt; `None` when there was nothing to do.
+    async fn wake(&self, session: SessionRow) -> Option<(&'static str, Option<String>)> {
+        let peer = session.peer_id.clone()?;
         let queued = match self.store.queued(&peer).await {
             Ok(q) if !q.is_empty() => q,
-            _ => return,
+            _ => return None,
         };
+        if let Some(pid) = session.agent_pid
+            && !crate::procinfo::alive(pid as u32)
+        {
+            let _ = self.end_session(&session).await;
+            return Some((
+                "refused",
+                Some(format!(
+                    "the agent process {pid} has exited; its session ended and its queued messages were reported failed"
+                )),
+            ));
+        }
         if let Err(reason) = check_pane(&session).await {
             tracing::warn!(session = %session.session_id, %reason, "not typing into the pane; messages wait for the next turn");
-            return;
+            return Some(("refused", Some(reason)));
         }
         let pane = session.pane.clone().unwrap_or_default();
         let socket = session.tmux_socket.as_deref();
@@ -112,7 +148,7 @@ impl Daemon {
             && let Err(error) = tmux::leave_mode(socket, &pane).await
         {
             tracing::warn!(%error, "could not leave copy-mode");
-            return;
+            return Some(("failed", Some(error.to_string())));
         }
         let scratch = self
             .settings
@@ -121,18 +157,18 @@ impl Daemon {
         let buffer = format!("repowire-{}", peer);
         if let Err(error) = tmux::paste(socket, &pane, &buffer, &prompt, &scratch).await {
             tracing::warn!(%error, "paste into the pane failed");
-            return;
+            return Some(("failed", Some(error.to_string())));
         }
         for attempt in 1..=ATTEMPTS {
             tokio::time::sleep(ENTER_GAP).await;
             if let Err(error) = tmux::enter(socket, &pane).await {
                 tracing::warn!(%error, "pressing Enter failed");
-                return;
+                return Some(("failed", Some(error.to_string())));
             }
             match tokio::time::timeout(VERIFY, prompts.changed()).await {
                 Ok(Ok(())) => {
                     tracing::info!(session = %session.session_id, %pane, "agent woken");
-                    return;
+                    return Some(("woken", None));
                 }
                 _ => {
                     tracing::warn!(session = %session.session_id, attempt, "no prompt-submit after Enter")
@@ -141,10 +177,14 @@ impl Daemon {
             // Still idle and still unsubmitted? Only then press Enter again.
             match self.store.session(&session.session_id).await {
                 Ok(Some(s)) if s.turn_state == "idle" => {}
-                _ => return,
+                _ => return Some(("woken", None)),
             }
         }
         tracing::warn!(session = %session.session_id, "wake not confirmed; messages wait for the next turn");
+        Some((
+            "unconfirmed",
+            Some("no UserPromptSubmit hook followed the wake-up prompt".into()),
+        ))
     }
 }
 

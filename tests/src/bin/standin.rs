@@ -60,8 +60,13 @@ fn main() {
         hooks,
         input: rx,
     };
-    agent.record(json!({ "event": "start", "pid": std::process::id(), "session_id": agent.session_id }));
-    agent.hook("SessionStart", json!({ "source": "startup", "model": "standin" }));
+    agent.record(
+        json!({ "event": "start", "pid": std::process::id(), "session_id": agent.session_id }),
+    );
+    agent.hook(
+        "SessionStart",
+        json!({ "source": "startup", "model": "standin" }),
+    );
     agent.run();
     let _ = Command::new("stty").arg("sane").status();
 }
@@ -133,7 +138,12 @@ impl Agent {
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .flat_map(|m| m.get("hooks").and_then(Value::as_array).cloned().unwrap_or_default())
+            .flat_map(|m| {
+                m.get("hooks")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default()
+            })
             .filter_map(|h| {
                 Some((
                     h.get("command")?.as_str()?.to_owned(),
@@ -152,7 +162,9 @@ impl Agent {
             {
                 Ok(c) => c,
                 Err(e) => {
-                    self.record(json!({ "event": "hook_error", "hook": event, "error": e.to_string() }));
+                    self.record(
+                        json!({ "event": "hook_error", "hook": event, "error": e.to_string() }),
+                    );
                     continue;
                 }
             };
@@ -259,8 +271,12 @@ impl Agent {
                 json!({ "stop_hook_active": continuing, "last_assistant_message": reply }),
             );
             let Some(reason) = outputs.iter().find_map(|o| {
-                (o.get("decision").and_then(Value::as_str) == Some("block"))
-                    .then(|| o.get("reason").and_then(Value::as_str).unwrap_or("").to_owned())
+                (o.get("decision").and_then(Value::as_str) == Some("block")).then(|| {
+                    o.get("reason")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned()
+                })
             }) else {
                 break;
             };
@@ -274,7 +290,10 @@ impl Agent {
 
     fn respond(&mut self, prompt: &str) -> String {
         let reply = if let Some(cmd) = prompt.strip_prefix("/run ") {
-            let out = Command::new("sh").args(["-c", cmd]).stdin(Stdio::null()).output();
+            let out = Command::new("sh")
+                .args(["-c", cmd])
+                .stdin(Stdio::null())
+                .output();
             let (code, stdout, stderr) = match out {
                 Ok(o) => (
                     o.status.code(),
