@@ -71,7 +71,7 @@ fn shell_quote(s: &str) -> String {
     }
 }
 
-/// True for a hook entry this program installed: every command is `… repowire … hook <event>`.
+/// True for a hook entry this program installed: every command is `<…/repowire> [--home H] hook <event>`.
 fn is_ours(entry: &Value) -> bool {
     let Some(hooks) = entry.get("hooks").and_then(Value::as_array) else {
         return false;
@@ -79,13 +79,27 @@ fn is_ours(entry: &Value) -> bool {
     !hooks.is_empty()
         && hooks.iter().all(|h| {
             h.get("command").and_then(Value::as_str).is_some_and(|c| {
-                let mut words = c.split_whitespace();
-                words
-                    .next()
-                    .is_some_and(|bin| bin.trim_matches('\'').ends_with("repowire"))
-                    && c.contains(" hook ")
+                let (program, rest) = split_program(c);
+                (program.ends_with("/repowire") || program == "repowire")
+                    && rest.split_whitespace().any(|w| w == "hook")
             })
         })
+}
+
+/// The program of a command line (unquoting a single-quoted one) and the rest.
+fn split_program(command: &str) -> (String, &str) {
+    let c = command.trim_start();
+    if let Some(quoted) = c.strip_prefix('\'') {
+        match quoted.find('\'') {
+            Some(end) => (quoted[..end].to_owned(), &quoted[end + 1..]),
+            None => (quoted.to_owned(), ""),
+        }
+    } else {
+        match c.find(char::is_whitespace) {
+            Some(end) => (c[..end].to_owned(), &c[end..]),
+            None => (c.to_owned(), ""),
+        }
+    }
 }
 
 /// Settings with our hooks merged in (replacing our earlier entry in place).
