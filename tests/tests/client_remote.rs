@@ -76,11 +76,44 @@ async fn two_daemons_through_one_relay_ask_ack_and_survive_a_relay_outage() {
     })
     .await;
 
+    // Api starts a long turn and a notification reaches its daemon meanwhile.
+    api.submit(&tmux, "/busy");
+    api.wait("api busy", |e| e["event"] == "busy").await;
+    let early = laptop.json(&[
+        "peer",
+        "notify",
+        "api",
+        "handed over during the outage",
+        "--from",
+        "web",
+    ]);
+    let early_id = early["message_id"].as_str().expect("id").to_owned();
+    eventually("delivered to api's daemon", || {
+        states(&laptop, &early_id)
+            .contains(&"delivered".into())
+            .then_some(())
+    })
+    .await;
+
     // The relay goes away. A message sent meanwhile is queued, and says so.
     relay.signal("TERM");
     relay.wait(Duration::from_secs(15)).await;
     eventually("laptop notices the outage", || {
         (link_state(&laptop) == "connecting").then_some(())
+    })
+    .await;
+    eventually("desktop notices the outage", || {
+        (link_state(&desktop) == "connecting").then_some(())
+    })
+    .await;
+    // Api's turn ends while the relay is down: it gets the notification through its Stop hook;
+    // the `injected` receipt waits for the link to return.
+    api.release();
+    api.wait("handed over at the turn boundary", |e| {
+        e["event"] == "continue"
+            && e["reason"]
+                .as_str()
+                .is_some_and(|t| t.contains("handed over during the outage"))
     })
     .await;
     let queued = laptop.json(&[
@@ -115,6 +148,12 @@ async fn two_daemons_through_one_relay_ask_ack_and_survive_a_relay_outage() {
     })
     .await;
     assert_eq!(laptop.json(&["daemon", "status"])["outbox"], 0);
+    eventually("the receipt kept during the outage arrives", || {
+        states(&laptop, &early_id)
+            .contains(&"injected".into())
+            .then_some(())
+    })
+    .await;
     let seen = api
         .events()
         .iter()

@@ -270,7 +270,7 @@ impl Daemon {
             .await
             .map_err(ops::store_error)?;
         for id in &ids {
-            self.receipt(peer, id, ReceiptState::Injected, None);
+            self.receipt(peer, id, ReceiptState::Injected, None).await;
         }
         Ok(Some(text))
     }

@@ -213,6 +213,7 @@ impl Daemon {
         if let Some(turn) = turn {
             self.set_turn_remote(peer.peer_id.as_str(), turn);
         }
+        self.send_pending_receipts(peer.peer_id.as_str()).await;
         let mut row = session.clone();
         row.peer_id = Some(peer.peer_id.0.clone());
         row.name = Some(peer.name.clone());
@@ -360,7 +361,8 @@ impl Daemon {
                 return;
             }
         };
-        self.receipt(d.to.as_str(), &message_id, ReceiptState::Delivered, None);
+        self.receipt(d.to.as_str(), &message_id, ReceiptState::Delivered, None)
+            .await;
         if !fresh {
             return;
         }
@@ -374,40 +376,70 @@ impl Daemon {
         self.clone().maybe_wake(d.to.as_str()).await;
     }
 
-    /// Sends a receipt (idempotent; no answer on success).
-    pub fn receipt(
+    /// Sends a receipt (idempotent; no answer on success). An `injected` or `failed` receipt
+    /// that cannot be sent now is remembered and sent after the next registration; a
+    /// `delivered` one needs no memory: the relay pushes the entry again until it gets it.
+    pub async fn receipt(
         &self,
         peer_id: &str,
         message_id: &str,
         state: ReceiptState,
         reason: Option<String>,
     ) {
-        let Ok(message_id) = message_id.parse() else {
+        let Ok(id) = message_id.parse() else {
             return;
         };
-        self.link.send(&Frame::new(Body::Receipt(Receipt {
+        let sent = self.link.send(&Frame::new(Body::Receipt(Receipt {
             peer_id: PeerId(peer_id.to_owned()),
-            message_id,
+            message_id: id,
             state,
             reason,
         })));
+        tracing::debug!(peer = peer_id, msg = message_id, ?state, sent, "receipt");
+        if !sent && state != ReceiptState::Delivered {
+            let _ = self.store.set_receipt_pending(message_id, true).await;
+        }
+    }
+
+    /// Sends the receipts a peer could not send while the link was down.
+    async fn send_pending_receipts(&self, peer_id: &str) {
+        let Ok(rows) = self.store.pending_receipts(peer_id).await else {
+            return;
+        };
+        for (message_id, state, reason) in rows {
+            let Ok(id) = message_id.parse() else { continue };
+            let (state, reason) = match state.as_str() {
+                "failed" => (
+                    ReceiptState::Failed,
+                    reason.or(Some("not delivered to the agent".into())),
+                ),
+                _ => (ReceiptState::Injected, None),
+            };
+            let receipt = Frame::new(Body::Receipt(Receipt {
+                peer_id: PeerId(peer_id.to_owned()),
+                message_id: id,
+                state,
+                reason,
+            }));
+            if !self.link.send(&receipt) {
+                return;
+            }
+            let _ = self.store.set_receipt_pending(&message_id, false).await;
+        }
     }
 
     /// Ends a session: unregisters its peer and fails what can no longer reach its agent.
     pub async fn end_session(&self, session: &SessionRow) -> Result<(), crate::api::ApiError> {
         if let Some(peer) = &session.peer_id {
+            let reason = "the agent session ended before the message reached it";
             for id in self
                 .store
-                .fail_queued(peer)
+                .fail_queued(peer, reason)
                 .await
                 .map_err(ops::store_error)?
             {
-                self.receipt(
-                    peer,
-                    &id,
-                    ReceiptState::Failed,
-                    Some("the agent session ended before the message reached it".into()),
-                );
+                self.receipt(peer, &id, ReceiptState::Failed, Some(reason.into()))
+                    .await;
             }
             let _ = self
                 .link

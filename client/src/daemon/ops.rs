@@ -317,7 +317,8 @@ impl Daemon {
                         &row.message_id,
                         repowire_protocol::ReceiptState::Injected,
                         None,
-                    );
+                    )
+                    .await;
                 }
                 let message: Value = serde_json::from_str(&row.body).unwrap_or(Value::Null);
                 return Ok(json!({ "state": "replied", "correlation_id": cid, "reply": message }));

@@ -42,7 +42,10 @@ CREATE TABLE IF NOT EXISTS inbox (
     state          TEXT NOT NULL,
     closed         INTEGER NOT NULL DEFAULT 0,
     received_at_ms INTEGER NOT NULL,
-    handed_at_ms   INTEGER
+    handed_at_ms   INTEGER,
+    -- An injected/failed receipt that could not be sent (link down): sent after reconnecting.
+    receipt_pending INTEGER NOT NULL DEFAULT 0,
+    fail_reason    TEXT
 );
 CREATE INDEX IF NOT EXISTS inbox_peer_state ON inbox(peer_id, state);
 CREATE TABLE IF NOT EXISTS outbox (
@@ -323,12 +326,36 @@ impl Store {
         Ok(())
     }
 
+    /// Remembers that the receipt for this message's current state still has to be sent.
+    pub async fn set_receipt_pending(&self, message_id: &str, pending: bool) -> Result<()> {
+        sqlx::query("UPDATE inbox SET receipt_pending = ? WHERE message_id = ?")
+            .bind(pending)
+            .bind(message_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Messages of a peer whose receipt is still to be sent: (message id, state, reason).
+    pub async fn pending_receipts(
+        &self,
+        peer_id: &str,
+    ) -> Result<Vec<(String, String, Option<String>)>> {
+        sqlx::query_as(
+            "SELECT message_id, state, fail_reason FROM inbox WHERE peer_id = ? AND receipt_pending = 1 ORDER BY seq",
+        )
+        .bind(peer_id)
+        .fetch_all(&self.pool)
+        .await
+    }
+
     /// Queued messages of a peer whose session ended: they can no longer reach the agent.
-    pub async fn fail_queued(&self, peer_id: &str) -> Result<Vec<String>> {
+    pub async fn fail_queued(&self, peer_id: &str, reason: &str) -> Result<Vec<String>> {
         let ids: Vec<(String,)> = sqlx::query_as(
-            "UPDATE inbox SET state = 'failed', handed_at_ms = ? WHERE peer_id = ? AND state = 'queued' RETURNING message_id",
+            "UPDATE inbox SET state = 'failed', handed_at_ms = ?, fail_reason = ? WHERE peer_id = ? AND state = 'queued' RETURNING message_id",
         )
         .bind(now_ms())
+        .bind(reason)
         .bind(peer_id)
         .fetch_all(&self.pool)
         .await?;
