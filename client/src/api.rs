@@ -71,6 +71,22 @@ pub enum Request {
     },
     /// The sessions this daemon hosts.
     Sessions,
+    /// Panes of a tmux server and which session each belongs to.
+    Panes {
+        /// `TMUX` of the caller (selects the server); default server when absent.
+        #[serde(default)]
+        tmux: Option<String>,
+    },
+    /// Adopt an agent running in a pane that never registered.
+    Link {
+        /// `%N`.
+        pane: String,
+        /// Agent runtime.
+        backend: String,
+        /// `TMUX` of the caller.
+        #[serde(default)]
+        tmux: Option<String>,
+    },
     /// Stop the daemon.
     Shutdown,
 }

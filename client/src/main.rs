@@ -33,6 +33,23 @@ enum Command {
         #[command(subcommand)]
         command: cli::peer::PeerCommand,
     },
+    /// Local agent sessions.
+    Session {
+        #[command(subcommand)]
+        command: cli::session::SessionCommand,
+    },
+    /// Adopt an agent running in a tmux pane that never registered (fail-closed).
+    Link {
+        /// The pane (`%N`).
+        #[arg(long)]
+        pane: String,
+        /// The agent runtime.
+        #[arg(long, default_value = "claude-code")]
+        backend: String,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
     /// Install the Claude Code hooks and MCP server entry.
     Setup(cli::setup::SetupArgs),
     /// Remove what `setup` installed, keeping everything else.
@@ -63,6 +80,12 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Daemon { action } => cli::daemon::run(&cli.config, action),
         Command::Peer { command } => cli::peer::run(&cli.config, command),
+        Command::Session { command } => cli::session::run(&cli.config, command),
+        Command::Link {
+            pane,
+            backend,
+            json,
+        } => cli::session::link(&cli.config, pane, backend, json),
         Command::Setup(args) => cli::setup::setup(&cli.config, &args),
         Command::Uninstall(args) => cli::setup::uninstall(&cli.config, &args),
         Command::Status => cli::setup::status(&cli.config),

@@ -47,6 +47,43 @@ pub fn agent_of_hook(hook_pid: u32) -> Option<u32> {
         .find(|&p| comm(p).is_none_or(|c| !SHELLS.contains(&c.as_str())))
 }
 
+/// `pid` and its descendants, breadth first (from a scan of /proc).
+pub fn tree(pid: u32) -> Vec<u32> {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for entry in dir.flatten() {
+            if let Some(p) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+                && let Some(pp) = parent(p)
+            {
+                parents.push((p, pp));
+            }
+        }
+    }
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        let current = out[i];
+        out.extend(
+            parents
+                .iter()
+                .filter(|(_, pp)| *pp == current)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    out
+}
+
+/// The first process of `pid`'s tree that is not a shell: the program a pane runs.
+pub fn program_in(pid: u32) -> Option<u32> {
+    tree(pid)
+        .into_iter()
+        .find(|&p| comm(p).is_some_and(|c| !SHELLS.contains(&c.as_str())))
+}
+
 /// True if `ancestor` is `pid` or one of its ancestors.
 pub fn is_self_or_ancestor(ancestor: u32, pid: u32) -> bool {
     ancestor == pid || ancestors(pid).contains(&ancestor)

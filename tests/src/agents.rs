@@ -184,6 +184,11 @@ impl Home {
 
     /// Runs `repowire ARGS` as this user.
     pub fn repowire(&self, args: &[&str]) -> Output {
+        self.repowire_in(None, args)
+    }
+
+    /// Runs `repowire ARGS` as this user, inside `tmux` (its `TMUX` set) when given.
+    pub fn repowire_in(&self, tmux: Option<&Tmux>, args: &[&str]) -> Output {
         let mut c = Command::new(bin("repowire"));
         c.args(args)
             .stdin(Stdio::null())
@@ -191,6 +196,9 @@ impl Home {
             .env_remove("TMUX_PANE");
         for (k, v) in self.env() {
             c.env(k, v);
+        }
+        if let Some(t) = tmux {
+            c.env("TMUX", t.tmux_env());
         }
         c.output().expect("repowire")
     }

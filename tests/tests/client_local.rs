@@ -274,3 +274,73 @@ async fn hooks_exit_quietly_when_the_daemon_is_down() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_started_before_the_daemon_is_linked_fail_closed_and_then_reached() {
+    let tmux = Tmux::start();
+    let home = Home::new(None);
+    home.ok(&["setup", "--non-interactive"]);
+    // The agent starts while no daemon runs: its SessionStart hook finds nobody.
+    let late = home.agent(&tmux, "late");
+    late.hook_done("SessionStart", 1).await;
+    assert!(late.context().is_empty());
+    let shell = tmux.spawn(home.path(), &home.env(), &["sh".into()]);
+    home.ok(&["daemon", "start"]);
+
+    let json = |args: &[&str]| -> Value {
+        let out = home.repowire_in(Some(&tmux), args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("json")
+    };
+    let panes = json(&["session", "list", "--all", "--json"]);
+    let entry = |panes: &Value, pane: &str| {
+        panes
+            .as_array()
+            .and_then(|a| a.iter().find(|p| p["pane"] == pane).cloned())
+            .expect("pane listed")
+    };
+    assert_eq!(entry(&panes, &late.pane)["state"], "other");
+    assert_eq!(entry(&panes, &late.pane)["program"], "repowire-standi");
+
+    // A pane that only runs a shell is refused, and nothing is kept.
+    let refused = home.repowire_in(Some(&tmux), &["link", "--pane", &shell]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("runs only a shell"));
+
+    let linked = json(&["link", "--pane", &late.pane, "--json"]);
+    let peer = linked["peer_id"].as_str().expect("peer id").to_owned();
+    assert_eq!(linked["name"], "late");
+    let again = home.repowire_in(Some(&tmux), &["link", "--pane", &late.pane]);
+    assert!(!again.status.success(), "linking twice must be refused");
+    assert_eq!(
+        entry(&json(&["session", "list", "--json"]), &late.pane)["state"],
+        "registered"
+    );
+
+    // Reached like any agent: woken, and its hooks now carry the same peer.
+    home.ok(&["peer", "notify", "late", "welcome aboard"]);
+    late.wait("the notification", |e| {
+        e["event"] == "context"
+            && e["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("welcome aboard"))
+    })
+    .await;
+    let sessions = home.json(&["daemon", "status"])["sessions"].clone();
+    let mine: Vec<&Value> = sessions
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .filter(|s| s["pane"] == late.pane.as_str())
+        .collect();
+    assert_eq!(mine.len(), 1, "{sessions}");
+    assert_eq!(mine[0]["peer_id"], peer.as_str());
+    assert_ne!(
+        mine[0]["session_id"].as_str().unwrap_or(""),
+        linked["session_id"].as_str().unwrap_or("")
+    );
+}

@@ -3,6 +3,7 @@
 pub mod daemon;
 pub mod hook;
 pub mod peer;
+pub mod session;
 pub mod setup;
 
 use std::time::Duration;

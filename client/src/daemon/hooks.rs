@@ -114,12 +114,28 @@ impl Daemon {
 
     /// Records a runtime session from a hook and registers its peer.
     async fn adopt(&self, session_id: &str, call: &HookCall<'_>) -> Result<SessionRow, ApiError> {
-        let existing = self
+        let agent_pid = call.hook_pid.and_then(crate::procinfo::agent_of_hook);
+        let mut existing = self
             .store
             .session(session_id)
             .await
             .map_err(ops::store_error)?;
-        let agent_pid = call.hook_pid.and_then(crate::procinfo::agent_of_hook);
+        if existing.is_none()
+            && let Some(pid) = agent_pid
+            && let Some(linked) = self
+                .store
+                .session_of_agent(i64::from(pid), session_id)
+                .await
+                .map_err(ops::store_error)?
+        {
+            // The same agent process, registered earlier by `repowire link`: its hooks now
+            // name the runtime's own session id, and the peer carries over.
+            self.store
+                .delete_session(&linked.session_id)
+                .await
+                .map_err(ops::store_error)?;
+            existing = Some(linked);
+        }
         let row = SessionRow {
             session_id: session_id.to_owned(),
             backend: "claude-code".into(),

@@ -11,6 +11,7 @@ pub mod embedded;
 pub mod hooks;
 pub mod link;
 pub mod ops;
+pub mod panes;
 pub mod server;
 pub mod store;
 pub mod wake;

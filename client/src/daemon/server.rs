@@ -133,6 +133,24 @@ async fn handle(
                 .map_err(super::ops::store_error)?;
             Ok(json!(sessions))
         }
+        Request::Panes { tmux } => {
+            daemon
+                .panes(tmux.as_deref().and_then(crate::tmux::socket_of).as_deref())
+                .await
+        }
+        Request::Link {
+            pane,
+            backend,
+            tmux,
+        } => {
+            daemon
+                .link(
+                    &pane,
+                    &backend,
+                    tmux.as_deref().and_then(crate::tmux::socket_of).as_deref(),
+                )
+                .await
+        }
         Request::Shutdown => {
             daemon.shutdown.cancel();
             Ok(json!({ "stopping": true }))

@@ -234,6 +234,31 @@ impl Store {
         Ok(())
     }
 
+    /// Forgets a session (a link that could not be completed).
+    pub async fn delete_session(&self, session_id: &str) -> Result<()> {
+        sqlx::query("DELETE FROM sessions WHERE session_id = ?")
+            .bind(session_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The active session of an agent process other than `except`, if any (a linked pane
+    /// whose hooks now report the runtime's own session id).
+    pub async fn session_of_agent(
+        &self,
+        agent_pid: i64,
+        except: &str,
+    ) -> Result<Option<SessionRow>> {
+        sqlx::query_as(
+            "SELECT * FROM sessions WHERE active = 1 AND agent_pid = ? AND session_id <> ?",
+        )
+        .bind(agent_pid)
+        .bind(except)
+        .fetch_optional(&self.pool)
+        .await
+    }
+
     /// Marks a session ended.
     pub async fn end_session(&self, session_id: &str) -> Result<()> {
         sqlx::query("UPDATE sessions SET active = 0, ended_at_ms = ?, turn_state = 'unknown' WHERE session_id = ?")

@@ -1,0 +1,101 @@
+//! `repowire session list` and `repowire link --pane %N`.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Subcommand;
+use serde_json::Value;
+
+use crate::api::Request;
+use crate::config::Config;
+
+/// Session commands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum SessionCommand {
+    /// Local tmux panes running agents, registered or not.
+    List {
+        /// Every pane, not only agents.
+        #[arg(long)]
+        all: bool,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn s(v: &Value, k: &str) -> String {
+    v.get(k).and_then(Value::as_str).unwrap_or("-").to_owned()
+}
+
+/// Runs a session command.
+pub fn run(config: &Config, command: SessionCommand) -> anyhow::Result<ExitCode> {
+    let SessionCommand::List { all, json } = command;
+    let panes = super::call(
+        config,
+        &Request::Panes {
+            tmux: std::env::var("TMUX").ok(),
+        },
+        Duration::from_secs(10),
+    )?;
+    let shown: Vec<Value> = panes
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| all || p["state"] != "other")
+        .collect();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&shown)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if shown.is_empty() {
+        println!("no agent panes (`--all` lists every pane)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<6} {:<16} {:<11} {:<20} PATH",
+        "PANE", "PROGRAM", "STATE", "PEER"
+    );
+    for p in shown {
+        println!(
+            "{:<6} {:<16} {:<11} {:<20} {}",
+            s(&p, "pane"),
+            s(&p, "program"),
+            s(&p, "state"),
+            p.get("name")
+                .and_then(Value::as_str)
+                .map(|n| format!("@{n}"))
+                .unwrap_or("-".into()),
+            s(&p, "path"),
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `repowire link --pane %N`.
+pub fn link(
+    config: &Config,
+    pane: String,
+    backend: String,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let row = super::call(
+        config,
+        &Request::Link {
+            pane: pane.clone(),
+            backend,
+            tmux: std::env::var("TMUX").ok(),
+        },
+        Duration::from_secs(15),
+    )?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&row)?);
+    } else {
+        println!(
+            "linked {pane} as @{} ({})",
+            s(&row, "name"),
+            s(&row, "peer_id")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

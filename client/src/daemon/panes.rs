@@ -1,0 +1,138 @@
+//! Local tmux panes: which run agents, which of those the daemon hosts, and linking an
+//! orphan pane (an agent the daemon missed) — fail-closed: only a pane whose program is not a
+//! shell, and only reported linked once its peer is registered with the relay.
+
+use serde_json::{Value, json};
+
+use super::store::{SessionRow, now_ms};
+use super::{Daemon, ops};
+use crate::api::ApiError;
+use crate::tmux;
+
+/// Program names of agent runtimes, for spotting unregistered agent panes.
+const AGENTS: &[&str] = &["claude", "codex", "gemini", "opencode", "aider", "pi"];
+
+impl Daemon {
+    /// Panes of the tmux server at `socket` (default server when `None`), with the session
+    /// each belongs to.
+    pub async fn panes(&self, socket: Option<&str>) -> Result<Value, ApiError> {
+        let panes = tmux::panes(socket)
+            .await
+            .map_err(|e| ApiError::new("tmux", e.to_string()).hint("is a tmux server running?"))?;
+        let sessions = self
+            .store
+            .active_sessions()
+            .await
+            .map_err(ops::store_error)?;
+        let mut out = Vec::new();
+        for p in panes {
+            let session = sessions.iter().find(|s| {
+                s.pane.as_deref() == Some(p.pane_id.as_str())
+                    && s.agent_pid
+                        .is_some_and(|a| crate::procinfo::is_self_or_ancestor(p.pid, a as u32))
+            });
+            let program = crate::procinfo::program_in(p.pid);
+            let program_name = program.and_then(crate::procinfo::comm);
+            let agent_like = program_name.as_deref().is_some_and(|c| AGENTS.contains(&c));
+            out.push(json!({
+                "pane": p.pane_id,
+                "command": p.command,
+                "path": p.path,
+                "program": program_name,
+                "program_pid": program,
+                "state": match (session, agent_like) {
+                    (Some(_), _) => "registered",
+                    (None, true) => "orphan",
+                    (None, false) => "other",
+                },
+                "peer_id": session.and_then(|s| s.peer_id.clone()),
+                "name": session.and_then(|s| s.name.clone()),
+            }));
+        }
+        Ok(Value::Array(out))
+    }
+
+    /// Adopts an agent running in `pane` that never registered.
+    pub async fn link(
+        &self,
+        pane: &str,
+        backend: &str,
+        socket: Option<&str>,
+    ) -> Result<Value, ApiError> {
+        if !repowire_protocol::validate::is_valid_name(backend) {
+            return Err(ApiError::new(
+                "invalid_request",
+                format!("`{backend}` is not a valid backend name"),
+            ));
+        }
+        let info = tmux::pane(socket, pane)
+            .await
+            .map_err(|e| ApiError::new("unknown_pane", format!("no pane {pane}: {e}")))?;
+        if info.dead {
+            return Err(ApiError::new(
+                "unknown_pane",
+                format!("pane {pane} is dead"),
+            ));
+        }
+        let agent = crate::procinfo::program_in(info.pid).ok_or_else(|| {
+            ApiError::new(
+                "not_an_agent",
+                format!(
+                    "pane {pane} runs only a shell (`{}`): nothing to link",
+                    info.command
+                ),
+            )
+            .hint("start the agent in the pane first, or let its SessionStart hook register it")
+        })?;
+        let sessions = self
+            .store
+            .active_sessions()
+            .await
+            .map_err(ops::store_error)?;
+        if let Some(s) = sessions
+            .iter()
+            .find(|s| s.agent_pid == Some(i64::from(agent)))
+        {
+            return Err(ApiError::new(
+                "conflict",
+                format!(
+                    "pane {pane} already runs a registered session (@{})",
+                    s.name.as_deref().unwrap_or("?")
+                ),
+            ));
+        }
+        let row = SessionRow {
+            session_id: format!("linked-{}-{agent}", pane.trim_start_matches('%')),
+            backend: backend.to_owned(),
+            role: "agent".into(),
+            circle: self.settings.circle.clone(),
+            path: Some(info.path.clone()).filter(|p| !p.is_empty()),
+            pane: Some(info.pane_id.clone()),
+            tmux_socket: socket.map(str::to_owned),
+            agent_pid: Some(i64::from(agent)),
+            transcript: None,
+            peer_id: None,
+            name: None,
+            turn_state: "idle".into(),
+            active: true,
+            started_at_ms: now_ms(),
+            ended_at_ms: None,
+        };
+        self.store
+            .upsert_session(&row)
+            .await
+            .map_err(ops::store_error)?;
+        match self.register(&row).await {
+            Ok(row) => Ok(json!(row)),
+            Err(e) => {
+                // No transportless peer is left behind.
+                let _ = self.store.delete_session(&row.session_id).await;
+                Err(ApiError::new(
+                    e.code,
+                    format!("linking failed, nothing was kept: {}", e.message),
+                )
+                .hint("retry once `repowire daemon status` shows the relay link connected"))
+            }
+        }
+    }
+}
