@@ -56,7 +56,13 @@ fn setup_twice_changes_nothing_keeps_user_entries_and_uninstall_restores_them() 
     )
     .expect("write");
 
-    home.ok(&["setup", "--non-interactive"]);
+    home.ok(&["setup", "--non-interactive", "--service"]);
+    let unit_path = home.path().join(".config/systemd/user/repowire.service");
+    let unit = std::fs::read_to_string(&unit_path).expect("service unit");
+    assert!(
+        unit.contains("daemon run") && unit.contains("WantedBy=default.target"),
+        "{unit}"
+    );
     let (first_text, first) = read(&settings);
     let (first_mcp_text, first_mcp) = read(&claude_json);
     assert_eq!(backups(&claude), 1);
@@ -94,7 +100,8 @@ fn setup_twice_changes_nothing_keeps_user_entries_and_uninstall_restores_them() 
     assert_eq!(first_mcp["mcpServers"]["repowire"]["args"], json!(["mcp"]));
 
     // Second run: byte-for-byte the same, no new backups.
-    let again = home.ok(&["setup", "--non-interactive"]);
+    let again = home.ok(&["setup", "--non-interactive", "--service"]);
+    assert_eq!(std::fs::read_to_string(&unit_path).expect("unit"), unit);
     assert!(again.contains("already up to date"), "{again}");
     assert_eq!(read(&settings).0, first_text);
     assert_eq!(read(&claude_json).0, first_mcp_text);
@@ -104,6 +111,7 @@ fn setup_twice_changes_nothing_keeps_user_entries_and_uninstall_restores_them() 
     assert!(status.contains("5/5 installed"), "{status}");
 
     home.ok(&["uninstall"]);
+    assert!(!unit_path.exists());
     assert_eq!(read(&settings).1, user_settings);
     assert_eq!(read(&claude_json).1, user_claude_json);
 }

@@ -22,6 +22,53 @@ pub struct SetupArgs {
     /// Also install the PreToolUse hook.
     #[arg(long)]
     pub pre_tool_use: bool,
+    /// Also write a systemd user service that runs the daemon.
+    #[arg(long)]
+    pub service: bool,
+}
+
+const SERVICE_MARK: &str =
+    "# Installed by `repowire setup --service`; removed by `repowire uninstall`.";
+
+fn service_path() -> PathBuf {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| user_home().join(".config"))
+        .join("systemd/user/repowire.service")
+}
+
+fn service_unit(exe: &str, config: &Config) -> String {
+    let home = config
+        .home
+        .as_ref()
+        .map(|h| format!(" --home {}", shell_quote(&h.to_string_lossy())))
+        .unwrap_or_default();
+    format!(
+        "{SERVICE_MARK}\n[Unit]\nDescription=Repowire daemon (agent sessions talk to each other)\n\n\
+         [Service]\nExecStart={}{home} daemon run\nRestart=on-failure\nRestartSec=2\n\n\
+         [Install]\nWantedBy=default.target\n",
+        shell_quote(exe)
+    )
+}
+
+/// Writes the user service if it differs; true when written.
+fn install_service(exe: &str, config: &Config) -> anyhow::Result<bool> {
+    let path = service_path();
+    let unit = service_unit(exe, config);
+    match std::fs::read_to_string(&path) {
+        Ok(existing) if existing == unit => return Ok(false),
+        Ok(existing) if !existing.starts_with(SERVICE_MARK) => anyhow::bail!(
+            "{} exists and was not written by repowire; not touching it",
+            path.display()
+        ),
+        _ => {}
+    }
+    let dir = path.parent().context("no parent directory")?;
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(".repowire.service.tmp");
+    std::fs::write(&tmp, unit)?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(true)
 }
 
 /// Claude Code events and our hook event names.
@@ -259,6 +306,17 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
 
     report(&settings, changed_settings, "hooks");
     report(&claude_json, changed_mcp, "MCP server `repowire`");
+    if args.service {
+        let path = service_path();
+        if install_service(&exe, config)? {
+            println!("wrote {}", path.display());
+        } else {
+            println!("{} already up to date", path.display());
+        }
+        println!(
+            "Enable it with: systemctl --user daemon-reload && systemctl --user enable --now repowire"
+        );
+    }
     println!("Start the daemon with `repowire daemon start`; `repowire doctor` checks everything.");
     Ok(ExitCode::SUCCESS)
 }
@@ -276,6 +334,14 @@ fn report(path: &Path, changed: bool, what: &str) {
 
 /// `repowire uninstall`.
 pub fn uninstall(_config: &Config, _args: &SetupArgs) -> anyhow::Result<ExitCode> {
+    let unit = service_path();
+    if std::fs::read_to_string(&unit).is_ok_and(|u| u.starts_with(SERVICE_MARK)) {
+        std::fs::remove_file(&unit).with_context(|| format!("removing {}", unit.display()))?;
+        println!(
+            "removed {} (run `systemctl --user disable --now repowire` if it was enabled)",
+            unit.display()
+        );
+    }
     let settings = settings_path();
     if let Some(before) = read_json(&settings)? {
         let after = remove_hooks(before.clone());
