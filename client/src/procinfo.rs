@@ -8,12 +8,40 @@ pub fn alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
-/// The parent of `pid`.
-pub fn parent(pid: u32) -> Option<u32> {
+/// Fields of /proc/PID/stat after `(comm)`: index 0 is field 3 (`state`).
+fn stat_field(pid: u32, field: usize) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // `pid (comm) state ppid …`; comm may itself contain spaces and parentheses.
     let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(1)?.parse().ok()
+    after.split_whitespace().nth(field - 3)?.parse().ok()
+}
+
+/// The parent of `pid`.
+pub fn parent(pid: u32) -> Option<u32> {
+    stat_field(pid, 4).and_then(|p| u32::try_from(p).ok())
+}
+
+/// When `pid` started (clock ticks since boot): with the pid, it names one process even after
+/// the pid is reused.
+pub fn start_time(pid: u32) -> Option<i64> {
+    stat_field(pid, 22).and_then(|t| i64::try_from(t).ok())
+}
+
+/// True if `pid` is alive and is the process that started at `start` (when known).
+pub fn same_process(pid: u32, start: Option<i64>) -> bool {
+    match start {
+        Some(start) => start_time(pid) == Some(start),
+        None => alive(pid),
+    }
+}
+
+/// True if `pid`'s process group is the foreground group of its terminal: keystrokes into its
+/// terminal reach it (and not a shell that took the foreground, e.g. after Ctrl-Z).
+pub fn in_foreground(pid: u32) -> bool {
+    match (stat_field(pid, 5), stat_field(pid, 8)) {
+        (Some(pgrp), Some(tpgid)) => pgrp == tpgid,
+        _ => false,
+    }
 }
 
 /// The short command name of `pid`.
@@ -102,6 +130,15 @@ mod tests {
         assert!(is_self_or_ancestor(parent, me));
         assert!(is_self_or_ancestor(me, me));
         assert!(!is_self_or_ancestor(me, parent));
+    }
+
+    #[test]
+    fn start_time_names_one_process() {
+        let me = std::process::id();
+        let start = start_time(me);
+        assert!(start.is_some());
+        assert!(same_process(me, start));
+        assert!(!same_process(me, start.map(|s| s + 1)));
     }
 
     #[test]

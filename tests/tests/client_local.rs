@@ -344,3 +344,152 @@ async fn an_agent_started_before_the_daemon_is_linked_fail_closed_and_then_reach
         linked["session_id"].as_str().unwrap_or("")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broadcast_reaches_every_local_session_and_clear_keeps_the_peer() {
+    let tmux = Tmux::start();
+    let home = Home::new(None);
+    home.install_and_start();
+    let alpha = home.agent(&tmux, "alpha");
+    let beta = home.agent(&tmux, "beta");
+    let gamma = home.agent(&tmux, "gamma");
+    for a in [&alpha, &beta, &gamma] {
+        a.hook_done("SessionStart", 1).await;
+    }
+    // One message id, two local recipients on the same daemon: both get it.
+    let sent = home.json(&["peer", "broadcast", "standup in 5", "--from", "alpha"]);
+    assert_eq!(sent["state"], "accepted", "{sent}");
+    for a in [&beta, &gamma] {
+        a.wait("the broadcast", |e| {
+            e["event"] == "context"
+                && e["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("standup in 5") && t.contains("[broadcast]"))
+        })
+        .await;
+    }
+    assert!(!alpha.context().contains("standup in 5"));
+
+    // `/clear` gives the runtime session a new id; the peer (id, inbox, open asks) stays.
+    let peer_of = |pane: &str| -> String {
+        let status = home.json(&["daemon", "status"]);
+        let mine: Vec<String> = status["sessions"]
+            .as_array()
+            .expect("sessions")
+            .iter()
+            .filter(|s| s["pane"] == pane)
+            .map(|s| s["peer_id"].as_str().unwrap_or("").to_owned())
+            .collect();
+        assert_eq!(mine.len(), 1, "{status}");
+        mine[0].clone()
+    };
+    let before = peer_of(&beta.pane);
+    let ask = home.json(&[
+        "peer",
+        "ask",
+        "beta",
+        "still there after a clear?",
+        "--from",
+        "alpha",
+    ]);
+    let cid = ask["correlation_id"].as_str().expect("cid").to_owned();
+    beta.wait("the ask", |e| {
+        e["event"] == "context" && e["text"].as_str().is_some_and(|t| t.contains(&cid))
+    })
+    .await;
+    beta.submit(&tmux, "/clear");
+    beta.hook_done("SessionStart", 2).await;
+    assert_eq!(peer_of(&beta.pane), before);
+    beta.submit(&tmux, "next");
+    let reminder = beta
+        .wait("a reminder after /clear", |e| {
+            e["event"] == "context"
+                && e["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("Reminder") && t.contains(&cid))
+        })
+        .await;
+    assert!(
+        reminder["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("still there after a clear?")
+    );
+    home.ok(&["peer", "ack", &cid, "--from", "beta", "-m", "yes"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspended_agent_is_not_typed_into_even_though_its_shell_is_in_front() {
+    let tmux = Tmux::start();
+    let home = Home::new(None);
+    home.install_and_start();
+    let dir = home.path().join("suspended");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let transcript = home.path().join("suspended.jsonl");
+    // An interactive shell with job control, which starts the agent as a foreground job.
+    let pane = tmux.spawn(
+        &dir,
+        &home.env(),
+        &[
+            "bash".into(),
+            "--norc".into(),
+            "--noprofile".into(),
+            "-i".into(),
+        ],
+    );
+    tmux.type_text(
+        &pane,
+        &format!(
+            "{} --transcript {}",
+            bin("repowire-standin").display(),
+            transcript.display()
+        ),
+    );
+    tmux.enter(&pane);
+    let agent = repowire_e2e::agents::Agent {
+        pane: pane.clone(),
+        transcript,
+    };
+    agent.hook_done("SessionStart", 1).await;
+    let pid = agent.events()[0]["pid"].as_u64().expect("pid");
+
+    // Suspended (as Ctrl-Z does): bash takes the terminal back.
+    let stopped = std::process::Command::new("kill")
+        .args(["-TSTP", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(stopped.success());
+    eventually("bash in the foreground", || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let fields: Vec<&str> = stat[stat.rfind(')')? + 2..].split(' ').collect();
+        (fields[0] == "T" && fields[2] != fields[5]).then_some(())
+    })
+    .await;
+
+    home.ok(&["peer", "notify", "suspended", "are you there?"]);
+    let wake = eventually("the wake attempt", || {
+        let w = home.json(&["daemon", "status"])["wakes"]
+            .as_object()?
+            .values()
+            .next()?
+            .clone();
+        Some(w)
+    })
+    .await;
+    assert_eq!(wake["outcome"], "refused", "{wake}");
+    assert!(
+        wake["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not in the foreground"),
+        "{wake}"
+    );
+    assert!(
+        !tmux.capture(&pane).contains("[repowire]"),
+        "{}",
+        tmux.capture(&pane)
+    );
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status();
+}

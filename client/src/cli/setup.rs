@@ -37,17 +37,26 @@ fn service_path() -> PathBuf {
         .join("systemd/user/repowire.service")
 }
 
+/// One word of a systemd command line: double-quoted, with `\\`, `"` and `%` escaped.
+fn systemd_quote(s: &str) -> String {
+    let escaped = s
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('%', "%%");
+    format!("\"{escaped}\"")
+}
+
 fn service_unit(exe: &str, config: &Config) -> String {
     let home = config
         .home
         .as_ref()
-        .map(|h| format!(" --home {}", shell_quote(&h.to_string_lossy())))
+        .map(|h| format!(" --home {}", systemd_quote(&h.to_string_lossy())))
         .unwrap_or_default();
     format!(
         "{SERVICE_MARK}\n[Unit]\nDescription=Repowire daemon (agent sessions talk to each other)\n\n\
          [Service]\nExecStart={}{home} daemon run\nRestart=on-failure\nRestartSec=2\n\n\
          [Install]\nWantedBy=default.target\n",
-        shell_quote(exe)
+        systemd_quote(exe)
     )
 }
 
@@ -133,20 +142,27 @@ fn is_ours(entry: &Value) -> bool {
         })
 }
 
-/// The program of a command line (unquoting a single-quoted one) and the rest.
+/// The program of a POSIX shell command line (its first word, with quotes and backslash
+/// escapes resolved) and the rest of the line.
 fn split_program(command: &str) -> (String, &str) {
     let c = command.trim_start();
-    if let Some(quoted) = c.strip_prefix('\'') {
-        match quoted.find('\'') {
-            Some(end) => (quoted[..end].to_owned(), &quoted[end + 1..]),
-            None => (quoted.to_owned(), ""),
-        }
-    } else {
-        match c.find(char::is_whitespace) {
-            Some(end) => (c[..end].to_owned(), &c[end..]),
-            None => (c.to_owned(), ""),
+    let mut word = String::new();
+    let mut chars = c.char_indices();
+    let mut quote: Option<char> = None;
+    while let Some((i, ch)) = chars.next() {
+        match (quote, ch) {
+            (None, c0) if c0.is_whitespace() => return (word, &c[i..]),
+            (None, '\'') | (None, '"') => quote = Some(ch),
+            (Some(q), c0) if c0 == q => quote = None,
+            (None, '\\') | (Some('"'), '\\') => {
+                if let Some((_, next)) = chars.next() {
+                    word.push(next);
+                }
+            }
+            (_, c0) => word.push(c0),
         }
     }
+    (word, "")
 }
 
 /// Settings with our hooks merged in (replacing our earlier entry in place).
@@ -232,6 +248,9 @@ fn write_if_changed(path: &Path, before: Option<&Value>, value: &Value) -> anyho
     if before == Some(value) {
         return Ok(false);
     }
+    // A symlinked file (dotfile managers) is updated where it lives; the link stays.
+    let resolved = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let path = resolved.as_path();
     let dir = path.parent().context("no parent directory")?;
     std::fs::create_dir_all(dir)?;
     let mode = std::fs::metadata(path)
@@ -257,6 +276,15 @@ fn write_if_changed(path: &Path, before: Option<&Value>, value: &Value) -> anyho
         text.push('\n');
         f.write_all(text.as_bytes())?;
         f.sync_all()?;
+    }
+    // Claude Code rewrites ~/.claude.json while it runs: if the file changed since it was
+    // read, give up rather than drop its changes.
+    if read_json(path)?.as_ref() != before {
+        let _ = std::fs::remove_file(&tmp);
+        anyhow::bail!(
+            "{} changed while it was being updated (is Claude Code writing it?); nothing was changed — run the command again",
+            path.display()
+        );
     }
     std::fs::rename(&tmp, path).with_context(|| format!("replacing {}", path.display()))?;
     Ok(true)
@@ -531,6 +559,14 @@ mod tests {
     }
 
     #[test]
+    fn systemd_words_escape_quotes_backslashes_and_percent() {
+        assert_eq!(
+            systemd_quote("/opt/a b/100%\"x\\"),
+            "\"/opt/a b/100%%\\\"x\\\\\""
+        );
+    }
+
+    #[test]
     fn removing_from_settings_without_hooks_changes_nothing() {
         let plain = json!({ "theme": "dark" });
         assert_eq!(remove_hooks(plain.clone()), plain);
@@ -543,5 +579,15 @@ mod tests {
         assert!(!is_ours(&entry));
         let entry = json!({ "hooks": [{ "type": "command", "command": "'/opt/my tools/repowire' hook stop" }] });
         assert!(is_ours(&entry));
+        let entry = json!({ "hooks": [{ "type": "command", "command": "'/home/o'\\''neil/bin/repowire' --home '/x y' hook stop" }] });
+        assert!(is_ours(&entry));
+        assert_eq!(
+            split_program("'/a/it'\\''s/repowire' hook").0,
+            "/a/it's/repowire"
+        );
+        assert_eq!(
+            split_program("/usr/bin/repowire hook stop"),
+            ("/usr/bin/repowire".into(), " hook stop")
+        );
     }
 }

@@ -1,8 +1,13 @@
 //! Agent runtime hooks (Claude Code's documented events). Each returns what the event allows:
 //! context for SessionStart and UserPromptSubmit, a `block` decision for Stop, nothing
 //! otherwise. Hook output is the native, keystroke-free way to hand an agent its messages.
+//!
+//! Messages are only marked handed over (and reported `injected`) after the hook's answer
+//! was written to the hook process ([`AfterWrite`]): a hook that timed out or died hands
+//! nothing over, and the messages wait for the next turn.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use repowire_protocol::{Message, MessageKind, ReceiptState, TurnState};
 use serde_json::{Value, json};
@@ -12,8 +17,23 @@ use super::{Daemon, ops};
 use crate::api::ApiError;
 use crate::sanitize;
 
+/// Relay round trips inside a hook are bounded well below the hook command's own timeout,
+/// so the daemon always answers before the hook gives up.
+const HOOK_RELAY_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// What a hook prints on stdout (nothing when `None`).
 pub type HookOutput = Option<Value>;
+
+/// State changes to make only once an answer reached the caller.
+#[derive(Debug, Clone)]
+pub struct AfterWrite {
+    /// The recipient peer.
+    pub peer_id: String,
+    /// The messages the answer carried.
+    pub message_ids: Vec<String>,
+    /// `handed` (hook context) or `consumed` (returned by `wait_reply`).
+    pub state: &'static str,
+}
 
 /// Facts the hook command passes along besides the payload.
 pub struct HookCall<'a> {
@@ -35,35 +55,44 @@ fn field<'a>(payload: &'a Value, name: &str) -> Option<&'a str> {
 
 impl Daemon {
     /// Handles one hook call.
-    pub async fn hook(self: &Arc<Self>, call: HookCall<'_>) -> Result<HookOutput, ApiError> {
+    pub async fn hook(
+        self: &Arc<Self>,
+        call: HookCall<'_>,
+    ) -> Result<(HookOutput, Option<AfterWrite>), ApiError> {
         let session_id = field(call.payload, "session_id")
             .filter(|s| !s.is_empty() && s.len() <= 128)
             .ok_or_else(|| ApiError::new("invalid_request", "hook payload has no session_id"))?
             .to_owned();
         match call.event {
-            "session-start" => self.session_start(&session_id, &call).await.map(Some),
+            "session-start" => {
+                let (out, after) = self.session_start(&session_id, &call).await?;
+                Ok((Some(out), after))
+            }
             "prompt-submit" => {
                 let session = self.known_session(&session_id, &call).await?;
                 self.prompt_seen(&session_id);
                 self.turn(&session, TurnState::Working).await?;
-                let text = self.hand_over(&session, true).await?;
-                Ok(text.map(|t| context("UserPromptSubmit", &t)))
+                Ok(match self.hand_over(&session, true).await? {
+                    Some((text, after)) => (Some(context("UserPromptSubmit", &text)), after),
+                    None => (None, None),
+                })
             }
             "stop" => {
                 let session = self.known_session(&session_id, &call).await?;
-                self.turn(&session, TurnState::Idle).await?;
                 let continuing = call
                     .payload
                     .get("stop_hook_active")
                     .and_then(Value::as_bool)
                     .unwrap_or(false);
-                if !continuing && let Some(text) = self.hand_over(&session, false).await? {
-                    return Ok(Some(json!({ "decision": "block", "reason": text })));
+                if !continuing && let Some((text, after)) = self.hand_over(&session, false).await? {
+                    // The agent keeps working on these: its turn state stays `working`.
+                    return Ok((Some(json!({ "decision": "block", "reason": text })), after));
                 }
+                self.turn(&session, TurnState::Idle).await?;
                 if let Some(peer) = &session.peer_id {
                     self.clone().maybe_wake(peer).await;
                 }
-                Ok(None)
+                Ok((None, None))
             }
             "notification" => {
                 let session = self.known_session(&session_id, &call).await?;
@@ -73,7 +102,7 @@ impl Daemon {
                         self.clone().maybe_wake(peer).await;
                     }
                 }
-                Ok(None)
+                Ok((None, None))
             }
             "session-end" => {
                 if let Some(session) = self
@@ -82,11 +111,20 @@ impl Daemon {
                     .await
                     .map_err(ops::store_error)?
                 {
-                    self.end_session(&session).await?;
+                    if field(call.payload, "reason") == Some("clear") {
+                        // `/clear` starts a new session id in the same process: it keeps the
+                        // peer, its inbox and its open asks.
+                        self.store
+                            .set_handoff(&session_id)
+                            .await
+                            .map_err(ops::store_error)?;
+                    } else {
+                        self.end_session(&session).await?;
+                    }
                 }
-                Ok(None)
+                Ok((None, None))
             }
-            "pre-tool-use" => Ok(None),
+            "pre-tool-use" => Ok((None, None)),
             other => Err(ApiError::new(
                 "invalid_request",
                 format!("unknown hook event `{other}`"),
@@ -122,19 +160,19 @@ impl Daemon {
             .map_err(ops::store_error)?;
         if existing.is_none()
             && let Some(pid) = agent_pid
-            && let Some(linked) = self
+            && let Some(previous) = self
                 .store
-                .session_of_agent(i64::from(pid), session_id)
+                .handoff_of_agent(i64::from(pid), session_id)
                 .await
                 .map_err(ops::store_error)?
         {
-            // The same agent process, registered earlier by `repowire link`: its hooks now
-            // name the runtime's own session id, and the peer carries over.
+            // The same agent process under a new session id (after `/clear`, or a pane adopted
+            // by `repowire link`): the peer carries over.
             self.store
-                .delete_session(&linked.session_id)
+                .delete_session(&previous.session_id)
                 .await
                 .map_err(ops::store_error)?;
-            existing = Some(linked);
+            existing = Some(previous);
         }
         let row = SessionRow {
             session_id: session_id.to_owned(),
@@ -150,6 +188,7 @@ impl Daemon {
                 .map(str::to_owned),
             tmux_socket: call.tmux.and_then(crate::tmux::socket_of),
             agent_pid: agent_pid.map(i64::from),
+            agent_start: agent_pid.and_then(crate::procinfo::start_time),
             transcript: field(call.payload, "transcript_path").map(str::to_owned),
             // A resumed session keeps its peer id: the relay honours the reclaim only if
             // backend and path still match.
@@ -157,6 +196,7 @@ impl Daemon {
             name: existing.as_ref().and_then(|e| e.name.clone()),
             turn_state: "idle".into(),
             active: true,
+            handoff: false,
             started_at_ms: now_ms(),
             ended_at_ms: None,
         };
@@ -164,7 +204,7 @@ impl Daemon {
             .upsert_session(&row)
             .await
             .map_err(ops::store_error)?;
-        match self.register(&row).await {
+        match self.register(&row, HOOK_RELAY_TIMEOUT).await {
             Ok(row) => Ok(row),
             Err(e) => {
                 tracing::warn!(session = session_id, error = %e, "session recorded; registration waits for the relay");
@@ -177,12 +217,15 @@ impl Daemon {
         self: &Arc<Self>,
         session_id: &str,
         call: &HookCall<'_>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<(Value, Option<AfterWrite>), ApiError> {
         let session = self.adopt(session_id, call).await?;
         let Some(peer) = session.peer_id.clone() else {
-            return Ok(context(
-                "SessionStart",
-                "[repowire] The relay is not reachable right now; this session will join the mesh when it is back.",
+            return Ok((
+                context(
+                    "SessionStart",
+                    "[repowire] The relay is not reachable right now; this session will join the mesh when it is back.",
+                ),
+                None,
             ));
         };
         let name = session.name.clone().unwrap_or_default();
@@ -192,7 +235,12 @@ impl Daemon {
             session.backend,
             session.path.as_deref().unwrap_or("?"),
         );
-        if let Ok(peers) = self.peers(Some(session_id), None, false, false, None).await
+        let peers = tokio::time::timeout(
+            HOOK_RELAY_TIMEOUT,
+            self.peers(Some(session_id), None, false, false, None),
+        )
+        .await;
+        if let Ok(Ok(peers)) = peers
             && let Some(list) = peers.as_array()
         {
             let others: Vec<String> = list
@@ -218,11 +266,13 @@ impl Daemon {
              and close asks you receive with `repowire peer ack ASK_ID -m \"reply\"`.",
         );
         // Anything that arrived before the session started is handed over too.
-        if let Some(queued) = self.hand_over(&session, false).await? {
+        let mut after = None;
+        if let Some((queued, handed)) = self.hand_over(&session, false).await? {
             text.push_str("\n\n");
             text.push_str(&queued);
+            after = handed;
         }
-        Ok(context("SessionStart", &text))
+        Ok((context("SessionStart", &text), after))
     }
 
     async fn turn(&self, session: &SessionRow, turn: TurnState) -> Result<(), ApiError> {
@@ -236,13 +286,13 @@ impl Daemon {
         Ok(())
     }
 
-    /// Queued messages (and, at a new prompt, reminders of open asks) as text for the agent.
-    /// Handed messages are marked so, and reported `injected` to their senders.
+    /// Queued messages (and, at a new prompt, reminders of open asks) as text for the agent,
+    /// with the state change to make once that text reached it.
     pub async fn hand_over(
         &self,
         session: &SessionRow,
         reminders: bool,
-    ) -> Result<Option<String>, ApiError> {
+    ) -> Result<Option<(String, Option<AfterWrite>)>, ApiError> {
         let Some(peer) = session.peer_id.as_deref() else {
             return Ok(None);
         };
@@ -274,26 +324,49 @@ impl Daemon {
                     text.push_str(&format!(
                         "  - #{} from @{}: {}\n",
                         row.correlation_id.as_deref().unwrap_or("?"),
-                        m.from.name,
+                        display_name(&m.from.name),
                         first_line(&sanitize::for_context(&m.text)),
                     ));
                 }
             }
         }
-        let ids: Vec<String> = queued.iter().map(|r| r.message_id.clone()).collect();
-        self.store
-            .set_inbox_state(&ids, "handed")
+        let after = (!queued.is_empty()).then(|| AfterWrite {
+            peer_id: peer.to_owned(),
+            message_ids: queued.iter().map(|r| r.message_id.clone()).collect(),
+            state: "handed",
+        });
+        Ok(Some((text, after)))
+    }
+
+    /// The answer carrying these messages reached the agent: mark them and tell the senders.
+    pub async fn commit_hand_over(&self, after: AfterWrite) {
+        match self
+            .store
+            .take_queued(&after.peer_id, &after.message_ids, after.state)
             .await
-            .map_err(ops::store_error)?;
-        for id in &ids {
-            self.receipt(peer, id, ReceiptState::Injected, None).await;
+        {
+            Ok(moved) => {
+                for id in moved {
+                    self.receipt(&after.peer_id, &id, ReceiptState::Injected, None)
+                        .await;
+                }
+            }
+            Err(error) => tracing::error!(%error, "could not record a hand-over"),
         }
-        Ok(Some(text))
     }
 }
 
 fn context(event: &str, text: &str) -> Value {
     json!({ "hookSpecificOutput": { "hookEventName": event, "additionalContext": text } })
+}
+
+/// A peer name from the relay, checked here too: names go into text the agent reads.
+pub fn display_name(name: &str) -> &str {
+    if repowire_protocol::validate::is_valid_name(name) {
+        name
+    } else {
+        "(invalid name)"
+    }
 }
 
 fn first_line(s: &str) -> String {
@@ -305,7 +378,8 @@ fn first_line(s: &str) -> String {
     }
 }
 
-/// One message, framed so the agent sees who sent it: `@from → @to [ask #cid]`.
+/// One message, framed so the agent sees who sent it (`@from → @to [ask #cid]`), with every
+/// line of the body quoted so a body cannot pass itself off as another message's header.
 fn render(row: &InboxRow, me: &str) -> String {
     let Ok(m) = serde_json::from_str::<Message>(&row.body) else {
         return format!("--- message {} (unreadable) ---\n", row.message_id);
@@ -317,12 +391,15 @@ fn render(row: &InboxRow, me: &str) -> String {
         MessageKind::Broadcast => "[broadcast]".to_owned(),
         MessageKind::Reply => format!("[reply to #{cid}]"),
     };
+    let body: String = sanitize::for_context(&m.text)
+        .lines()
+        .map(|l| format!("> {l}\n"))
+        .collect();
     let mut out = format!(
-        "--- @{} → @{me} {tag} (peer {}, circle {}) ---\n{}\n",
-        m.from.name,
+        "--- @{} → @{me} {tag} (peer {}, circle {}) ---\n{body}",
+        display_name(&m.from.name),
         m.from.peer_id,
-        m.from.circle,
-        sanitize::for_context(&m.text)
+        display_name(&m.from.circle),
     );
     if m.kind == MessageKind::Ask {
         out.push_str(&format!(

@@ -16,6 +16,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::Daemon;
 
+/// How often the daemon pings the relay.
+const PING_EVERY: Duration = Duration::from_secs(20);
+/// Nothing received for this long: the connection is dead.
+const SILENCE_IS_DEAD: Duration = Duration::from_secs(60);
+
 /// Why a request over the link did not get an answer.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum LinkError {
@@ -58,6 +63,7 @@ pub struct Link {
     out: Mutex<Option<mpsc::UnboundedSender<String>>>,
     pending: Mutex<HashMap<MessageId, oneshot::Sender<Frame>>>,
     state: watch::Sender<LinkState>,
+    epoch: std::sync::atomic::AtomicU64,
 }
 
 /// What the link is doing, for `status`.
@@ -69,7 +75,14 @@ pub enum LinkState {
         /// The previous failure.
         last_error: Option<String>,
     },
-    /// Connected and registered.
+    /// Connected; re-registering this daemon's sessions before anything else is sent.
+    Registering {
+        /// The relay's connection id.
+        connection_id: String,
+        /// The tenant.
+        tenant_id: String,
+    },
+    /// Connected and registered: messages flow.
     Connected {
         /// The relay's connection id.
         connection_id: String,
@@ -89,6 +102,7 @@ impl Default for Link {
             out: Mutex::new(None),
             pending: Mutex::new(HashMap::new()),
             state: watch::Sender::new(LinkState::Connecting { last_error: None }),
+            epoch: std::sync::atomic::AtomicU64::new(0),
         }
     }
 }
@@ -98,6 +112,38 @@ impl Link {
     /// The current state.
     pub fn state(&self) -> LinkState {
         self.state.borrow().clone()
+    }
+
+    /// True once the sessions are registered after connecting: message frames may go out.
+    pub fn is_ready(&self) -> bool {
+        matches!(*self.state.borrow(), LinkState::Connected { .. })
+    }
+
+    /// This daemon's number for the current connection, while connected. (The relay's
+    /// connection ids restart with the relay, so they cannot tell connections apart.)
+    pub fn epoch(&self) -> Option<u64> {
+        match &*self.state.borrow() {
+            LinkState::Registering { .. } | LinkState::Connected { .. } => {
+                Some(self.epoch.load(std::sync::atomic::Ordering::SeqCst))
+            }
+            _ => None,
+        }
+    }
+
+    /// Registration after connecting is done.
+    pub fn set_ready(&self) {
+        self.state.send_modify(|s| {
+            if let LinkState::Registering {
+                connection_id,
+                tenant_id,
+            } = s
+            {
+                *s = LinkState::Connected {
+                    connection_id: connection_id.clone(),
+                    tenant_id: tenant_id.clone(),
+                };
+            }
+        });
     }
 
     /// Queues a frame for sending; false when not connected.
@@ -126,17 +172,20 @@ impl Link {
         }
     }
 
-    fn complete(&self, frame: Frame) {
-        if let Some(re) = answer_to(&frame)
-            && let Some(tx) = self.pending.lock().unwrap().remove(&re)
-        {
-            let _ = tx.send(frame);
+    /// Hands an answer to its waiter; returns the frame when nobody waits for it (a late
+    /// answer after a timeout, or an unprompted frame).
+    fn complete(&self, frame: Frame) -> Option<Frame> {
+        let waiter = answer_to(&frame).and_then(|re| self.pending.lock().unwrap().remove(&re));
+        match waiter {
+            Some(tx) => tx.send(frame).err(),
+            None => Some(frame),
         }
     }
 
     fn attach(&self, tx: mpsc::UnboundedSender<String>, connection_id: String, tenant_id: String) {
         *self.out.lock().unwrap() = Some(tx);
-        self.state.send_replace(LinkState::Connected {
+        self.epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.state.send_replace(LinkState::Registering {
             connection_id,
             tenant_id,
         });
@@ -314,8 +363,18 @@ async fn connect_and_serve(
 
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
     let writer = tokio::spawn(async move {
-        while let Some(text) = rx.recv().await {
-            if sink.send(WsMessage::text(text)).await.is_err() {
+        // Our own Pings keep NATs and proxies from dropping a quiet connection.
+        let mut ping = tokio::time::interval(PING_EVERY);
+        ping.tick().await;
+        loop {
+            let message = tokio::select! {
+                next = rx.recv() => match next {
+                    Some(text) => WsMessage::text(text),
+                    None => break,
+                },
+                _ = ping.tick() => WsMessage::Ping(Vec::new().into()),
+            };
+            if sink.send(message).await.is_err() {
                 break;
             }
         }
@@ -328,11 +387,20 @@ async fn connect_and_serve(
     let resume = tokio::spawn(daemon.clone().on_connected());
 
     let ended = loop {
-        match stream.next().await {
+        // The relay pings every 20 s: silence this long means the connection is dead (§6.3).
+        let Ok(next) = tokio::time::timeout(SILENCE_IS_DEAD, stream.next()).await else {
+            break Ended::Retry(format!(
+                "nothing received for {} s",
+                SILENCE_IS_DEAD.as_secs()
+            ));
+        };
+        match next {
             Some(Ok(WsMessage::Text(text))) => match repowire_protocol::decode(&text) {
                 Ok(frame) => {
                     daemon.on_frame(&frame).await;
-                    daemon.link.complete(frame);
+                    if let Some(unclaimed) = daemon.link.complete(frame) {
+                        daemon.on_unclaimed(&unclaimed).await;
+                    }
                 }
                 Err(e) => tracing::warn!(error = %e.message, "unreadable frame from the relay"),
             },

@@ -53,6 +53,10 @@ pub struct Daemon {
     prompts: Mutex<HashMap<String, watch::Sender<u64>>>,
     /// Sessions with a wake in progress.
     waking: Mutex<HashSet<String>>,
+    /// One registration at a time per session.
+    registration: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Which connection each session is registered on.
+    registered_on: Mutex<HashMap<String, u64>>,
     /// The last wake attempt per session, for `status` (why an agent was or was not woken).
     wakes: Mutex<HashMap<String, wake::WakeOutcome>>,
     /// Stops everything.
@@ -98,6 +102,8 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         prompts: Mutex::new(HashMap::new()),
         waking: Mutex::new(HashSet::new()),
         wakes: Mutex::new(HashMap::new()),
+        registration: Mutex::new(HashMap::new()),
+        registered_on: Mutex::new(HashMap::new()),
         shutdown: shutdown.clone(),
         relay_base: endpoint.base.clone(),
     });
@@ -140,8 +146,9 @@ pub fn role_of(row: &SessionRow) -> Role {
 
 #[allow(clippy::unwrap_used)] // poisoned locks only follow a panic elsewhere
 impl Daemon {
-    /// After (re)connecting: register every active session, restore turn states, then resend
-    /// the outbox in order.
+    /// After (re)connecting: register every active session, end those whose agent is gone,
+    /// deliver receipts ended sessions still owe, then open the gate for messages, resend the
+    /// outbox in order, and ask for outcomes missed while away.
     pub async fn on_connected(self: Arc<Self>) {
         let sessions = match self.store.active_sessions().await {
             Ok(s) => s,
@@ -150,35 +157,78 @@ impl Daemon {
                 return;
             }
         };
-        for session in sessions {
-            if let Some(pid) = session.agent_pid
-                && !crate::procinfo::alive(pid as u32)
-            {
-                tracing::info!(session = %session.session_id, pid, "agent process gone; ending its session");
-                let _ = self.end_session(&session).await;
-                continue;
-            }
-            if let Err(error) = self.register(&session).await {
+        for session in &sessions {
+            if let Err(error) = self.register(session, RELAY_TIMEOUT).await {
                 tracing::warn!(session = %session.session_id, %error, "could not register");
             }
         }
-        self.resend_outbox().await;
+        for session in sessions {
+            if let Some(pid) = session.agent_pid
+                && !crate::procinfo::same_process(pid as u32, session.agent_start)
+            {
+                tracing::info!(session = %session.session_id, pid, "agent process gone; ending its session");
+                let _ = self.end_session(&session).await;
+            }
+        }
+        if let Ok(ended) = self.store.ended_with_pending_receipts().await {
+            for session in ended {
+                // Reclaimed just long enough to deliver what it owes its senders.
+                if let Ok(row) = self.register(&session, RELAY_TIMEOUT).await
+                    && let Some(peer) = row.peer_id
+                {
+                    self.unregister(&row.session_id, &peer).await;
+                }
+            }
+        }
+        self.link.set_ready();
+        self.resend_outbox(None).await;
+        self.refresh_sent().await;
     }
 
-    /// Registers (or reclaims) a session's peer on the relay and stores the identity.
-    pub async fn register(&self, session: &SessionRow) -> Result<SessionRow, crate::api::ApiError> {
+    fn registration_lock(&self, session_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.registration
+            .lock()
+            .unwrap()
+            .entry(session_id.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// Registers (or reclaims) a session's peer on the current connection and stores the
+    /// identity. One registration per session at a time; a session already registered on this
+    /// connection is returned as it is.
+    pub async fn register(
+        &self,
+        session: &SessionRow,
+        timeout: Duration,
+    ) -> Result<SessionRow, crate::api::ApiError> {
+        let lock = self.registration_lock(&session.session_id);
+        let _guard = lock.lock().await;
+        let session = self
+            .store
+            .session(&session.session_id)
+            .await
+            .map_err(ops::store_error)?
+            .unwrap_or_else(|| session.clone());
+        let connection = self.link.epoch();
+        if session.peer_id.is_some()
+            && connection.is_some()
+            && self.registered_on.lock().unwrap().get(&session.session_id) == connection.as_ref()
+        {
+            return Ok(session);
+        }
         let frame = Frame::new(Body::Register(Register {
             name: None,
             circle: Some(session.circle.clone()),
             backend: session.backend.clone(),
-            role: Some(role_of(session)),
+            role: Some(role_of(&session)),
             path: session.path.clone(),
             machine: Some(self.settings.machine.clone()),
             reclaim: session.peer_id.clone().map(PeerId),
         }));
         let answer = self
             .link
-            .request(frame, RELAY_TIMEOUT)
+            .request(frame, timeout)
             .await
             .map_err(|e| ops::link_error(&e))?;
         let registered = match answer.body {
@@ -192,7 +242,6 @@ impl Daemon {
             }
         };
         let peer = registered.peer;
-        let old = session.peer_id.clone();
         self.store
             .set_identity(
                 &session.session_id,
@@ -202,7 +251,17 @@ impl Daemon {
             )
             .await
             .map_err(ops::store_error)?;
-        if let Some(old) = old.filter(|o| o != peer.peer_id.as_str()) {
+        if let Some(conn) = connection {
+            self.registered_on
+                .lock()
+                .unwrap()
+                .insert(session.session_id.clone(), conn);
+        }
+        if let Some(old) = session
+            .peer_id
+            .clone()
+            .filter(|o| o != peer.peer_id.as_str())
+        {
             tracing::warn!(session = %session.session_id, %old, new = %peer.peer_id, "reclaim refused; new peer id");
             self.remint_outbox(&old, &peer.peer_id).await;
         }
@@ -215,12 +274,29 @@ impl Daemon {
             self.set_turn_remote(peer.peer_id.as_str(), turn);
         }
         self.send_pending_receipts(peer.peer_id.as_str()).await;
+        if self.link.is_ready() {
+            self.resend_outbox(Some(peer.peer_id.as_str())).await;
+        }
         let mut row = session.clone();
         row.peer_id = Some(peer.peer_id.0.clone());
         row.name = Some(peer.name.clone());
         row.circle = peer.circle.clone();
         tracing::info!(session = %row.session_id, peer = %peer.peer_id, name = %peer.name, reclaimed = registered.reclaimed, "registered");
         Ok(row)
+    }
+
+    /// Takes a session's peer off this connection (best effort).
+    async fn unregister(&self, session_id: &str, peer_id: &str) {
+        let _ = self
+            .link
+            .request(
+                Frame::new(Body::Unregister(repowire_protocol::PeerRef {
+                    peer_id: PeerId(peer_id.to_owned()),
+                })),
+                RELAY_TIMEOUT,
+            )
+            .await;
+        self.registered_on.lock().unwrap().remove(session_id);
     }
 
     /// Reports a turn state to the relay (best effort; re-sent at the next registration).
@@ -238,7 +314,7 @@ impl Daemon {
         let Ok(rows) = self.store.outbox().await else {
             return;
         };
-        for (frame_id, peer, text) in rows.into_iter().filter(|(_, p, _)| p == old) {
+        for (frame_id, _, text) in rows.into_iter().filter(|(_, p, _)| p == old) {
             let Ok(mut frame) = serde_json::from_str::<Frame>(&text) else {
                 continue;
             };
@@ -250,37 +326,92 @@ impl Daemon {
                 Body::Answer(a) => a.from = new.clone(),
                 _ => continue,
             }
-            let _ = peer;
-            let _ = self.store.remove_outbox(&frame_id).await;
-            let _ = self
-                .store
-                .sent_rejected(
-                    &frame_id,
-                    "re-sent under a new id: the sender's peer id changed",
-                )
-                .await;
             frame.id = repowire_protocol::MessageId::new();
-            let _ = self
+            if let Err(error) = self
                 .store
-                .put_outbox(
+                .remint(
+                    &frame_id,
                     &frame.id.to_string(),
                     new.as_str(),
                     &repowire_protocol::encode(&frame),
                 )
-                .await;
+                .await
+            {
+                tracing::error!(%error, frame = %frame_id, "could not re-mint an outbox frame");
+            }
         }
     }
 
-    /// Sends every unanswered message-creating frame again, unchanged (same ids).
-    pub async fn resend_outbox(&self) {
+    /// Sends unanswered message-creating frames again, unchanged (same ids): all of them, or
+    /// one sender's.
+    pub async fn resend_outbox(&self, sender: Option<&str>) {
         let Ok(rows) = self.store.outbox().await else {
             return;
         };
-        for (_, _, text) in rows {
+        for (_, peer, text) in rows {
+            if sender.is_some_and(|s| s != peer) {
+                continue;
+            }
             if let Ok(frame) = serde_json::from_str::<Frame>(&text)
                 && !self.link.send(&frame)
             {
                 return;
+            }
+        }
+    }
+
+    /// Asks the relay for the outcome of messages still open: `delivery` frames are not kept
+    /// for a sender that was offline (§13.4).
+    async fn refresh_sent(&self) {
+        let since = store::now_ms() - 7 * 24 * 3600 * 1000;
+        let Ok(open) = self.store.open_sent(since).await else {
+            return;
+        };
+        for row in open {
+            let Ok(message_id) = row.message_id.parse() else {
+                continue;
+            };
+            let query = Frame::new(Body::StatusQuery(repowire_protocol::StatusQuery {
+                peer_id: PeerId(row.peer_id.clone()),
+                message_id: Some(message_id),
+                correlation_id: None,
+            }));
+            let Ok(Frame {
+                body: Body::Status(status),
+                ..
+            }) = self.link.request(query, RELAY_TIMEOUT).await
+            else {
+                continue;
+            };
+            let events = self
+                .store
+                .sent(&row.message_id)
+                .await
+                .ok()
+                .flatten()
+                .map(|(_, e)| e)
+                .unwrap_or_default();
+            for r in status.recipients {
+                let known = events.iter().any(|e| {
+                    e.recipient.as_deref() == Some(r.peer_id.as_str())
+                        && e.state == r.state.as_str()
+                });
+                if !known && r.state != repowire_protocol::DeliveryState::Accepted {
+                    let _ = self
+                        .store
+                        .sent_delivery(
+                            &row.message_id,
+                            r.peer_id.as_str(),
+                            r.state.as_str(),
+                            r.reason.as_deref(),
+                        )
+                        .await;
+                }
+            }
+            if let Some(reply) = status.reply
+                && let Some(cid) = &row.correlation_id
+            {
+                let _ = self.store.sent_reply(cid, &reply).await;
             }
         }
     }
@@ -290,15 +421,36 @@ impl Daemon {
         match &frame.body {
             Body::Accepted(a) => {
                 let id = a.message_id.to_string();
+                if let Ok(Some(text)) = self.store.outbox_frame(&id).await
+                    && let Ok(sent) = serde_json::from_str::<Frame>(&text)
+                {
+                    match &sent.body {
+                        Body::Ack(ack) => {
+                            let _ = self
+                                .store
+                                .close_ask(ack.from.as_str(), ack.correlation_id.as_str())
+                                .await;
+                        }
+                        Body::Answer(ans) => {
+                            let _ = self
+                                .store
+                                .close_ask(ans.from.as_str(), ans.correlation_id.as_str())
+                                .await;
+                        }
+                        Body::Ask(ask) => {
+                            if let Some(chained) = &ask.reply_to {
+                                let _ = self
+                                    .store
+                                    .close_ask(ask.from.as_str(), chained.as_str())
+                                    .await;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
                 let _ = self.store.remove_outbox(&id).await;
                 let cid = a.correlation_id.as_ref().map(|c| c.as_str());
                 let _ = self.store.sent_accepted(&id, cid).await;
-                if let Ok(Some((row, _))) = self.store.sent(&id).await
-                    && row.kind == "ack"
-                    && let Some(cid) = cid
-                {
-                    let _ = self.store.close_ask(cid).await;
-                }
             }
             Body::Error(e) => {
                 let Some(re) = e.re else {
@@ -306,15 +458,45 @@ impl Daemon {
                     return;
                 };
                 let id = re.to_string();
+                let Ok(Some(text)) = self.store.outbox_frame(&id).await else {
+                    return; // not a message of ours (a receipt, a query): its caller sees it
+                };
+                if e.code == ErrorCode::NotRegistered {
+                    // Sent before the sender was registered on this connection: it goes out
+                    // again right after the sender's registration.
+                    return;
+                }
                 if retryable(e.code) {
-                    // Kept in the outbox; sent again after a pause.
                     let me = self.clone();
-                    let wait = Duration::from_millis(e.retry_after_ms.unwrap_or(1000));
+                    let wait = Duration::from_millis(e.retry_after_ms.unwrap_or(
+                        if e.code == ErrorCode::InboxFull {
+                            5_000
+                        } else {
+                            1_000
+                        },
+                    ));
                     tokio::spawn(async move {
                         tokio::time::sleep(wait).await;
                         me.resend_one(&id).await;
                     });
-                } else if self.store.remove_outbox(&id).await.unwrap_or(false) {
+                    return;
+                }
+                if let Ok(sent) = serde_json::from_str::<Frame>(&text)
+                    && let Body::Ack(ack) = &sent.body
+                    && matches!(
+                        e.code,
+                        ErrorCode::AskClosed
+                            | ErrorCode::UnknownCorrelation
+                            | ErrorCode::NotRecipient
+                    )
+                {
+                    // Nothing left to close here: stop reminding the agent about it.
+                    let _ = self
+                        .store
+                        .close_ask(ack.from.as_str(), ack.correlation_id.as_str())
+                        .await;
+                }
+                if self.store.remove_outbox(&id).await.unwrap_or(false) {
                     let _ = self
                         .store
                         .sent_rejected(&id, &format!("{}: {}", e.code.as_str(), e.message))
@@ -337,12 +519,33 @@ impl Daemon {
         }
     }
 
+    /// A frame nobody waited for: a `registered` that arrived after its request timed out left
+    /// a peer on this connection that no session holds — take it off again.
+    pub async fn on_unclaimed(&self, frame: &Frame) {
+        if let Body::Registered(r) = &frame.body {
+            let held = self
+                .store
+                .active_sessions()
+                .await
+                .map(|s| {
+                    s.iter()
+                        .any(|s| s.peer_id.as_deref() == Some(r.peer.peer_id.as_str()))
+                })
+                .unwrap_or(true);
+            if !held {
+                tracing::warn!(peer = %r.peer.peer_id, "late registration nobody holds; unregistering it");
+                self.link
+                    .send(&Frame::new(Body::Unregister(repowire_protocol::PeerRef {
+                        peer_id: r.peer.peer_id.clone(),
+                    })));
+            }
+        }
+    }
+
     async fn resend_one(&self, id: &str) {
-        let Ok(rows) = self.store.outbox().await else {
-            return;
-        };
-        if let Some((_, _, text)) = rows.into_iter().find(|(f, _, _)| f == id)
+        if let Ok(Some(text)) = self.store.outbox_frame(id).await
             && let Ok(frame) = serde_json::from_str::<Frame>(&text)
+            && self.link.is_ready()
         {
             self.link.send(&frame);
         }
@@ -350,11 +553,24 @@ impl Daemon {
 
     async fn on_deliver(self: &Arc<Self>, d: &repowire_protocol::Deliver) {
         let message_id = d.message.message_id.to_string();
-        let fresh = match self
+        let to = d.to.as_str();
+        let session = self
             .store
-            .insert_inbox(d.to.as_str(), d.seq, &d.message)
+            .active_sessions()
             .await
-        {
+            .ok()
+            .and_then(|s| s.into_iter().find(|s| s.peer_id.as_deref() == Some(to)));
+        if session.is_none() {
+            self.receipt(
+                to,
+                &message_id,
+                ReceiptState::Failed,
+                Some("no active session holds this peer on the recipient's machine".into()),
+            )
+            .await;
+            return;
+        }
+        let fresh = match self.store.insert_inbox(to, d.seq, &d.message).await {
             Ok(fresh) => fresh,
             Err(error) => {
                 // Not stored, so not receipted: the relay pushes it again later.
@@ -362,19 +578,19 @@ impl Daemon {
                 return;
             }
         };
-        self.receipt(d.to.as_str(), &message_id, ReceiptState::Delivered, None)
+        self.receipt(to, &message_id, ReceiptState::Delivered, None)
             .await;
         if !fresh {
             return;
         }
-        tracing::info!(to = %d.to, from = %d.message.from.name, kind = d.message.kind.as_str(), message = %message_id, "message delivered");
+        tracing::info!(%to, from = %d.message.from.name, kind = d.message.kind.as_str(), msg = %message_id, "message delivered");
         if d.message.kind == MessageKind::Reply
             && let Some(cid) = &d.message.correlation_id
         {
             let _ = self.store.sent_reply(cid.as_str(), &d.message.text).await;
             self.replies.notify_waiters();
         }
-        self.clone().maybe_wake(d.to.as_str()).await;
+        self.clone().maybe_wake(to).await;
     }
 
     /// Sends a receipt (idempotent; no answer on success). An `injected` or `failed` receipt
@@ -398,7 +614,10 @@ impl Daemon {
         })));
         tracing::debug!(peer = peer_id, msg = message_id, ?state, sent, "receipt");
         if !sent && state != ReceiptState::Delivered {
-            let _ = self.store.set_receipt_pending(message_id, true).await;
+            let _ = self
+                .store
+                .set_receipt_pending(peer_id, message_id, true)
+                .await;
         }
     }
 
@@ -425,37 +644,50 @@ impl Daemon {
             if !self.link.send(&receipt) {
                 return;
             }
-            let _ = self.store.set_receipt_pending(&message_id, false).await;
+            let _ = self
+                .store
+                .set_receipt_pending(peer_id, &message_id, false)
+                .await;
         }
     }
 
     /// Ends a session: unregisters its peer and fails what can no longer reach its agent.
     pub async fn end_session(&self, session: &SessionRow) -> Result<(), crate::api::ApiError> {
-        if let Some(peer) = &session.peer_id {
-            let reason = "the agent session ended before the message reached it";
-            for id in self
-                .store
-                .fail_queued(peer, reason)
-                .await
-                .map_err(ops::store_error)?
-            {
-                self.receipt(peer, &id, ReceiptState::Failed, Some(reason.into()))
-                    .await;
-            }
-            let _ = self
-                .link
-                .request(
-                    Frame::new(Body::Unregister(repowire_protocol::PeerRef {
-                        peer_id: PeerId(peer.clone()),
-                    })),
-                    RELAY_TIMEOUT,
-                )
-                .await;
-        }
+        // Ended first: a message arriving from now on is refused at once (`on_deliver`).
         self.store
             .end_session(&session.session_id)
             .await
-            .map_err(ops::store_error)
+            .map_err(ops::store_error)?;
+        let Some(peer) = &session.peer_id else {
+            return Ok(());
+        };
+        // While the peer is still registered here, its senders learn what will not arrive.
+        let reason = "the agent session ended before the message reached it";
+        for id in self
+            .store
+            .fail_queued(peer, reason)
+            .await
+            .map_err(ops::store_error)?
+        {
+            self.receipt(peer, &id, ReceiptState::Failed, Some(reason.into()))
+                .await;
+        }
+        for id in self
+            .store
+            .drop_outbox_of(peer)
+            .await
+            .map_err(ops::store_error)?
+        {
+            let _ = self
+                .store
+                .sent_rejected(
+                    &id,
+                    "the sending session ended before the relay accepted the message",
+                )
+                .await;
+        }
+        self.unregister(&session.session_id, peer).await;
+        Ok(())
     }
 
     /// Signals a prompt-submit for a session (tmux wake verification).
@@ -481,6 +713,7 @@ pub fn retryable(code: ErrorCode) -> bool {
     matches!(
         code,
         ErrorCode::Unavailable
+            | ErrorCode::InboxFull
             | ErrorCode::RateLimited
             | ErrorCode::ShuttingDown
             | ErrorCode::Internal

@@ -9,6 +9,7 @@ use repowire_protocol::{
 };
 use serde_json::{Value, json};
 
+use super::hooks::AfterWrite;
 use super::link::LinkError;
 use super::store::{SentRow, SessionRow, now_ms};
 use super::{CLI_SESSION, Daemon, RELAY_TIMEOUT};
@@ -41,7 +42,10 @@ pub fn store_error(e: sqlx::Error) -> ApiError {
 
 impl Daemon {
     /// The session a request acts as: `from` (a local peer id, name or session id), else the
-    /// agent session whose process started the caller, else the daemon's own CLI peer.
+    /// agent session whose process started the caller (nearest ancestor first, the same
+    /// process proven by its start time), else — only when no agent program is among the
+    /// caller's ancestors — the daemon's own CLI peer. An agent the daemon does not know is
+    /// refused rather than allowed to speak as the human at the terminal.
     pub async fn actor(
         &self,
         from: Option<&str>,
@@ -62,12 +66,23 @@ impl Daemon {
                 });
         }
         if let Some(pid) = caller_pid {
-            let chain = crate::procinfo::ancestors(pid);
-            if let Some(s) = sessions.iter().find(|s| {
-                s.session_id != CLI_SESSION
-                    && s.agent_pid.is_some_and(|a| chain.contains(&(a as u32)))
-            }) {
-                return Ok(s.clone());
+            for ancestor in crate::procinfo::ancestors(pid) {
+                if let Some(s) = sessions.iter().find(|s| {
+                    s.session_id != CLI_SESSION
+                        && s.agent_pid == Some(i64::from(ancestor))
+                        && crate::procinfo::same_process(ancestor, s.agent_start)
+                }) {
+                    return Ok(s.clone());
+                }
+                if let Some(program) = crate::procinfo::comm(ancestor)
+                    && super::panes::AGENTS.contains(&program.as_str())
+                {
+                    return Err(ApiError::new(
+                        "unknown_session",
+                        format!("this `{program}` session (pid {ancestor}) is not registered with the repowire daemon"),
+                    )
+                    .hint("install the hooks with `repowire setup` and restart the agent, or adopt its pane with `repowire link --pane $TMUX_PANE`"));
+                }
             }
         }
         if let Some(cli) = sessions.into_iter().find(|s| s.session_id == CLI_SESSION) {
@@ -82,11 +97,13 @@ impl Daemon {
             pane: None,
             tmux_socket: None,
             agent_pid: None,
+            agent_start: None,
             transcript: None,
             peer_id: None,
             name: None,
             turn_state: "unknown".into(),
             active: true,
+            handoff: false,
             started_at_ms: now_ms(),
             ended_at_ms: None,
         };
@@ -104,7 +121,7 @@ impl Daemon {
         if let Some(peer) = session.peer_id.clone() {
             return Ok((session, peer));
         }
-        let session = self.register(&session).await?;
+        let session = self.register(&session, RELAY_TIMEOUT).await?;
         let peer = session.peer_id.clone().unwrap_or_default();
         Ok((session, peer))
     }
@@ -217,6 +234,15 @@ impl Daemon {
             .put_outbox(&id, peer, &encoded)
             .await
             .map_err(store_error)?;
+        // Until the sessions are registered after a reconnect, a frame would be refused as
+        // `not_registered`: it waits in the outbox, which is sent once registration is done.
+        if !self.link.is_ready() {
+            return Ok(json!({
+                "state": "queued",
+                "message_id": id,
+                "reason": "the relay link is not up; kept in the outbox and sent when it is",
+            }));
+        }
         match self.link.request(frame, RELAY_TIMEOUT).await {
             Ok(Frame {
                 body: Body::Accepted(a),
@@ -295,37 +321,36 @@ impl Daemon {
         }
     }
 
-    /// Waits for the reply to an ask; the reply is then handed over here, not pushed again.
+    /// Waits for the reply to an ask. The reply is marked consumed (and reported `injected`)
+    /// only once the answer reached the caller; it is then not pushed to the agent again.
     pub async fn wait_reply(
         self: &Arc<Self>,
         cid: &str,
         timeout: Duration,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<(Value, Option<AfterWrite>), ApiError> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let notified = self.replies.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             if let Some(row) = self.store.reply_for(cid).await.map_err(store_error)? {
-                if row.state == "queued" {
-                    self.store
-                        .set_inbox_state(std::slice::from_ref(&row.message_id), "consumed")
-                        .await
-                        .map_err(store_error)?;
-                    self.receipt(
-                        &row.peer_id,
-                        &row.message_id,
-                        repowire_protocol::ReceiptState::Injected,
-                        None,
-                    )
-                    .await;
-                }
+                let after = (row.state == "queued").then(|| AfterWrite {
+                    peer_id: row.peer_id.clone(),
+                    message_ids: vec![row.message_id.clone()],
+                    state: "consumed",
+                });
                 let message: Value = serde_json::from_str(&row.body).unwrap_or(Value::Null);
-                return Ok(json!({ "state": "replied", "correlation_id": cid, "reply": message }));
+                return Ok((
+                    json!({ "state": "replied", "correlation_id": cid, "reply": message }),
+                    after,
+                ));
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return Ok(json!({ "state": "waiting", "correlation_id": cid,
-                    "message": format!("no reply within {} s; the ask stays open", timeout.as_secs()) }));
+                return Ok((
+                    json!({ "state": "waiting", "correlation_id": cid,
+                        "message": format!("no reply within {} s; the ask stays open", timeout.as_secs()) }),
+                    None,
+                ));
             }
         }
     }

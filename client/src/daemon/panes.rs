@@ -10,7 +10,7 @@ use crate::api::ApiError;
 use crate::tmux;
 
 /// Program names of agent runtimes, for spotting unregistered agent panes.
-const AGENTS: &[&str] = &["claude", "codex", "gemini", "opencode", "aider", "pi"];
+pub const AGENTS: &[&str] = &["claude", "codex", "gemini", "opencode", "aider", "pi"];
 
 impl Daemon {
     /// Panes of the tmux server at `socket` (default server when `None`), with the session
@@ -110,11 +110,14 @@ impl Daemon {
             pane: Some(info.pane_id.clone()),
             tmux_socket: socket.map(str::to_owned),
             agent_pid: Some(i64::from(agent)),
+            agent_start: crate::procinfo::start_time(agent),
             transcript: None,
             peer_id: None,
             name: None,
             turn_state: "idle".into(),
             active: true,
+            // Its own hooks, when they fire, name the runtime's session id: they take it over.
+            handoff: true,
             started_at_ms: now_ms(),
             ended_at_ms: None,
         };
@@ -122,7 +125,7 @@ impl Daemon {
             .upsert_session(&row)
             .await
             .map_err(ops::store_error)?;
-        match self.register(&row).await {
+        match self.register(&row, super::RELAY_TIMEOUT).await {
             Ok(row) => Ok(json!(row)),
             Err(e) => {
                 // No transportless peer is left behind.

@@ -9,7 +9,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
 use super::Daemon;
-use super::hooks::HookCall;
+use super::hooks::{AfterWrite, HookCall};
 use crate::api::{ApiError, Request, Response};
 
 /// Largest request line (a hook payload with a long prompt fits easily).
@@ -53,10 +53,25 @@ async fn connection(daemon: Arc<Daemon>, stream: UnixStream) {
             format!("request larger than {MAX_REQUEST} bytes or not newline-terminated"),
         )),
         Ok(_) => match serde_json::from_str::<Request>(&line) {
-            Ok(request) => match handle(&daemon, request, pid).await {
-                Ok(v) => Response::ok(v),
-                Err(e) => Response::err(e),
-            },
+            Ok(request) => {
+                // A caller that goes away (a killed hook, an interrupted `--wait`) cancels
+                // its request: nothing it would have carried is marked handed over.
+                let outcome = tokio::select! {
+                    outcome = handle(&daemon, request, pid) => outcome,
+                    _ = hung_up(&mut reader) => return,
+                };
+                match outcome {
+                    Ok((value, after)) => {
+                        if send(&mut write, &Response::ok(value)).await
+                            && let Some(after) = after
+                        {
+                            daemon.commit_hand_over(after).await;
+                        }
+                        return;
+                    }
+                    Err(e) => Response::err(e),
+                }
+            }
             Err(e) => Response::err(ApiError::new(
                 "invalid_request",
                 format!("bad request: {e}"),
@@ -67,25 +82,42 @@ async fn connection(daemon: Arc<Daemon>, stream: UnixStream) {
             format!("reading request: {e}"),
         )),
     };
-    let mut out = serde_json::to_vec(&response).unwrap_or_default();
+    send(&mut write, &response).await;
+}
+
+/// Writes one response line; true if it was written.
+async fn send(write: &mut tokio::net::unix::OwnedWriteHalf, response: &Response) -> bool {
+    let mut out = serde_json::to_vec(response).unwrap_or_default();
     out.push(b'\n');
-    let _ = write.write_all(&out).await;
+    write.write_all(&out).await.is_ok() && write.flush().await.is_ok()
+}
+
+/// Resolves when the caller closes its end (clients send one line and wait for the answer).
+async fn hung_up<R: tokio::io::AsyncRead + Unpin>(reader: &mut R) {
+    let mut byte = [0u8; 1];
+    loop {
+        match reader.read(&mut byte).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {} // bytes after the request line are ignored
+        }
+    }
 }
 
 async fn handle(
     daemon: &Arc<Daemon>,
     request: Request,
     pid: Option<u32>,
-) -> Result<Value, ApiError> {
+) -> Result<(Value, Option<AfterWrite>), ApiError> {
+    let plain = |v: Value| (v, None);
     match request {
-        Request::Status => daemon.status().await,
+        Request::Status => daemon.status().await.map(plain),
         Request::Hook {
             event,
             payload,
             tmux,
             tmux_pane,
         } => {
-            let output = daemon
+            let (output, after) = daemon
                 .hook(HookCall {
                     event: &event,
                     payload: &payload,
@@ -94,29 +126,27 @@ async fn handle(
                     hook_pid: pid,
                 })
                 .await?;
-            Ok(json!({ "output": output }))
+            Ok((json!({ "output": output }), after))
         }
         Request::Peers {
             from,
             include_offline,
             all_circles,
             circle,
-        } => {
-            daemon
-                .peers(from.as_deref(), pid, include_offline, all_circles, circle)
-                .await
-        }
-        Request::Send(out) => daemon.send(out, pid).await,
+        } => daemon
+            .peers(from.as_deref(), pid, include_offline, all_circles, circle)
+            .await
+            .map(plain),
+        Request::Send(out) => daemon.send(out, pid).await.map(plain),
         Request::Ack {
             from,
             correlation_id,
             reply,
-        } => {
-            daemon
-                .ack(from.as_deref(), pid, correlation_id, reply)
-                .await
-        }
-        Request::MessageStatus { id } => daemon.message_status(&id).await,
+        } => daemon
+            .ack(from.as_deref(), pid, correlation_id, reply)
+            .await
+            .map(plain),
+        Request::MessageStatus { id } => daemon.message_status(&id).await.map(plain),
         Request::WaitReply {
             correlation_id,
             timeout_ms,
@@ -131,29 +161,27 @@ async fn handle(
                 .active_sessions()
                 .await
                 .map_err(super::ops::store_error)?;
-            Ok(json!(sessions))
+            Ok(plain(json!(sessions)))
         }
-        Request::Panes { tmux } => {
-            daemon
-                .panes(tmux.as_deref().and_then(crate::tmux::socket_of).as_deref())
-                .await
-        }
+        Request::Panes { tmux } => daemon
+            .panes(tmux.as_deref().and_then(crate::tmux::socket_of).as_deref())
+            .await
+            .map(plain),
         Request::Link {
             pane,
             backend,
             tmux,
-        } => {
-            daemon
-                .link(
-                    &pane,
-                    &backend,
-                    tmux.as_deref().and_then(crate::tmux::socket_of).as_deref(),
-                )
-                .await
-        }
+        } => daemon
+            .link(
+                &pane,
+                &backend,
+                tmux.as_deref().and_then(crate::tmux::socket_of).as_deref(),
+            )
+            .await
+            .map(plain),
         Request::Shutdown => {
             daemon.shutdown.cancel();
-            Ok(json!({ "stopping": true }))
+            Ok(plain(json!({ "stopping": true })))
         }
     }
 }

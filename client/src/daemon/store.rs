@@ -23,17 +23,21 @@ CREATE TABLE IF NOT EXISTS sessions (
     pane          TEXT,
     tmux_socket   TEXT,
     agent_pid     INTEGER,
+    agent_start   INTEGER,
     transcript    TEXT,
     peer_id       TEXT,
     name          TEXT,
     turn_state    TEXT NOT NULL DEFAULT 'unknown',
     active        INTEGER NOT NULL DEFAULT 1,
+    -- 1 when the next session of the same agent process takes this one's peer over
+    -- (a pane adopted by `repowire link`, or a `/clear` in the runtime).
+    handoff       INTEGER NOT NULL DEFAULT 0,
     started_at_ms INTEGER NOT NULL,
     ended_at_ms   INTEGER
 );
 CREATE INDEX IF NOT EXISTS sessions_peer ON sessions(peer_id);
 CREATE TABLE IF NOT EXISTS inbox (
-    message_id     TEXT PRIMARY KEY,
+    message_id     TEXT NOT NULL,
     peer_id        TEXT NOT NULL,
     seq            INTEGER NOT NULL,
     kind           TEXT NOT NULL,
@@ -45,7 +49,9 @@ CREATE TABLE IF NOT EXISTS inbox (
     handed_at_ms   INTEGER,
     -- An injected/failed receipt that could not be sent (link down): sent after reconnecting.
     receipt_pending INTEGER NOT NULL DEFAULT 0,
-    fail_reason    TEXT
+    fail_reason    TEXT,
+    -- A broadcast is one message delivered to several local peers.
+    PRIMARY KEY (peer_id, message_id)
 );
 CREATE INDEX IF NOT EXISTS inbox_peer_state ON inbox(peer_id, state);
 CREATE TABLE IF NOT EXISTS outbox (
@@ -88,11 +94,13 @@ pub struct SessionRow {
     pub pane: Option<String>,
     pub tmux_socket: Option<String>,
     pub agent_pid: Option<i64>,
+    pub agent_start: Option<i64>,
     pub transcript: Option<String>,
     pub peer_id: Option<String>,
     pub name: Option<String>,
     pub turn_state: String,
     pub active: bool,
+    pub handoff: bool,
     pub started_at_ms: i64,
     pub ended_at_ms: Option<i64>,
 }
@@ -102,6 +110,7 @@ pub struct SessionRow {
 pub struct InboxRow {
     pub message_id: String,
     pub peer_id: String,
+    pub seq: i64,
     pub correlation_id: Option<String>,
     pub body: String,
     pub state: String,
@@ -167,11 +176,12 @@ impl Store {
     /// Inserts or replaces a session's runtime facts, keeping its peer identity.
     pub async fn upsert_session(&self, s: &SessionRow) -> Result<()> {
         sqlx::query(
-            "INSERT INTO sessions (session_id, backend, role, circle, path, pane, tmux_socket, agent_pid, transcript, peer_id, name, turn_state, active, started_at_ms)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?)
+            "INSERT INTO sessions (session_id, backend, role, circle, path, pane, tmux_socket, agent_pid, agent_start, transcript, peer_id, name, turn_state, active, handoff, started_at_ms)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
              ON CONFLICT(session_id) DO UPDATE SET backend = excluded.backend, path = excluded.path,
                pane = excluded.pane, tmux_socket = excluded.tmux_socket, agent_pid = excluded.agent_pid,
-               transcript = excluded.transcript, turn_state = excluded.turn_state, active = 1, ended_at_ms = NULL",
+               agent_start = excluded.agent_start, transcript = excluded.transcript,
+               turn_state = excluded.turn_state, handoff = excluded.handoff, active = 1, ended_at_ms = NULL",
         )
         .bind(&s.session_id)
         .bind(&s.backend)
@@ -181,10 +191,12 @@ impl Store {
         .bind(&s.pane)
         .bind(&s.tmux_socket)
         .bind(s.agent_pid)
+        .bind(s.agent_start)
         .bind(&s.transcript)
         .bind(&s.peer_id)
         .bind(&s.name)
         .bind(&s.turn_state)
+        .bind(s.handoff)
         .bind(s.started_at_ms)
         .execute(&self.pool)
         .await?;
@@ -243,19 +255,38 @@ impl Store {
         Ok(())
     }
 
-    /// The active session of an agent process other than `except`, if any (a linked pane
-    /// whose hooks now report the runtime's own session id).
-    pub async fn session_of_agent(
+    /// A session of this agent process waiting to be taken over by the runtime's next session
+    /// id (a linked pane whose hooks now fire, or the session before a `/clear`).
+    pub async fn handoff_of_agent(
         &self,
         agent_pid: i64,
         except: &str,
     ) -> Result<Option<SessionRow>> {
         sqlx::query_as(
-            "SELECT * FROM sessions WHERE active = 1 AND agent_pid = ? AND session_id <> ?",
+            "SELECT * FROM sessions WHERE active = 1 AND handoff = 1 AND agent_pid = ? AND session_id <> ?",
         )
         .bind(agent_pid)
         .bind(except)
         .fetch_optional(&self.pool)
+        .await
+    }
+
+    /// Marks a session as waiting for its agent's next session id to take it over.
+    pub async fn set_handoff(&self, session_id: &str) -> Result<()> {
+        sqlx::query("UPDATE sessions SET handoff = 1, turn_state = 'idle' WHERE session_id = ?")
+            .bind(session_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Ended sessions with receipts still to send.
+    pub async fn ended_with_pending_receipts(&self) -> Result<Vec<SessionRow>> {
+        sqlx::query_as(
+            "SELECT * FROM sessions s WHERE active = 0 AND peer_id IS NOT NULL
+             AND EXISTS (SELECT 1 FROM inbox i WHERE i.peer_id = s.peer_id AND i.receipt_pending = 1)",
+        )
+        .fetch_all(&self.pool)
         .await
     }
 
@@ -281,7 +312,7 @@ impl Store {
         let body = serde_json::to_string(message).unwrap_or_default();
         let done = sqlx::query(
             "INSERT INTO inbox (message_id, peer_id, seq, kind, correlation_id, body, state, received_at_ms)
-             VALUES (?, ?, ?, ?, ?, ?, 'queued', ?) ON CONFLICT(message_id) DO NOTHING",
+             VALUES (?, ?, ?, ?, ?, ?, 'queued', ?) ON CONFLICT(peer_id, message_id) DO NOTHING",
         )
         .bind(message.message_id.to_string())
         .bind(peer_id)
@@ -298,7 +329,7 @@ impl Store {
     /// Messages for a peer not yet handed to its agent, oldest first.
     pub async fn queued(&self, peer_id: &str) -> Result<Vec<InboxRow>> {
         sqlx::query_as(
-            "SELECT message_id, peer_id, seq, kind, correlation_id, body, state, closed FROM inbox
+            "SELECT message_id, peer_id, seq, correlation_id, body, state FROM inbox
              WHERE peer_id = ? AND state = 'queued' ORDER BY seq",
         )
         .bind(peer_id)
@@ -309,7 +340,7 @@ impl Store {
     /// Asks this peer received, handed to the agent and not closed yet.
     pub async fn open_asks(&self, peer_id: &str) -> Result<Vec<InboxRow>> {
         sqlx::query_as(
-            "SELECT message_id, peer_id, seq, kind, correlation_id, body, state, closed FROM inbox
+            "SELECT message_id, peer_id, seq, correlation_id, body, state FROM inbox
              WHERE peer_id = ? AND kind = 'ask' AND closed = 0 AND state = 'handed' ORDER BY seq",
         )
         .bind(peer_id)
@@ -317,24 +348,38 @@ impl Store {
         .await
     }
 
-    /// Moves messages to a new state (`handed`, `consumed`, `failed`).
-    pub async fn set_inbox_state(&self, message_ids: &[String], state: &str) -> Result<()> {
+    /// Moves a peer's messages from `queued` to `state` (`handed`, `consumed`); returns the
+    /// ids that were still queued (the others were handed by someone else meanwhile).
+    pub async fn take_queued(
+        &self,
+        peer_id: &str,
+        message_ids: &[String],
+        state: &str,
+    ) -> Result<Vec<String>> {
         let mut tx = self.pool.begin().await?;
+        let mut moved = Vec::new();
         for id in message_ids {
-            sqlx::query("UPDATE inbox SET state = ?, handed_at_ms = ? WHERE message_id = ?")
-                .bind(state)
-                .bind(now_ms())
-                .bind(id)
-                .execute(&mut *tx)
-                .await?;
+            let done = sqlx::query(
+                "UPDATE inbox SET state = ?, handed_at_ms = ? WHERE peer_id = ? AND message_id = ? AND state = 'queued'",
+            )
+            .bind(state)
+            .bind(now_ms())
+            .bind(peer_id)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+            if done.rows_affected() == 1 {
+                moved.push(id.clone());
+            }
         }
-        tx.commit().await
+        tx.commit().await?;
+        Ok(moved)
     }
 
     /// A reply to an ask this daemon sent, if one arrived.
     pub async fn reply_for(&self, cid: &str) -> Result<Option<InboxRow>> {
         sqlx::query_as(
-            "SELECT message_id, peer_id, seq, kind, correlation_id, body, state, closed FROM inbox
+            "SELECT message_id, peer_id, seq, correlation_id, body, state FROM inbox
              WHERE kind = 'reply' AND correlation_id = ? ORDER BY seq LIMIT 1",
         )
         .bind(cid)
@@ -342,19 +387,28 @@ impl Store {
         .await
     }
 
-    /// Marks a received ask closed (the relay accepted our ack).
-    pub async fn close_ask(&self, cid: &str) -> Result<()> {
-        sqlx::query("UPDATE inbox SET closed = 1 WHERE kind = 'ask' AND correlation_id = ?")
-            .bind(cid)
-            .execute(&self.pool)
-            .await?;
+    /// Marks an ask this peer received closed (acked, answered, or chained by `reply_to`).
+    pub async fn close_ask(&self, peer_id: &str, cid: &str) -> Result<()> {
+        sqlx::query(
+            "UPDATE inbox SET closed = 1 WHERE peer_id = ? AND kind = 'ask' AND correlation_id = ?",
+        )
+        .bind(peer_id)
+        .bind(cid)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
     /// Remembers that the receipt for this message's current state still has to be sent.
-    pub async fn set_receipt_pending(&self, message_id: &str, pending: bool) -> Result<()> {
-        sqlx::query("UPDATE inbox SET receipt_pending = ? WHERE message_id = ?")
+    pub async fn set_receipt_pending(
+        &self,
+        peer_id: &str,
+        message_id: &str,
+        pending: bool,
+    ) -> Result<()> {
+        sqlx::query("UPDATE inbox SET receipt_pending = ? WHERE peer_id = ? AND message_id = ?")
             .bind(pending)
+            .bind(peer_id)
             .bind(message_id)
             .execute(&self.pool)
             .await?;
@@ -410,11 +464,82 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
+    /// One unanswered frame's JSON.
+    pub async fn outbox_frame(&self, frame_id: &str) -> Result<Option<String>> {
+        let row: Option<(String,)> = sqlx::query_as("SELECT frame FROM outbox WHERE frame_id = ?")
+            .bind(frame_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|(f,)| f))
+    }
+
+    /// Replaces an unanswered frame by a re-minted one (new id, new sender) in one
+    /// transaction; the old message is recorded as superseded by the new one.
+    pub async fn remint(
+        &self,
+        old_id: &str,
+        new_id: &str,
+        peer_id: &str,
+        frame: &str,
+    ) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("DELETE FROM outbox WHERE frame_id = ?")
+            .bind(old_id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "INSERT INTO outbox (frame_id, peer_id, frame, created_at_ms) VALUES (?, ?, ?, ?)",
+        )
+        .bind(new_id)
+        .bind(peer_id)
+        .bind(frame)
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO sent (message_id, peer_id, kind, to_name, text, correlation_id, state, created_at_ms)
+             SELECT ?, ?, kind, to_name, text, correlation_id, 'queued', ? FROM sent WHERE message_id = ?",
+        )
+        .bind(new_id)
+        .bind(peer_id)
+        .bind(now_ms())
+        .bind(old_id)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("UPDATE sent SET state = 'superseded', error = ? WHERE message_id = ?")
+            .bind(format!("re-sent as {new_id}: the sender's peer id changed"))
+            .bind(old_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await
+    }
+
     /// Every unanswered frame, oldest first: (frame id, peer id, frame JSON).
     pub async fn outbox(&self) -> Result<Vec<(String, String, String)>> {
         sqlx::query_as(
             "SELECT frame_id, peer_id, frame FROM outbox ORDER BY created_at_ms, frame_id",
         )
+        .fetch_all(&self.pool)
+        .await
+    }
+
+    /// Drops a peer's unanswered frames (its session ended); returns their ids.
+    pub async fn drop_outbox_of(&self, peer_id: &str) -> Result<Vec<String>> {
+        let rows: Vec<(String,)> =
+            sqlx::query_as("DELETE FROM outbox WHERE peer_id = ? RETURNING frame_id")
+                .bind(peer_id)
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows.into_iter().map(|(id,)| id).collect())
+    }
+
+    /// Sent messages whose outcome may have changed while this daemon was not listening.
+    pub async fn open_sent(&self, since_ms: i64) -> Result<Vec<SentRow>> {
+        sqlx::query_as(
+            "SELECT * FROM sent WHERE state IN ('accepted', 'delivered', 'injected')
+             AND kind IN ('ask', 'notify') AND created_at_ms >= ?",
+        )
+        .bind(since_ms)
         .fetch_all(&self.pool)
         .await
     }

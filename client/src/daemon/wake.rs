@@ -32,7 +32,10 @@ pub struct WakeOutcome {
     pub reason: Option<String>,
 }
 
-/// Why a pane may not be typed into.
+/// Why a pane may not be typed into: it must be the registered agent's pane, the agent must
+/// be the very process that registered (pid and start time), and its process group must be in
+/// the terminal's foreground — so keystrokes reach the agent, not a shell that took over the
+/// terminal (an agent suspended with Ctrl-Z, say).
 pub async fn check_pane(session: &SessionRow) -> Result<(), String> {
     let pane = session
         .pane
@@ -41,7 +44,7 @@ pub async fn check_pane(session: &SessionRow) -> Result<(), String> {
     let agent = session
         .agent_pid
         .ok_or("the agent's process is not known")? as u32;
-    if !crate::procinfo::alive(agent) {
+    if !crate::procinfo::same_process(agent, session.agent_start) {
         return Err(format!("the agent process {agent} has exited"));
     }
     let info = tmux::pane(session.tmux_socket.as_deref(), pane)
@@ -53,6 +56,12 @@ pub async fn check_pane(session: &SessionRow) -> Result<(), String> {
     if !crate::procinfo::is_self_or_ancestor(info.pid, agent) {
         return Err(format!(
             "pane {pane} is not running the registered agent (pid {agent}); it runs `{}`",
+            info.command
+        ));
+    }
+    if !crate::procinfo::in_foreground(agent) {
+        return Err(format!(
+            "the agent (pid {agent}) is not in the foreground of pane {pane}; `{}` is",
             info.command
         ));
     }
@@ -114,7 +123,7 @@ impl Daemon {
             _ => return None,
         };
         if let Some(pid) = session.agent_pid
-            && !crate::procinfo::alive(pid as u32)
+            && !crate::procinfo::same_process(pid as u32, session.agent_start)
         {
             let _ = self.end_session(&session).await;
             return Some((
@@ -133,7 +142,7 @@ impl Daemon {
         let senders: Vec<String> = queued
             .iter()
             .filter_map(|r| serde_json::from_str::<repowire_protocol::Message>(&r.body).ok())
-            .map(|m| format!("@{}", m.from.name))
+            .map(|m| format!("@{}", super::hooks::display_name(&m.from.name)))
             .collect();
         let prompt = sanitize::for_terminal(&format!(
             "[repowire] {} new message{} from {} - read them in your context and respond.",
@@ -153,7 +162,7 @@ impl Daemon {
         let scratch = self
             .settings
             .home
-            .join(format!("wake-{}.txt", std::process::id()));
+            .join(format!("wake-{}.txt", uuid::Uuid::new_v4().simple()));
         let buffer = format!("repowire-{}", peer);
         if let Err(error) = tmux::paste(socket, &pane, &buffer, &prompt, &scratch).await {
             tracing::warn!(%error, "paste into the pane failed");

@@ -8,8 +8,9 @@
 //!
 //! Its "model" is a script: a prompt `/run CMD` runs CMD through `sh -c` (like a Bash tool
 //! call, with the output recorded); `/busy` keeps the turn running until the file
-//! `<transcript>.release` exists; `/exit` ends the session; anything else gets the reply
-//! `ok`. Context handed over by hooks is recorded, never executed.
+//! `<transcript>.release` exists; `/clear` ends the session and starts a new one in the same
+//! process (SessionEnd `clear`, SessionStart `clear`); `/exit` ends the session; anything
+//! else gets the reply `ok`. Context handed over by hooks is recorded, never executed.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -257,6 +258,17 @@ impl Agent {
     /// One submitted prompt; false when the session ends.
     fn turn(&mut self, prompt: String) -> bool {
         self.record(json!({ "event": "prompt", "text": prompt }));
+        if prompt.trim() == "/clear" {
+            // As Claude Code does: the session ends and a new one (new id) starts in-process.
+            self.hook("SessionEnd", json!({ "reason": "clear" }));
+            self.session_id = uuid::Uuid::new_v4().to_string();
+            self.record(json!({ "event": "cleared", "session_id": self.session_id }));
+            self.hook(
+                "SessionStart",
+                json!({ "source": "clear", "model": "standin" }),
+            );
+            return true;
+        }
         if prompt.trim() == "/exit" {
             self.hook("SessionEnd", json!({ "reason": "prompt_input_exit" }));
             self.record(json!({ "event": "exit" }));

@@ -1,0 +1,265 @@
+//! `repowire-client-bench`: the client's speed and memory budgets (DESIGN.md §9, issue "The
+//! repowire client"), measured on release binaries beside this one:
+//! - daemon start: `repowire daemon run` spawned → its socket answers (embedded relay, fresh
+//!   state each run);
+//! - hook latency: `repowire hook prompt-submit` / `stop` process start → exit, against a
+//!   running daemon with one registered session (what Claude Code pays on every turn);
+//! - daemon idle RSS after start and one registered session;
+//! - local notify: daemon API `send` → `accepted` (relay persisted it), and send → the
+//!   recipient daemon's `delivered` receipt recorded, through the embedded relay.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use hdrhistogram::Histogram;
+use repowire::api::{self, Outgoing, Request, SendKind};
+use repowire_e2e::agents::bin;
+use serde_json::{Value, json};
+
+#[derive(Parser)]
+struct Args {
+    /// Daemon starts to time.
+    #[arg(long, default_value_t = 10)]
+    starts: usize,
+    /// Hook invocations to time (per event).
+    #[arg(long, default_value_t = 300)]
+    hooks: usize,
+    /// Notifications to time.
+    #[arg(long, default_value_t = 300)]
+    notifies: usize,
+}
+
+fn us(h: &Histogram<u64>, q: f64) -> String {
+    format!("{:.2} ms", h.value_at_quantile(q) as f64 / 1000.0)
+}
+
+fn report(name: &str, h: &Histogram<u64>) {
+    println!(
+        "{name:<34} n={:<5} p50 {}  p90 {}  p99 {}  max {}",
+        h.len(),
+        us(h, 0.5),
+        us(h, 0.9),
+        us(h, 0.99),
+        us(h, 1.0)
+    );
+}
+
+fn env_for(home: &Path) -> Vec<(&'static str, String)> {
+    vec![
+        ("HOME", home.to_string_lossy().into_owned()),
+        (
+            "REPOWIRE_HOME",
+            home.join(".repowire").to_string_lossy().into_owned(),
+        ),
+        ("REPOWIRE_LOG", "warn".into()),
+    ]
+}
+
+struct Daemon {
+    home: tempfile::TempDir,
+    child: std::process::Child,
+}
+
+impl Daemon {
+    fn socket(&self) -> PathBuf {
+        self.home.path().join(".repowire/daemon.sock")
+    }
+
+    fn env(&self) -> Vec<(&'static str, String)> {
+        env_for(self.home.path())
+    }
+
+    /// Spawns `repowire daemon run` and returns once the socket answers, with the time it took.
+    fn start() -> (Self, Duration) {
+        let home = tempfile::tempdir().expect("home");
+        let started = Instant::now();
+        let child = Command::new(bin("repowire"))
+            .args(["daemon", "run"])
+            .env_remove("REPOWIRE_RELAY_URL")
+            .envs(env_for(home.path()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn daemon");
+        let d = Self { home, child };
+        let deadline = started + Duration::from_secs(20);
+        loop {
+            if api::call(&d.socket(), &Request::Status, Duration::from_secs(1)).is_ok() {
+                return (d, started.elapsed());
+            }
+            assert!(Instant::now() < deadline, "daemon did not answer");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    fn hook(&self, event: &str, payload: &Value) -> (Duration, String) {
+        let started = Instant::now();
+        let mut child = Command::new(bin("repowire"))
+            .args(["hook", event])
+            .envs(self.env())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("hook");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(payload.to_string().as_bytes())
+            .expect("payload");
+        let out = child.wait_with_output().expect("hook");
+        (
+            started.elapsed(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    }
+
+    fn call(&self, request: &Request) -> Value {
+        api::call(&self.socket(), request, Duration::from_secs(10)).expect("daemon call")
+    }
+
+    fn rss_kib(&self) -> u64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS")
+    }
+
+    fn stop(mut self) {
+        let _ = api::call(&self.socket(), &Request::Shutdown, Duration::from_secs(5));
+        let _ = self.child.wait();
+    }
+}
+
+fn session(d: &Daemon, id: &str, dir: &Path) -> Value {
+    std::fs::create_dir_all(dir).expect("dir");
+    let payload = json!({ "session_id": id, "hook_event_name": "SessionStart", "source": "startup", "cwd": dir });
+    let (_, out) = d.hook("session-start", &payload);
+    assert!(
+        out.contains("You are @"),
+        "session-start gave no identity: {out}"
+    );
+    payload
+}
+
+fn main() {
+    let args = Args::parse();
+    println!(
+        "# repowire client benchmark (release binaries in {})",
+        bin("repowire")
+            .parent()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    );
+
+    let mut starts = Histogram::<u64>::new(3).expect("hist");
+    for _ in 0..args.starts {
+        let (d, took) = Daemon::start();
+        starts.record(took.as_micros() as u64).expect("record");
+        d.stop();
+    }
+    report("daemon start (spawn → answering)", &starts);
+
+    let (d, _) = Daemon::start();
+    let a_dir = d.home.path().join("alpha");
+    let b_dir = d.home.path().join("beta");
+    let a = session(&d, "bench-alpha", &a_dir);
+    let _b = session(&d, "bench-beta", &b_dir);
+    std::thread::sleep(Duration::from_secs(2));
+    println!("{:<34} {} KiB", "daemon idle RSS (2 sessions)", d.rss_kib());
+
+    for (event, extra) in [
+        (
+            "prompt-submit",
+            json!({ "hook_event_name": "UserPromptSubmit", "prompt": "work on it" }),
+        ),
+        (
+            "stop",
+            json!({ "hook_event_name": "Stop", "stop_hook_active": false, "last_assistant_message": "done" }),
+        ),
+    ] {
+        let mut payload = a.clone();
+        if let (Some(p), Some(e)) = (payload.as_object_mut(), extra.as_object()) {
+            p.extend(e.clone());
+        }
+        let mut h = Histogram::<u64>::new(3).expect("hist");
+        for i in 0..args.hooks + 20 {
+            let (took, _) = d.hook(event, &payload);
+            if i >= 20 {
+                h.record(took.as_micros() as u64).expect("record");
+            }
+        }
+        report(&format!("hook {event} (process start → exit)"), &h);
+    }
+    let mut quiet = Histogram::<u64>::new(3).expect("hist");
+    let down = tempfile::tempdir().expect("tmp");
+    for _ in 0..50 {
+        let started = Instant::now();
+        let mut child = Command::new(bin("repowire"))
+            .args(["hook", "prompt-submit"])
+            .env("REPOWIRE_HOME", down.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("hook");
+        let _ = child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(a.to_string().as_bytes());
+        let _ = child.wait();
+        quiet
+            .record(started.elapsed().as_micros() as u64)
+            .expect("record");
+    }
+    report("hook with no daemon (exits quietly)", &quiet);
+
+    eprintln!("{}", d.call(&Request::Status));
+    let mut accepted = Histogram::<u64>::new(3).expect("hist");
+    let mut delivered = Histogram::<u64>::new(3).expect("hist");
+    for i in 0..args.notifies + 20 {
+        let started = Instant::now();
+        let sent = d.call(&Request::Send(Outgoing {
+            from: Some("alpha".into()),
+            kind: SendKind::Notify,
+            to: Some("beta".into()),
+            circle: None,
+            text: format!("benchmark notification {i}"),
+            reply_to: None,
+        }));
+        let t_accepted = started.elapsed();
+        assert_eq!(sent["state"], "accepted", "{sent}");
+        let id = sent["message_id"].as_str().expect("id").to_owned();
+        loop {
+            let status = d.call(&Request::MessageStatus { id: id.clone() });
+            if status["events"]
+                .as_array()
+                .is_some_and(|e| e.iter().any(|x| x["state"] == "delivered"))
+            {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(10), "not delivered");
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        if i >= 20 {
+            accepted
+                .record(t_accepted.as_micros() as u64)
+                .expect("record");
+            delivered
+                .record(started.elapsed().as_micros() as u64)
+                .expect("record");
+        }
+    }
+    report("local notify: send → accepted", &accepted);
+    report("local notify: send → delivered", &delivered);
+    println!("{:<34} {} KiB", "daemon RSS after the run", d.rss_kib());
+    d.stop();
+}
