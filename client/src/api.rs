@@ -57,6 +57,45 @@ pub enum Request {
         #[serde(default)]
         reply: Option<String>,
     },
+    /// Answer a structured ask with a typed answer.
+    Answer {
+        /// Act as this local peer.
+        #[serde(default)]
+        from: Option<String>,
+        /// The ask.
+        correlation_id: String,
+        /// Chosen option.
+        #[serde(default)]
+        option_id: Option<String>,
+        /// Free text.
+        #[serde(default)]
+        text: Option<String>,
+    },
+    /// The agent session the caller belongs to, proven by process ancestry (never a fallback):
+    /// how the MCP server learns whose tools it serves.
+    Whoami {
+        /// `TMUX_PANE` of the caller, cross-checked against the session's pane.
+        #[serde(default)]
+        tmux_pane: Option<String>,
+    },
+    /// Set (or, with an empty text, clear) the acting peer's description.
+    Describe {
+        /// Act as this local peer.
+        #[serde(default)]
+        from: Option<String>,
+        /// Short task state.
+        text: String,
+    },
+    /// Read a file from a peer's project, if that peer's daemon allows it.
+    ReadFile {
+        /// Act as this local peer.
+        #[serde(default)]
+        from: Option<String>,
+        /// The peer (name or id).
+        peer: String,
+        /// Path relative to the peer's project root.
+        path: String,
+    },
     /// What happened to a message this daemon sent: by message id or correlation id.
     MessageStatus {
         /// Message id or correlation id.

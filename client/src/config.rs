@@ -42,6 +42,20 @@ pub struct FileConfig {
     pub relay: RelayFile,
     /// Daemon behaviour.
     pub daemon: DaemonFile,
+    /// What peers may read from this machine's projects (`read_peer_file`).
+    pub files: FilesFile,
+}
+
+/// `[files]`: reading files of local projects on behalf of peers. Off unless a project is listed.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FilesFile {
+    /// Project roots whose files peers may read.
+    pub readable: Vec<PathBuf>,
+    /// Largest file served, in bytes (default 262144).
+    pub max_bytes: Option<u64>,
+    /// Serve dotfiles and files under dot-directories (`.env`, `.git/…`) too (default false).
+    pub allow_dotfiles: Option<bool>,
 }
 
 /// `[relay]`.
@@ -99,6 +113,19 @@ pub struct Settings {
     pub tmux_wake: bool,
     /// Log filter.
     pub log: String,
+    /// File reads for peers.
+    pub files: FilePolicy,
+}
+
+/// Resolved `[files]`.
+#[derive(Debug, Clone)]
+pub struct FilePolicy {
+    /// Project roots peers may read from.
+    pub readable: Vec<PathBuf>,
+    /// Largest file served.
+    pub max_bytes: u64,
+    /// Dotfiles allowed.
+    pub allow_dotfiles: bool,
 }
 
 impl Config {
@@ -147,6 +174,11 @@ impl Config {
             ),
             tmux_wake: file.daemon.tmux_wake.unwrap_or(true),
             log: self.log.clone(),
+            files: FilePolicy {
+                readable: file.files.readable,
+                max_bytes: file.files.max_bytes.unwrap_or(256 * 1024),
+                allow_dotfiles: file.files.allow_dotfiles.unwrap_or(false),
+            },
         })
     }
 }

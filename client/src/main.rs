@@ -28,6 +28,8 @@ enum Command {
         /// session-start, prompt-submit, stop, notification, session-end or pre-tool-use.
         event: cli::hook::Event,
     },
+    /// The MCP server (stdio) that gives an agent its Repowire tools.
+    Mcp,
     /// Talk to peers.
     Peer {
         #[command(subcommand)]
@@ -79,6 +81,7 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Daemon { action } => cli::daemon::run(&cli.config, action),
+        Command::Mcp => cli::daemon::mcp(&cli.config),
         Command::Peer { command } => cli::peer::run(&cli.config, command),
         Command::Session { command } => cli::session::run(&cli.config, command),
         Command::Link {

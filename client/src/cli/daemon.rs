@@ -34,7 +34,7 @@ pub fn run(config: &Config, action: Action) -> anyhow::Result<ExitCode> {
             let settings = config.settings()?;
             init_tracing(&settings.log);
             let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
+                .worker_threads(1)
                 .enable_all()
                 .build()
                 .context("starting the async runtime")?;
@@ -191,6 +191,20 @@ fn print_status(status: &Value) {
             s(&x, "path"),
         );
     }
+}
+
+/// `repowire mcp`: the MCP server on stdin/stdout; logs go to stderr only.
+pub fn mcp(config: &Config) -> anyhow::Result<ExitCode> {
+    init_tracing(&config.log);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(crate::mcp::serve(
+        crate::config::socket_path(&config.home()),
+        std::env::var("TMUX_PANE").ok(),
+    ))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `repowire config show`.

@@ -29,7 +29,7 @@ pub async fn start(home: &Path, shutdown: CancellationToken) -> anyhow::Result<E
     let dir = home.join("relay");
     crate::config::ensure_home(&dir)?;
     let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(&dir.join("relay.db"))
+        SqliteStore::open_with(&dir.join("relay.db"), 2)
             .await
             .context("opening the embedded relay's database")?,
     );

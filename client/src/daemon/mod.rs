@@ -8,6 +8,7 @@
 //!   none is configured.
 
 pub mod embedded;
+pub mod files;
 pub mod hooks;
 pub mod link;
 pub mod ops;

@@ -196,6 +196,103 @@ impl Daemon {
         .await
     }
 
+    /// Answers a structured ask this actor received.
+    pub async fn answer(
+        &self,
+        from: Option<&str>,
+        caller_pid: Option<u32>,
+        correlation_id: String,
+        option_id: Option<String>,
+        text: Option<String>,
+    ) -> Result<Value, ApiError> {
+        let (_, peer) = self.registered_actor(from, caller_pid).await?;
+        let summary = option_id.clone().or(text.clone()).unwrap_or_default();
+        let body = Body::Answer(repowire_protocol::Answer {
+            from: PeerId(peer.clone()),
+            correlation_id: CorrelationId(correlation_id.clone()),
+            option_id,
+            text,
+        });
+        self.submit(
+            Frame::new(body),
+            &peer,
+            "answer",
+            Some(correlation_id),
+            summary,
+        )
+        .await
+    }
+
+    /// The agent session the caller belongs to, proven by process ancestry (pid and start
+    /// time of the agent that ran its SessionStart hook) and, when given, its tmux pane.
+    /// There is no fallback: an unproven caller is refused.
+    pub async fn whoami(
+        &self,
+        caller_pid: Option<u32>,
+        tmux_pane: Option<&str>,
+    ) -> Result<Value, ApiError> {
+        let unproven = |why: String| {
+            ApiError::new("identity_unproven", why).hint(
+                "run the MCP server from an agent session whose hooks are installed (`repowire setup`), \
+                 or adopt the agent's pane with `repowire link --pane $TMUX_PANE`",
+            )
+        };
+        let pid = caller_pid.ok_or_else(|| unproven("the caller's process is unknown".into()))?;
+        let sessions = self.store.active_sessions().await.map_err(store_error)?;
+        let found = crate::procinfo::ancestors(pid).into_iter().find_map(|a| {
+            sessions.iter().find(|s| {
+                s.session_id != CLI_SESSION
+                    && s.agent_pid == Some(i64::from(a))
+                    && crate::procinfo::same_process(a, s.agent_start)
+            })
+        });
+        let Some(session) = found else {
+            return Err(unproven(
+                "this process does not descend from an agent session this daemon registered".into(),
+            ));
+        };
+        if let (Some(claimed), Some(own)) = (tmux_pane, session.pane.as_deref())
+            && claimed != own
+        {
+            return Err(unproven(format!(
+                "TMUX_PANE {claimed} is not the pane of the session this process belongs to ({own})"
+            )));
+        }
+        let (session, _) = self
+            .registered_actor(Some(&session.session_id), None)
+            .await?;
+        Ok(json!(session))
+    }
+
+    /// Sets or clears the actor's description.
+    pub async fn describe(
+        &self,
+        from: Option<&str>,
+        caller_pid: Option<u32>,
+        text: String,
+    ) -> Result<Value, ApiError> {
+        let (_, peer) = self.registered_actor(from, caller_pid).await?;
+        let frame = Frame::new(Body::UpdatePeer(repowire_protocol::UpdatePeer {
+            peer_id: PeerId(peer),
+            turn_state: None,
+            description: Some(text.clone()),
+        }));
+        match self.link.request(frame, RELAY_TIMEOUT).await {
+            Ok(Frame {
+                body: Body::Ok(_), ..
+            }) => Ok(json!({ "description": text })),
+            Ok(Frame {
+                body: Body::Error(e),
+                ..
+            }) => Err(relay_error(&e)),
+            Ok(other) => Err(ApiError::new(
+                "daemon_protocol",
+                format!("unexpected answer: {}", other.body.type_name()),
+            )),
+            Err(e) => Err(link_error(&e)),
+        }
+    }
+
     /// Validates, records, sends, and waits briefly for the relay's answer.
     async fn submit(
         &self,
@@ -213,6 +310,7 @@ impl Daemon {
         let id = frame.id.to_string();
         let correlation_id = match &frame.body {
             Body::Ack(a) => Some(a.correlation_id.0.clone()),
+            Body::Answer(a) => Some(a.correlation_id.0.clone()),
             _ => None,
         };
         self.store

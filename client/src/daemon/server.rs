@@ -146,6 +146,23 @@ async fn handle(
             .ack(from.as_deref(), pid, correlation_id, reply)
             .await
             .map(plain),
+        Request::Answer {
+            from,
+            correlation_id,
+            option_id,
+            text,
+        } => daemon
+            .answer(from.as_deref(), pid, correlation_id, option_id, text)
+            .await
+            .map(plain),
+        Request::Whoami { tmux_pane } => daemon.whoami(pid, tmux_pane.as_deref()).await.map(plain),
+        Request::Describe { from, text } => {
+            daemon.describe(from.as_deref(), pid, text).await.map(plain)
+        }
+        Request::ReadFile { from, peer, path } => daemon
+            .read_peer_file(from.as_deref(), pid, &peer, &path)
+            .await
+            .map(plain),
         Request::MessageStatus { id } => daemon.message_status(&id).await.map(plain),
         Request::WaitReply {
             correlation_id,

@@ -222,7 +222,6 @@ fn main() {
     }
     report("hook with no daemon (exits quietly)", &quiet);
 
-    eprintln!("{}", d.call(&Request::Status));
     let mut accepted = Histogram::<u64>::new(3).expect("hist");
     let mut delivered = Histogram::<u64>::new(3).expect("hist");
     for i in 0..args.notifies + 20 {

@@ -11,6 +11,10 @@
 //! `<transcript>.release` exists; `/clear` ends the session and starts a new one in the same
 //! process (SessionEnd `clear`, SessionStart `clear`); `/exit` ends the session; anything
 //! else gets the reply `ok`. Context handed over by hooks is recorded, never executed.
+//!
+//! Like Claude Code it is also an MCP client: `/mcp TOOL {json}` calls TOOL on the `repowire`
+//! MCP server configured in `~/.claude.json` (started on first use as this process's child,
+//! over stdio, with a real rmcp client) and records the result.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -26,6 +30,49 @@ struct Agent {
     cwd: String,
     hooks: Value,
     input: mpsc::Receiver<u8>,
+    mcp: Option<Mcp>,
+}
+
+/// A connected MCP client.
+struct Mcp {
+    runtime: tokio::runtime::Runtime,
+    client: rmcp::service::RunningService<rmcp::RoleClient, ()>,
+}
+
+fn connect_mcp(transcript: &Path) -> Result<Mcp, String> {
+    use rmcp::ServiceExt;
+    let home = std::env::var("HOME").unwrap_or_default();
+    let config: Value = std::fs::read_to_string(Path::new(&home).join(".claude.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .ok_or("no ~/.claude.json")?;
+    let server = config
+        .pointer("/mcpServers/repowire")
+        .ok_or("no repowire MCP server in ~/.claude.json")?;
+    let mut cmd = tokio::process::Command::new(server["command"].as_str().ok_or("no command")?);
+    for a in server["args"].as_array().into_iter().flatten() {
+        cmd.arg(a.as_str().unwrap_or(""));
+    }
+    for (k, v) in server["env"].as_object().into_iter().flatten() {
+        cmd.env(k, v.as_str().unwrap_or(""));
+    }
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(format!("{}.mcp.log", transcript.display()))
+        .map_err(|e| e.to_string())?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let client = runtime.block_on(async {
+        let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        ().serve(transport).await.map_err(|e| e.to_string())
+    })?;
+    Ok(Mcp { runtime, client })
 }
 
 fn main() {
@@ -60,6 +107,7 @@ fn main() {
         cwd,
         hooks,
         input: rx,
+        mcp: None,
     };
     agent.record(
         json!({ "event": "start", "pid": std::process::id(), "session_id": agent.session_id }),
@@ -316,6 +364,9 @@ impl Agent {
             };
             self.record(json!({ "event": "tool", "command": cmd, "exit": code, "stdout": stdout, "stderr": stderr }));
             format!("ran `{cmd}`")
+        } else if let Some(call) = prompt.strip_prefix("/mcp ") {
+            self.mcp_call(call);
+            "called".to_owned()
         } else if prompt.trim() == "/busy" {
             let release = PathBuf::from(format!("{}.release", self.transcript.display()));
             self.record(json!({ "event": "busy" }));
@@ -334,6 +385,41 @@ impl Agent {
         let _ = std::io::stdout().flush();
         self.record(json!({ "event": "reply", "text": reply }));
         reply
+    }
+}
+
+impl Agent {
+    /// `TOOL {json}`: one MCP tool call, recorded as an `mcp` event.
+    fn mcp_call(&mut self, call: &str) {
+        let (tool, args) = call.split_once(' ').unwrap_or((call, "{}"));
+        let args: serde_json::Map<String, Value> = serde_json::from_str(args).unwrap_or_default();
+        if self.mcp.is_none() {
+            match connect_mcp(&self.transcript) {
+                Ok(m) => self.mcp = Some(m),
+                Err(e) => {
+                    self.record(json!({ "event": "mcp", "tool": tool, "connect_error": e }));
+                    return;
+                }
+            }
+        }
+        let Some(mcp) = &self.mcp else { return };
+        let params = rmcp::model::CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+        let result = mcp.runtime.block_on(mcp.client.call_tool(params));
+        let event = match result {
+            Ok(r) => {
+                let text: Vec<String> = r
+                    .content
+                    .iter()
+                    .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+                    .collect();
+                json!({
+                    "event": "mcp", "tool": tool, "is_error": r.is_error.unwrap_or(false),
+                    "text": text.join("\n"), "structured": r.structured_content,
+                })
+            }
+            Err(e) => json!({ "event": "mcp", "tool": tool, "call_error": e.to_string() }),
+        };
+        self.record(event);
     }
 }
 

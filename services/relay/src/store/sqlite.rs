@@ -19,6 +19,12 @@ pub struct SqliteStore {
 impl SqliteStore {
     /// Opens (creating if missing) the database file and applies pending migrations.
     pub async fn open(path: &Path) -> super::Result<Self> {
+        Self::open_with(path, 4).await
+    }
+
+    /// Like [`SqliteStore::open`] with a given pool size (a relay embedded in a laptop daemon
+    /// needs few connections, and each holds its own page cache).
+    pub async fn open_with(path: &Path, connections: u32) -> super::Result<Self> {
         let options = SqliteConnectOptions::from_str("sqlite://")?
             .filename(path)
             .create_if_missing(true)
@@ -27,7 +33,7 @@ impl SqliteStore {
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(10));
         let pool = SqlitePoolOptions::new()
-            .max_connections(4)
+            .max_connections(connections.max(1))
             .acquire_timeout(Duration::from_secs(5))
             .connect_with(options)
             .await?;

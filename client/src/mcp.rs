@@ -1,0 +1,544 @@
+//! `repowire mcp`: a stdio MCP server (rmcp) giving an agent its Repowire tools. It talks to
+//! the local daemon; it answers `initialize` and `tools/list` even when the daemon is down
+//! (tool calls then say how to start it). stdout carries only the protocol; logs go to stderr.
+//!
+//! Identity: the server acts as the agent session that started it, which the daemon proves
+//! from the process tree (this process descends from the agent that ran the session's
+//! SessionStart hook: pid and start time) and `TMUX_PANE`. Unproven, outbound tools refuse.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::{ErrorData, ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::api::{self, CallError, Outgoing, Request, SendKind};
+
+/// The longest `wait_on_ack` may block.
+const MAX_WAIT_SECS: u64 = 600;
+
+/// The MCP server.
+#[derive(Debug, Clone)]
+pub struct RepowireMcp {
+    socket: PathBuf,
+    tmux_pane: Option<String>,
+    tool_router: ToolRouter<Self>,
+}
+
+/// `list_peers` arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ListPeersArgs {
+    /// Include peers that are offline (their messages wait in their inbox). Default false.
+    #[serde(default)]
+    pub show_offline: Option<bool>,
+    /// Include yourself in the list. Default false.
+    #[serde(default)]
+    pub include_self: Option<bool>,
+    /// Only peers of this circle (default: your circle plus circle-crossing roles).
+    #[serde(default)]
+    pub circle: Option<String>,
+}
+
+/// `set_description` arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct DescriptionArgs {
+    /// A brief summary of what you are working on (empty to clear). It expires after a while.
+    pub text: String,
+}
+
+/// `ask` arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct AskArgs {
+    /// The peer to ask: its display name (e.g. `backend`) or peer id (`peer-…`).
+    pub peer_name: String,
+    /// The question. The peer replies with `ack`; fetch the reply with `wait_on_ack`.
+    pub query: String,
+    /// An ask you received that this one answers and closes (chains the threads).
+    #[serde(default)]
+    pub reply_to: Option<String>,
+    /// Resolve `peer_name` in this circle instead of your own.
+    #[serde(default)]
+    pub circle: Option<String>,
+}
+
+/// `wait_on_ack` arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct WaitArgs {
+    /// The ask's correlation id (`ask-…`), as returned by `ask`.
+    pub correlation_id: String,
+    /// How long to wait, in seconds (default 120, at most 600).
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+}
+
+/// `ack` arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct AckArgs {
+    /// The correlation id (`ask-…`) of an ask you received.
+    pub correlation_id: String,
+    /// Your reply, delivered to the asker. Omit to just close the ask.
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// `answer` arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct AnswerArgs {
+    /// The correlation id (`ask-…`) of a structured question you received.
+    pub correlation_id: String,
+    /// The chosen option's id (choice and tool-permission questions).
+    #[serde(default)]
+    pub option_id: Option<String>,
+    /// Free text (text questions; an optional comment otherwise).
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+/// `notify_peer` arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct NotifyArgs {
+    /// The peer: display name or peer id.
+    pub peer_name: String,
+    /// The message (fire-and-forget: no reply is expected).
+    pub message: String,
+    /// Resolve `peer_name` in this circle instead of your own.
+    #[serde(default)]
+    pub circle: Option<String>,
+}
+
+/// `broadcast` arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct BroadcastArgs {
+    /// The message, for every online peer of your circle.
+    pub message: String,
+}
+
+/// `read_peer_file` arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ReadFileArgs {
+    /// The peer whose project the file belongs to: display name or peer id.
+    pub peer_name: String,
+    /// Path relative to that peer's project root (no `..`, no dotfiles).
+    pub path: String,
+}
+
+fn text_result(text: String, structured: Value) -> CallToolResult {
+    let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
+    r.structured_content = Some(structured);
+    r
+}
+
+fn error_result(text: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text)])
+}
+
+fn describe_error(e: CallError) -> String {
+    match e {
+        CallError::NotRunning(_) => {
+            "The repowire daemon is not running. Start it with `repowire daemon start` \
+             (or check the installation with `repowire doctor`)."
+                .into()
+        }
+        CallError::Api(e) => {
+            let mut text = format!("{} ({})", e.message, e.code);
+            for c in &e.candidates {
+                text.push_str(&format!(
+                    "\n- candidate: {} (peer id {}, circle {})",
+                    c["name"].as_str().unwrap_or("?"),
+                    c["peer_id"].as_str().unwrap_or("?"),
+                    c["circle"].as_str().unwrap_or("?"),
+                ));
+            }
+            if let Some(h) = e.hint {
+                text.push_str(&format!("\nHint: {h}"));
+            }
+            text
+        }
+        other => other.to_string(),
+    }
+}
+
+fn s(v: &Value, k: &str) -> String {
+    v.get(k).and_then(Value::as_str).unwrap_or("-").to_owned()
+}
+
+impl RepowireMcp {
+    /// A server talking to the daemon at `socket`.
+    pub fn new(socket: PathBuf, tmux_pane: Option<String>) -> Self {
+        Self {
+            socket,
+            tmux_pane,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    async fn call(&self, request: Request, timeout: Duration) -> Result<Value, String> {
+        let socket = self.socket.clone();
+        tokio::task::spawn_blocking(move || api::call(&socket, &request, timeout))
+            .await
+            .map_err(|e| format!("internal error: {e}"))?
+            .map_err(describe_error)
+    }
+
+    /// The session this server acts as (its session id), proven by the daemon.
+    async fn me(&self) -> Result<Value, String> {
+        self.call(
+            Request::Whoami {
+                tmux_pane: self.tmux_pane.clone(),
+            },
+            Duration::from_secs(10),
+        )
+        .await
+        .map_err(|e| format!("Refusing to act: this MCP server cannot prove which agent session it belongs to.\n{e}"))
+    }
+
+    async fn as_me(
+        &self,
+        build: impl FnOnce(Option<String>) -> Request,
+        timeout: Duration,
+    ) -> Result<Value, String> {
+        let me = self.me().await?;
+        self.call(build(me["session_id"].as_str().map(str::to_owned)), timeout)
+            .await
+    }
+
+    async fn send(&self, out: Outgoing) -> Result<Value, String> {
+        self.as_me(
+            |from| Request::Send(Outgoing { from, ..out }),
+            Duration::from_secs(15),
+        )
+        .await
+    }
+}
+
+fn sent_text(what: &str, v: &Value) -> String {
+    match v["state"].as_str() {
+        Some("accepted") => {
+            let to: Vec<String> = v["recipients"]
+                .as_array()
+                .map(|r| r.iter().map(|p| format!("@{}", s(p, "name"))).collect())
+                .unwrap_or_default();
+            format!(
+                "{what} accepted: {} → {}",
+                v["correlation_id"].as_str().unwrap_or(""),
+                if to.is_empty() {
+                    "(no recipients)".into()
+                } else {
+                    to.join(", ")
+                }
+            )
+        }
+        _ => format!(
+            "{what} queued (message {}): {}",
+            s(v, "message_id"),
+            s(v, "reason")
+        ),
+    }
+}
+
+#[tool_router]
+impl RepowireMcp {
+    #[tool(
+        description = "List the peers (other agent sessions) you can talk to: id, name, circle, backend, status, turn state, description, last seen."
+    )]
+    async fn list_peers(
+        &self,
+        Parameters(a): Parameters<ListPeersArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let me = match self.me().await {
+            Ok(me) => me,
+            Err(e) => return Ok(error_result(e)),
+        };
+        let peers = match self
+            .call(
+                Request::Peers {
+                    from: me["session_id"].as_str().map(str::to_owned),
+                    include_offline: a.show_offline.unwrap_or(false),
+                    all_circles: false,
+                    circle: a.circle,
+                },
+                Duration::from_secs(15),
+            )
+            .await
+        {
+            Ok(p) => p,
+            Err(e) => return Ok(error_result(e)),
+        };
+        let mine = me["peer_id"].as_str().unwrap_or("");
+        let list: Vec<Value> = peers
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| a.include_self.unwrap_or(false) || p["peer_id"] != mine)
+            .collect();
+        let mut text = if list.is_empty() {
+            "No peers.".to_owned()
+        } else {
+            format!(
+                "{} peer{}:\n",
+                list.len(),
+                if list.len() == 1 { "" } else { "s" }
+            )
+        };
+        for p in &list {
+            text.push_str(&format!(
+                "- @{} ({}) circle {}, {}, {} / {}{}\n",
+                s(p, "name"),
+                s(p, "peer_id"),
+                s(p, "circle"),
+                s(p, "backend"),
+                s(p, "status"),
+                s(p, "turn_state"),
+                p["description"]
+                    .as_str()
+                    .map(|d| format!(" — {d}"))
+                    .unwrap_or_default(),
+            ));
+        }
+        Ok(text_result(text, json!({ "peers": list })))
+    }
+
+    #[tool(
+        description = "Who you are on Repowire: your display name, peer id, circle, backend and project."
+    )]
+    async fn whoami(&self) -> Result<CallToolResult, ErrorData> {
+        Ok(match self.me().await {
+            Ok(me) => text_result(
+                format!(
+                    "You are @{} (peer id {}) in circle {}; backend {}, project {}.",
+                    s(&me, "name"),
+                    s(&me, "peer_id"),
+                    s(&me, "circle"),
+                    s(&me, "backend"),
+                    s(&me, "path")
+                ),
+                me,
+            ),
+            Err(e) => error_result(e),
+        })
+    }
+
+    #[tool(
+        description = "Set a short description of what you are working on, shown to peers in list_peers (an empty text clears it)."
+    )]
+    async fn set_description(
+        &self,
+        Parameters(a): Parameters<DescriptionArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let text = a.text;
+        Ok(
+            match self
+                .as_me(
+                    |from| Request::Describe { from, text },
+                    Duration::from_secs(15),
+                )
+                .await
+            {
+                Ok(v) => text_result("Description updated.".into(), v),
+                Err(e) => error_result(e),
+            },
+        )
+    }
+
+    #[tool(
+        description = "Ask a peer a question. Returns a correlation id at once; the peer answers with ack. Use wait_on_ack to get the reply in this turn, or it arrives later as a message."
+    )]
+    async fn ask(&self, Parameters(a): Parameters<AskArgs>) -> Result<CallToolResult, ErrorData> {
+        let out = Outgoing {
+            from: None,
+            kind: SendKind::Ask,
+            to: Some(a.peer_name.clone()),
+            circle: a.circle,
+            text: a.query,
+            reply_to: a.reply_to,
+        };
+        Ok(match self.send(out).await {
+            Ok(v) => text_result(sent_text(&format!("Ask to {}", a.peer_name), &v), v),
+            Err(e) => error_result(e),
+        })
+    }
+
+    #[tool(
+        description = "Wait (in this turn) for the reply to an ask you sent, up to timeout_seconds. A reply returned here is not delivered again as a message."
+    )]
+    async fn wait_on_ack(
+        &self,
+        Parameters(a): Parameters<WaitArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        if let Err(e) = self.me().await {
+            return Ok(error_result(e));
+        }
+        let secs = a.timeout_seconds.unwrap_or(120).clamp(1, MAX_WAIT_SECS);
+        let result = self
+            .call(
+                Request::WaitReply {
+                    correlation_id: a.correlation_id.clone(),
+                    timeout_ms: secs * 1000,
+                },
+                Duration::from_secs(secs + 10),
+            )
+            .await;
+        Ok(match result {
+            Ok(v) if v["state"] == "replied" => {
+                let reply = &v["reply"];
+                let from = reply.get("from").map(|f| s(f, "name")).unwrap_or_default();
+                text_result(
+                    format!(
+                        "@{from} replied to {}:\n{}",
+                        a.correlation_id,
+                        s(reply, "text")
+                    ),
+                    v,
+                )
+            }
+            Ok(v) => text_result(
+                format!(
+                    "No reply to {} within {secs} s; the ask stays open.",
+                    a.correlation_id
+                ),
+                v,
+            ),
+            Err(e) => error_result(e),
+        })
+    }
+
+    #[tool(
+        description = "Close an ask you received. With message, the reply is delivered to the asker; without, the ask is just closed."
+    )]
+    async fn ack(&self, Parameters(a): Parameters<AckArgs>) -> Result<CallToolResult, ErrorData> {
+        let (cid, reply) = (a.correlation_id.clone(), a.message);
+        Ok(
+            match self
+                .as_me(
+                    |from| Request::Ack {
+                        from,
+                        correlation_id: cid,
+                        reply,
+                    },
+                    Duration::from_secs(15),
+                )
+                .await
+            {
+                Ok(v) => text_result(sent_text(&format!("Ack of {}", a.correlation_id), &v), v),
+                Err(e) => error_result(e),
+            },
+        )
+    }
+
+    #[tool(
+        description = "Answer a structured question you received (choice, text or tool permission) with an option id and/or text."
+    )]
+    async fn answer(
+        &self,
+        Parameters(a): Parameters<AnswerArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let cid = a.correlation_id.clone();
+        Ok(
+            match self
+                .as_me(
+                    |from| Request::Answer {
+                        from,
+                        correlation_id: cid,
+                        option_id: a.option_id,
+                        text: a.text,
+                    },
+                    Duration::from_secs(15),
+                )
+                .await
+            {
+                Ok(v) => text_result(sent_text(&format!("Answer to {}", a.correlation_id), &v), v),
+                Err(e) => error_result(e),
+            },
+        )
+    }
+
+    #[tool(description = "Send a fire-and-forget message to a peer. Returns its notif-… id.")]
+    async fn notify_peer(
+        &self,
+        Parameters(a): Parameters<NotifyArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let out = Outgoing {
+            from: None,
+            kind: SendKind::Notify,
+            to: Some(a.peer_name.clone()),
+            circle: a.circle,
+            text: a.message,
+            reply_to: None,
+        };
+        Ok(match self.send(out).await {
+            Ok(v) => text_result(
+                sent_text(&format!("Notification to {}", a.peer_name), &v),
+                v,
+            ),
+            Err(e) => error_result(e),
+        })
+    }
+
+    #[tool(description = "Send a message to every online peer of your circle.")]
+    async fn broadcast(
+        &self,
+        Parameters(a): Parameters<BroadcastArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let out = Outgoing {
+            from: None,
+            kind: SendKind::Broadcast,
+            to: None,
+            circle: None,
+            text: a.message,
+            reply_to: None,
+        };
+        Ok(match self.send(out).await {
+            Ok(v) => text_result(sent_text("Broadcast", &v), v),
+            Err(e) => error_result(e),
+        })
+    }
+
+    #[tool(
+        description = "Read a text file from a peer's project, if that peer's daemon shares the project (off by default). The path is relative to the peer's project root; no `..`, no dotfiles, size-capped."
+    )]
+    async fn read_peer_file(
+        &self,
+        Parameters(a): Parameters<ReadFileArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let (peer, path) = (a.peer_name, a.path);
+        Ok(
+            match self
+                .as_me(
+                    |from| Request::ReadFile { from, peer, path },
+                    Duration::from_secs(15),
+                )
+                .await
+            {
+                Ok(v) => text_result(s(&v, "content"), v),
+                Err(e) => error_result(e),
+            },
+        )
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for RepowireMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("repowire", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Repowire connects you with other agent sessions (peers). list_peers shows who is \
+             there; ask sends a question (close asks you receive with ack); notify_peer and \
+             broadcast send messages. Messages for you arrive in your context at turn boundaries.",
+            )
+    }
+}
+
+/// Runs the server on stdin/stdout until the client disconnects.
+pub async fn serve(socket: PathBuf, tmux_pane: Option<String>) -> anyhow::Result<()> {
+    let server = RepowireMcp::new(socket, tmux_pane)
+        .serve(rmcp::transport::stdio())
+        .await?;
+    server.waiting().await?;
+    Ok(())
+}

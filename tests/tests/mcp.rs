@@ -1,0 +1,359 @@
+//! `repowire mcp` driven by real MCP clients: an rmcp client here (schemas, no daemon, no
+//! proven identity, a clean stdout), and the stand-in agents' own rmcp clients for the flows
+//! an agent runs (ask → ack → wait_on_ack, read_peer_file).
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+use repowire_e2e::agents::{Agent, Home, Tmux, bin};
+use rmcp::ServiceExt;
+use serde_json::{Value, json};
+
+fn mcp_command(home: &Home) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(bin("repowire"));
+    cmd.arg("mcp").envs(home.env()).env_remove("TMUX_PANE");
+    cmd
+}
+
+async fn client(home: &Home) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    let (transport, _) = rmcp::transport::TokioChildProcess::builder(mcp_command(home))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn repowire mcp");
+    ().serve(transport).await.expect("initialize")
+}
+
+fn text_of(r: &rmcp::model::CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn call(
+    c: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tool: &str,
+    args: Value,
+) -> rmcp::model::CallToolResult {
+    let params = rmcp::model::CallToolRequestParams::new(tool.to_owned())
+        .with_arguments(args.as_object().cloned().unwrap_or_default());
+    c.call_tool(params).await.expect("tools/call")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_and_schemas_match_the_fixture_and_work_without_a_daemon() {
+    let home = Home::new(None);
+    let c = client(&home).await;
+    let info = c.peer_info().expect("server info");
+    assert_eq!(
+        info.server_info.as_ref().map(|s| s.name.as_str()),
+        Some("repowire")
+    );
+    let tools = c.list_all_tools().await.expect("tools/list");
+    let actual: Value = serde_json::to_value(&tools).expect("json");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mcp_tools.json");
+    if std::env::var_os("UPDATE_FIXTURES").is_some() {
+        std::fs::write(
+            &path,
+            serde_json::to_string_pretty(&actual).expect("json") + "\n",
+        )
+        .expect("write");
+    }
+    let expected: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture"))
+        .expect("fixture json");
+    assert_eq!(
+        actual, expected,
+        "tool schemas changed: review, then UPDATE_FIXTURES=1"
+    );
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    for n in [
+        "list_peers",
+        "whoami",
+        "set_description",
+        "ask",
+        "wait_on_ack",
+        "ack",
+        "answer",
+        "notify_peer",
+        "broadcast",
+        "read_peer_file",
+    ] {
+        assert!(names.contains(&n), "{n} missing: {names:?}");
+    }
+
+    // No daemon: every tool answers with a tool error that says how to start it.
+    for (tool, args) in [
+        ("whoami", json!({})),
+        ("ask", json!({"peer_name": "x", "query": "q"})),
+    ] {
+        let r = call(&c, tool, args).await;
+        assert_eq!(r.is_error, Some(true), "{tool}");
+        assert!(
+            text_of(&r).contains("repowire daemon start"),
+            "{tool}: {}",
+            text_of(&r)
+        );
+    }
+    // Bad arguments are a clear error, not a crash; the server keeps serving.
+    let bad = c
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("ask").with_arguments(serde_json::Map::new()),
+        )
+        .await;
+    assert!(bad.is_err() || bad.as_ref().is_ok_and(|r| r.is_error == Some(true)));
+    assert!(c.list_all_tools().await.is_ok());
+    c.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_cannot_prove_its_agent_refuses_outbound_tools() {
+    let home = Home::new(None);
+    home.ok(&["daemon", "start"]);
+    // Spawned by this test process, which is no agent session of the daemon.
+    let c = client(&home).await;
+    let r = call(
+        &c,
+        "notify_peer",
+        json!({"peer_name": "anyone", "message": "hi"}),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(true));
+    let text = text_of(&r);
+    assert!(text.contains("cannot prove which agent session"), "{text}");
+    assert!(
+        text.contains("does not descend from an agent session"),
+        "{text}"
+    );
+    // Nothing was sent on its behalf.
+    assert_eq!(
+        home.json(&["daemon", "status"])["sessions"]
+            .as_array()
+            .map(Vec::len),
+        Some(0)
+    );
+    c.cancel().await.expect("close");
+}
+
+#[test]
+fn stdout_carries_only_the_protocol_and_logs_go_to_stderr() {
+    let home = Home::new(None);
+    let mut child = Command::new(bin("repowire"))
+        .arg("mcp")
+        .envs(home.env())
+        .env("REPOWIRE_LOG", "debug")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut lines = Vec::new();
+    let mut ask = |msg: Value, lines: &mut Vec<String>| {
+        writeln!(stdin, "{msg}").expect("write");
+        stdin.flush().expect("flush");
+        if msg.get("id").is_some() {
+            let mut line = String::new();
+            stdout.read_line(&mut line).expect("read");
+            lines.push(line);
+        }
+    };
+    ask(
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+        &mut lines,
+    );
+    ask(
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        &mut lines,
+    );
+    ask(
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/list"}),
+        &mut lines,
+    );
+    ask(
+        json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"whoami","arguments":{}}}),
+        &mut lines,
+    );
+    drop(stdin);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).expect("rest");
+    let out = child.wait_with_output().expect("wait");
+    lines.extend(rest.lines().map(str::to_owned));
+    for line in lines.iter().filter(|l| !l.trim().is_empty()) {
+        let v: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not JSON-RPC on stdout ({e}): {line}"));
+        assert_eq!(v["jsonrpc"], "2.0", "{line}");
+    }
+    assert_eq!(lines.iter().filter(|l| !l.trim().is_empty()).count(), 3);
+    assert!(!out.stderr.is_empty(), "debug logs should go to stderr");
+}
+
+fn last_mcp(agent: &Agent, n: usize) -> Value {
+    agent
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "mcp")
+        .nth(n - 1)
+        .expect("mcp event")
+}
+
+async fn mcp(tmux: &Tmux, agent: &Agent, n: usize, tool: &str, args: Value) -> Value {
+    agent.submit(tmux, &format!("/mcp {tool} {args}"));
+    agent
+        .wait_nth(n, &format!("mcp call #{n} ({tool})"), |e| {
+            e["event"] == "mcp"
+        })
+        .await;
+    last_mcp(agent, n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_agents_ask_ack_and_wait_on_ack_through_their_mcp_servers() {
+    let tmux = Tmux::start();
+    let home = Home::new(None);
+    home.install_and_start();
+    let a = home.agent(&tmux, "alpha");
+    let b = home.agent(&tmux, "beta");
+    a.hook_done("SessionStart", 1).await;
+    b.hook_done("SessionStart", 1).await;
+
+    let me = mcp(&tmux, &a, 1, "whoami", json!({})).await;
+    assert_eq!(me["is_error"], false, "{me}");
+    assert_eq!(me["structured"]["name"], "alpha");
+    let peers = mcp(&tmux, &a, 2, "list_peers", json!({})).await;
+    let names: Vec<&str> = peers["structured"]["peers"]
+        .as_array()
+        .expect("peers")
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(names, ["beta"], "{peers}");
+
+    let asked = mcp(
+        &tmux,
+        &a,
+        3,
+        "ask",
+        json!({"peer_name": "beta", "query": "what is 6 x 7?"}),
+    )
+    .await;
+    assert_eq!(asked["is_error"], false, "{asked}");
+    let cid = asked["structured"]["correlation_id"]
+        .as_str()
+        .expect("cid")
+        .to_owned();
+    b.wait("the ask", |e| {
+        e["event"] == "context" && e["text"].as_str().is_some_and(|t| t.contains(&cid))
+    })
+    .await;
+
+    // Alpha waits in-turn; beta acks meanwhile; the reply comes back through wait_on_ack.
+    a.submit(
+        &tmux,
+        &format!(
+            "/mcp wait_on_ack {}",
+            json!({"correlation_id": cid, "timeout_seconds": 60})
+        ),
+    );
+    a.wait("alpha waiting", |e| {
+        e["event"] == "prompt"
+            && e["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("wait_on_ack"))
+    })
+    .await;
+    let acked = mcp(
+        &tmux,
+        &b,
+        1,
+        "ack",
+        json!({"correlation_id": cid, "message": "42"}),
+    )
+    .await;
+    assert_eq!(acked["is_error"], false, "{acked}");
+    a.wait_nth(4, "wait_on_ack result", |e| e["event"] == "mcp")
+        .await;
+    let waited = last_mcp(&a, 4);
+    assert_eq!(waited["structured"]["state"], "replied", "{waited}");
+    assert!(
+        waited["text"].as_str().unwrap_or("").contains("42"),
+        "{waited}"
+    );
+
+    // The reply was handed over by wait_on_ack: it is not pushed again as a message.
+    a.hook_done("Stop", 4).await;
+    assert!(
+        !a.context().contains("42"),
+        "the reply was delivered twice: {}",
+        a.context()
+    );
+    let status = home.json(&["peer", "status", &cid]);
+    assert_eq!(status["message"]["state"], "acked", "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_peer_file_refuses_every_escape_and_reads_what_is_shared() {
+    let tmux = Tmux::start();
+    let home = Home::new(None);
+    let shared = home.path().join("shared");
+    let private = home.path().join("private");
+    for d in [&shared, &private] {
+        std::fs::create_dir_all(d).expect("dir");
+    }
+    std::fs::write(shared.join("README.md"), "# shared project\n").expect("write");
+    std::fs::write(shared.join(".env"), "SECRET=1\n").expect("write");
+    std::fs::write(shared.join("big.log"), "x".repeat(4096)).expect("write");
+    std::fs::write(home.path().join("outside.txt"), "outside\n").expect("write");
+    std::os::unix::fs::symlink(home.path().join("outside.txt"), shared.join("link.txt"))
+        .expect("symlink");
+    std::fs::write(private.join("notes.md"), "private\n").expect("write");
+    std::fs::create_dir_all(home.repowire_home()).expect("home");
+    std::fs::write(
+        home.repowire_home().join("config.toml"),
+        format!(
+            "[files]\nreadable = [\"{}\"]\nmax_bytes = 1024\n",
+            shared.display()
+        ),
+    )
+    .expect("config");
+    home.install_and_start();
+    let reader = home.agent(&tmux, "reader");
+    let s = home.agent(&tmux, "shared");
+    let p = home.agent(&tmux, "private");
+    for x in [&reader, &s, &p] {
+        x.hook_done("SessionStart", 1).await;
+    }
+    let cases = [
+        ("shared", "README.md", None),
+        ("shared", "../outside.txt", Some("`..`")),
+        ("shared", "/etc/passwd", Some("relative")),
+        ("shared", "link.txt", Some("symlink escape")),
+        ("shared", ".env", Some("dotfile")),
+        ("shared", "big.log", Some("too big")),
+        ("private", "notes.md", Some("does not share files")),
+    ];
+    for (i, (peer, path, refusal)) in cases.iter().enumerate() {
+        let r = mcp(
+            &tmux,
+            &reader,
+            i + 1,
+            "read_peer_file",
+            json!({"peer_name": peer, "path": path}),
+        )
+        .await;
+        match refusal {
+            None => {
+                assert_eq!(r["is_error"], false, "{r}");
+                assert_eq!(r["text"], "# shared project\n");
+            }
+            Some(why) => {
+                assert_eq!(r["is_error"], true, "{path}: {r}");
+                assert!(
+                    r["text"].as_str().unwrap_or("").contains(why),
+                    "{path}: {r}"
+                );
+            }
+        }
+    }
+}
