@@ -96,6 +96,26 @@ pub enum Request {
         /// Path relative to the peer's project root.
         path: String,
     },
+    /// Write (or, without a value, delete) a key of the acting peer's circle's shared state.
+    StateSet {
+        /// Act as this local peer.
+        #[serde(default)]
+        from: Option<String>,
+        /// Key.
+        key: String,
+        /// Value; absent deletes.
+        #[serde(default)]
+        value: Option<String>,
+    },
+    /// Read the shared state of the acting peer's circle (one key, or all).
+    StateGet {
+        /// Act as this local peer.
+        #[serde(default)]
+        from: Option<String>,
+        /// Only this key.
+        #[serde(default)]
+        key: Option<String>,
+    },
     /// What happened to a message this daemon sent: by message id or correlation id.
     MessageStatus {
         /// Message id or correlation id.

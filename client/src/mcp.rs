@@ -126,6 +126,23 @@ pub struct ReadFileArgs {
     pub path: String,
 }
 
+/// `write_shared_state` arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct StateWriteArgs {
+    /// Key: 1–64 of letters, digits, `.`, `_`, `-`.
+    pub key: String,
+    /// Value (at most 8 KiB). An empty value deletes the key.
+    pub value: String,
+}
+
+/// `read_shared_state` arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct StateReadArgs {
+    /// Only this key (default: every key of your circle).
+    #[serde(default)]
+    pub key: Option<String>,
+}
+
 fn text_result(text: String, structured: Value) -> CallToolResult {
     let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
     r.structured_content = Some(structured);
@@ -515,6 +532,74 @@ impl RepowireMcp {
                 .await
             {
                 Ok(v) => text_result(s(&v, "content"), v),
+                Err(e) => error_result(e),
+            },
+        )
+    }
+
+    #[tool(
+        description = "Write a key of the shared state of your circle (a small key-value store every peer of the circle can read, kept by the relay). An empty value deletes the key."
+    )]
+    async fn write_shared_state(
+        &self,
+        Parameters(a): Parameters<StateWriteArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let key = a.key.clone();
+        let value = Some(a.value).filter(|v| !v.is_empty());
+        let deleting = value.is_none();
+        Ok(
+            match self
+                .as_me(
+                    |from| Request::StateSet { from, key, value },
+                    Duration::from_secs(15),
+                )
+                .await
+            {
+                Ok(v) if deleting => text_result(format!("Deleted `{}`.", a.key), v),
+                Ok(v) => text_result(format!("Stored `{}`.", a.key), v),
+                Err(e) => error_result(e),
+            },
+        )
+    }
+
+    #[tool(
+        description = "Read the shared state of your circle: one key, or every key with its value, who wrote it and when."
+    )]
+    async fn read_shared_state(
+        &self,
+        Parameters(a): Parameters<StateReadArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let key = a.key.clone();
+        Ok(
+            match self
+                .as_me(
+                    |from| Request::StateGet { from, key },
+                    Duration::from_secs(15),
+                )
+                .await
+            {
+                Ok(v) => {
+                    let entries = v["entries"].as_array().cloned().unwrap_or_default();
+                    let mut text = if entries.is_empty() {
+                        match &a.key {
+                            Some(k) => format!("`{k}` is not set in circle {}.", s(&v, "circle")),
+                            None => {
+                                format!("The shared state of circle {} is empty.", s(&v, "circle"))
+                            }
+                        }
+                    } else {
+                        String::new()
+                    };
+                    for e in &entries {
+                        text.push_str(&format!(
+                            "{} = {}  (by {})\n",
+                            s(e, "key"),
+                            s(e, "value"),
+                            s(e, "updated_by")
+                        ));
+                    }
+                    text_result(text, v)
+                }
                 Err(e) => error_result(e),
             },
         )

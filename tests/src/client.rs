@@ -163,6 +163,7 @@ impl TestClient {
             Body::Accepted(r) if r.re == re => Some(Ok(f.body.clone())),
             Body::ReplayDone(r) if r.re == re => Some(Ok(f.body.clone())),
             Body::Status(r) if r.re == re => Some(Ok(f.body.clone())),
+            Body::State(r) if r.re == re => Some(Ok(f.body.clone())),
             _ => None,
         })
         .await

@@ -290,6 +290,53 @@ async fn two_agents_ask_ack_and_wait_on_ack_through_their_mcp_servers() {
     );
     let status = home.json(&["peer", "status", &cid]);
     assert_eq!(status["message"]["state"], "acked", "{status}");
+
+    // Shared state of the circle, durable in the relay: written by one, read by the other.
+    let wrote = mcp(
+        &tmux,
+        &a,
+        5,
+        "write_shared_state",
+        json!({"key": "api.port", "value": "8080"}),
+    )
+    .await;
+    assert_eq!(wrote["is_error"], false, "{wrote}");
+    let read = mcp(
+        &tmux,
+        &b,
+        2,
+        "read_shared_state",
+        json!({"key": "api.port"}),
+    )
+    .await;
+    let entries = read["structured"]["entries"]
+        .as_array()
+        .expect("entries")
+        .clone();
+    assert_eq!(entries.len(), 1, "{read}");
+    assert_eq!(entries[0]["value"], "8080");
+    assert_eq!(entries[0]["updated_by"], me["structured"]["peer_id"]);
+    let bad = mcp(
+        &tmux,
+        &b,
+        3,
+        "write_shared_state",
+        json!({"key": "has space", "value": "x"}),
+    )
+    .await;
+    assert_eq!(bad["is_error"], true, "{bad}");
+    assert!(bad["text"].as_str().unwrap_or("").contains("key"), "{bad}");
+    let deleted = mcp(
+        &tmux,
+        &b,
+        4,
+        "write_shared_state",
+        json!({"key": "api.port", "value": ""}),
+    )
+    .await;
+    assert_eq!(deleted["is_error"], false, "{deleted}");
+    let empty = mcp(&tmux, &a, 6, "read_shared_state", json!({})).await;
+    assert_eq!(empty["structured"]["entries"], json!([]), "{empty}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

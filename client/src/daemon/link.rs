@@ -209,6 +209,7 @@ pub fn answer_to(frame: &Frame) -> Option<MessageId> {
         Body::Accepted(a) => Some(a.re),
         Body::ReplayDone(r) => Some(r.re),
         Body::Status(s) => Some(s.re),
+        Body::State(s) => Some(s.re),
         Body::Error(e) => e.re,
         _ => None,
     }

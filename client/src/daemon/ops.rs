@@ -264,6 +264,74 @@ impl Daemon {
         Ok(json!(session))
     }
 
+    /// Writes or deletes a key of the actor's circle's shared state (kept by the relay).
+    pub async fn state_set(
+        &self,
+        from: Option<&str>,
+        caller_pid: Option<u32>,
+        key: String,
+        value: Option<String>,
+    ) -> Result<Value, ApiError> {
+        let (_, peer) = self.registered_actor(from, caller_pid).await?;
+        let frame = Frame::new(Body::StateSet(repowire_protocol::StateSet {
+            peer_id: PeerId(peer),
+            key: key.clone(),
+            value: value.clone(),
+        }));
+        self.validated(&frame)?;
+        match self.link.request(frame, RELAY_TIMEOUT).await {
+            Ok(Frame {
+                body: Body::Ok(_), ..
+            }) => Ok(json!({ "key": key, "value": value })),
+            Ok(Frame {
+                body: Body::Error(e),
+                ..
+            }) => Err(relay_error(&e)),
+            Ok(other) => Err(ApiError::new(
+                "daemon_protocol",
+                format!("unexpected answer: {}", other.body.type_name()),
+            )),
+            Err(e) => Err(link_error(&e)),
+        }
+    }
+
+    /// Reads the actor's circle's shared state.
+    pub async fn state_get(
+        &self,
+        from: Option<&str>,
+        caller_pid: Option<u32>,
+        key: Option<String>,
+    ) -> Result<Value, ApiError> {
+        let (_, peer) = self.registered_actor(from, caller_pid).await?;
+        let frame = Frame::new(Body::StateGet(repowire_protocol::StateGet {
+            peer_id: PeerId(peer),
+            key,
+        }));
+        self.validated(&frame)?;
+        match self.link.request(frame, RELAY_TIMEOUT).await {
+            Ok(Frame {
+                body: Body::State(st),
+                ..
+            }) => Ok(json!({ "circle": st.circle, "entries": st.entries })),
+            Ok(Frame {
+                body: Body::Error(e),
+                ..
+            }) => Err(relay_error(&e)),
+            Ok(other) => Err(ApiError::new(
+                "daemon_protocol",
+                format!("unexpected answer: {}", other.body.type_name()),
+            )),
+            Err(e) => Err(link_error(&e)),
+        }
+    }
+
+    /// The relay's own rules (names, sizes), checked before anything is sent.
+    fn validated(&self, frame: &Frame) -> Result<(), ApiError> {
+        repowire_protocol::decode(&repowire_protocol::encode(frame))
+            .map(drop)
+            .map_err(|e| ApiError::new(e.code.as_str(), e.message))
+    }
+
     /// Sets or clears the actor's description.
     pub async fn describe(
         &self,
@@ -303,10 +371,8 @@ impl Daemon {
         text: String,
     ) -> Result<Value, ApiError> {
         // The relay's own decoder: the same limits and rules, checked before anything is stored.
+        self.validated(&frame)?;
         let encoded = repowire_protocol::encode(&frame);
-        if let Err(e) = repowire_protocol::decode(&encoded) {
-            return Err(ApiError::new(e.code.as_str(), e.message));
-        }
         let id = frame.id.to_string();
         let correlation_id = match &frame.body {
             Body::Ack(a) => Some(a.correlation_id.0.clone()),

@@ -163,6 +163,13 @@ async fn handle(
             .read_peer_file(from.as_deref(), pid, &peer, &path)
             .await
             .map(plain),
+        Request::StateSet { from, key, value } => daemon
+            .state_set(from.as_deref(), pid, key, value)
+            .await
+            .map(plain),
+        Request::StateGet { from, key } => {
+            daemon.state_get(from.as_deref(), pid, key).await.map(plain)
+        }
         Request::MessageStatus { id } => daemon.message_status(&id).await.map(plain),
         Request::WaitReply {
             correlation_id,

@@ -63,6 +63,8 @@ pub enum ErrorCode {
     Internal,
     /// Not found (HTTP 404).
     NotFound,
+    /// A size or count limit other than the text limit (e.g. keys of a circle's shared state).
+    LimitExceeded,
 }
 
 impl ErrorCode {
@@ -97,6 +99,7 @@ impl ErrorCode {
             Self::ShuttingDown => "shutting_down",
             Self::Internal => "internal",
             Self::NotFound => "not_found",
+            Self::LimitExceeded => "limit_exceeded",
         }
     }
 }

@@ -79,6 +79,10 @@ pub enum Body {
     Replay(Replay),
     /// Ask for the delivery state of a message the caller sent.
     StatusQuery(StatusQuery),
+    /// Write (or delete) a key of the shared state of the peer's circle.
+    StateSet(StateSet),
+    /// Read the shared state of the peer's circle (one key or all).
+    StateGet(StateGet),
 
     // ---- relay → client ----
     /// Answer to `hello`.
@@ -103,6 +107,8 @@ pub enum Body {
     Status(Status),
     /// A request failed, or a frame could not be processed.
     Error(ErrorFrame),
+    /// Answer to `state_get`.
+    State(State),
 }
 
 /// Every `type` this version knows, for telling "unknown type" apart from "invalid frame".
@@ -120,6 +126,8 @@ pub const FRAME_TYPES: &[&str] = &[
     "receipt",
     "replay",
     "status_query",
+    "state_set",
+    "state_get",
     "welcome",
     "registered",
     "ok",
@@ -131,6 +139,7 @@ pub const FRAME_TYPES: &[&str] = &[
     "replay_done",
     "status",
     "error",
+    "state",
 ];
 
 impl Body {
@@ -150,6 +159,8 @@ impl Body {
             Body::Receipt(_) => "receipt",
             Body::Replay(_) => "replay",
             Body::StatusQuery(_) => "status_query",
+            Body::StateSet(_) => "state_set",
+            Body::StateGet(_) => "state_get",
             Body::Welcome(_) => "welcome",
             Body::Registered(_) => "registered",
             Body::Ok(_) => "ok",
@@ -161,6 +172,7 @@ impl Body {
             Body::ReplayDone(_) => "replay_done",
             Body::Status(_) => "status",
             Body::Error(_) => "error",
+            Body::State(_) => "state",
         }
     }
 
@@ -187,7 +199,9 @@ impl Body {
             | Body::Answer(_)
             | Body::Receipt(_)
             | Body::Replay(_)
-            | Body::StatusQuery(_) => Direction::ToRelay,
+            | Body::StatusQuery(_)
+            | Body::StateSet(_)
+            | Body::StateGet(_) => Direction::ToRelay,
             _ => Direction::ToClient,
         }
     }
@@ -526,6 +540,28 @@ pub struct StatusQuery {
     pub correlation_id: Option<CorrelationId>,
 }
 
+/// `state_set`: write `key` of the shared state of the peer's circle; without `value`, delete it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateSet {
+    /// The writing peer (registered on this connection); its circle is the scope.
+    pub peer_id: PeerId,
+    /// Key (name rule).
+    pub key: String,
+    /// New value; absent deletes the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+/// `state_get`: read one key, or every key, of the shared state of the peer's circle.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateGet {
+    /// The reading peer (registered on this connection); its circle is the scope.
+    pub peer_id: PeerId,
+    /// Only this key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
 // ---------------------------------------------------------------------------------------------
 // Relay → client
 
@@ -821,6 +857,30 @@ pub struct Status {
     /// For structured asks: the answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<AnswerValue>,
+}
+
+/// One key of a circle's shared state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateEntry {
+    /// Key.
+    pub key: String,
+    /// Value.
+    pub value: String,
+    /// The peer that wrote it last.
+    pub updated_by: PeerId,
+    /// When, milliseconds since the Unix epoch.
+    pub updated_at_ms: i64,
+}
+
+/// `state`: answer to `state_get`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct State {
+    /// The `state_get` this answers.
+    pub re: MessageId,
+    /// The circle whose state this is.
+    pub circle: String,
+    /// Entries by key (empty when the key, or the state, is empty).
+    pub entries: Vec<StateEntry>,
 }
 
 /// `error`.

@@ -16,3 +16,7 @@ pub const MAX_SHORT_BYTES: usize = 64;
 pub const MAX_QUESTION_OPTIONS: usize = 32;
 /// Reason strings in receipts.
 pub const MAX_REASON_BYTES: usize = 512;
+/// Values of the shared state (`state_set`).
+pub const MAX_STATE_VALUE_BYTES: usize = 8 * 1024;
+/// Keys of one circle's shared state.
+pub const MAX_STATE_KEYS: usize = 256;

@@ -163,6 +163,20 @@ pub(crate) fn frame(frame: &Frame) -> Result {
             }
             Ok(())
         }
+        Body::StateSet(st) => {
+            name("key", &st.key)?;
+            match &st.value {
+                Some(v) if v.len() > MAX_STATE_VALUE_BYTES => Err(DecodeError::new(
+                    ErrorCode::TextTooLarge,
+                    format!(
+                        "`value` is {} bytes; the limit is {MAX_STATE_VALUE_BYTES}",
+                        v.len()
+                    ),
+                )),
+                _ => Ok(()),
+            }
+        }
+        Body::StateGet(g) => opt_name("key", &g.key),
         Body::StatusQuery(q) => {
             if q.message_id.is_some() == q.correlation_id.is_some() {
                 return Err(invalid(

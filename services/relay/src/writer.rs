@@ -305,6 +305,26 @@ mod tests {
         async fn clear_description(&self, _: &str, _: &str, _: i64) -> crate::store::Result<()> {
             unused()
         }
+        async fn state_set(
+            &self,
+            _: &str,
+            _: &str,
+            _: &str,
+            _: Option<&str>,
+            _: &str,
+            _: i64,
+            _: usize,
+        ) -> crate::store::Result<crate::store::StateWrite> {
+            unused()
+        }
+        async fn state_get(
+            &self,
+            _: &str,
+            _: &str,
+            _: Option<&str>,
+        ) -> crate::store::Result<Vec<crate::store::StateRecord>> {
+            unused()
+        }
         async fn apply(&self, ops: &[WriteOp]) -> crate::store::Result<Vec<WriteOutcome>> {
             self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             if self.down {

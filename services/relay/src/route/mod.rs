@@ -10,6 +10,7 @@ mod message;
 mod peers;
 mod register;
 mod resolve;
+mod state;
 
 pub use peers::went_offline;
 
@@ -182,6 +183,8 @@ pub async fn handle(s: &Session, frame: Frame, started: Instant) {
         Body::Receipt(r) => inbox::receipt(s, id, r, started).await,
         Body::Replay(r) => inbox::replay(s, id, r),
         Body::StatusQuery(q) => inbox::status(s, id, q).await,
+        Body::StateSet(st) => state::set(s, id, st).await,
+        Body::StateGet(g) => state::get(s, id, g).await,
         other => Err(Refusal::new(
             ErrorCode::UnexpectedFrame,
             format!(

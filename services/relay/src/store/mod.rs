@@ -106,6 +106,27 @@ pub trait Store: Send + Sync + 'static {
     /// Records activity.
     async fn touch_peer(&self, tenant_id: &str, peer_id: &str, now_ms: i64) -> Result<()>;
 
+    /// Writes (`Some`) or deletes (`None`) a key of a circle's shared state; a new key is
+    /// refused when the circle already has `max_keys`.
+    #[allow(clippy::too_many_arguments)]
+    async fn state_set(
+        &self,
+        tenant_id: &str,
+        circle: &str,
+        key: &str,
+        value: Option<&str>,
+        by: &str,
+        now_ms: i64,
+        max_keys: usize,
+    ) -> Result<StateWrite>;
+    /// A circle's shared state (one key, or all of them by key).
+    async fn state_get(
+        &self,
+        tenant_id: &str,
+        circle: &str,
+        key: Option<&str>,
+    ) -> Result<Vec<StateRecord>>;
+
     /// Applies a batch of writes in one transaction; one outcome per op, in order.
     async fn apply(&self, ops: &[WriteOp]) -> Result<Vec<WriteOutcome>>;
 

@@ -370,3 +370,27 @@ pub struct MessageStatus {
     /// (recipient, state, reason).
     pub recipients: Vec<(String, DeliveryState, Option<String>)>,
 }
+
+/// One key of a circle's shared state.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct StateRecord {
+    /// Key.
+    pub key: String,
+    /// Value.
+    pub value: String,
+    /// The peer that wrote it last.
+    pub updated_by: String,
+    /// When.
+    pub updated_at_ms: i64,
+}
+
+/// What a shared-state write did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateWrite {
+    /// Stored (new key or new value).
+    Stored,
+    /// Deleted (or was already absent).
+    Deleted,
+    /// Refused: the circle already holds the most keys allowed.
+    Full,
+}

@@ -1144,6 +1144,63 @@ macro_rules! impl_store {
                 Ok(())
             }
 
+            async fn state_set(
+                &self,
+                tenant_id: &str,
+                circle: &str,
+                key: &str,
+                value: Option<&str>,
+                by: &str,
+                now_ms: i64,
+                max_keys: usize,
+            ) -> Result<StateWrite> {
+                let Some(value) = value else {
+                    sqlx::query("DELETE FROM shared_state WHERE tenant_id = $1 AND circle = $2 AND key = $3")
+                        .bind(tenant_id)
+                        .bind(circle)
+                        .bind(key)
+                        .execute(&self.pool)
+                        .await?;
+                    return Ok(StateWrite::Deleted);
+                };
+                // One statement: an existing key is always updated; a new one only below the cap.
+                let done = sqlx::query(
+                    "INSERT INTO shared_state (tenant_id, circle, key, value, updated_by, updated_at_ms) \
+                     SELECT $1, $2, $3, $4, $5, $6 \
+                     WHERE EXISTS (SELECT 1 FROM shared_state WHERE tenant_id = $1 AND circle = $2 AND key = $3) \
+                        OR (SELECT COUNT(*) FROM shared_state WHERE tenant_id = $1 AND circle = $2) < $7 \
+                     ON CONFLICT (tenant_id, circle, key) DO UPDATE SET value = excluded.value, \
+                        updated_by = excluded.updated_by, updated_at_ms = excluded.updated_at_ms",
+                )
+                .bind(tenant_id)
+                .bind(circle)
+                .bind(key)
+                .bind(value)
+                .bind(by)
+                .bind(now_ms)
+                .bind(i64::try_from(max_keys).unwrap_or(i64::MAX))
+                .execute(&self.pool)
+                .await?;
+                Ok(if done.rows_affected() == 0 { StateWrite::Full } else { StateWrite::Stored })
+            }
+
+            async fn state_get(
+                &self,
+                tenant_id: &str,
+                circle: &str,
+                key: Option<&str>,
+            ) -> Result<Vec<StateRecord>> {
+                Ok(sqlx::query_as(
+                    "SELECT key, value, updated_by, updated_at_ms FROM shared_state \
+                     WHERE tenant_id = $1 AND circle = $2 AND ($3 IS NULL OR key = $3) ORDER BY key",
+                )
+                .bind(tenant_id)
+                .bind(circle)
+                .bind(key)
+                .fetch_all(&self.pool)
+                .await?)
+            }
+
             async fn apply(&self, ops: &[WriteOp]) -> Result<Vec<WriteOutcome>> {
                 let mut tx = self.pool.begin_with($begin_write).await?;
                 let mut outcomes: Vec<Option<WriteOutcome>> = ops.iter().map(|_| None).collect();
