@@ -30,6 +30,50 @@ struct Args {
     /// Notifications to time.
     #[arg(long, default_value_t = 300)]
     notifies: usize,
+    /// MCP server starts to time.
+    #[arg(long, default_value_t = 20)]
+    mcp_starts: usize,
+}
+
+/// `repowire mcp` spawned → `initialize` answered → `tools/list` answered.
+fn mcp_ready(home: &Path) -> Duration {
+    use std::io::{BufRead, BufReader};
+    let started = Instant::now();
+    let mut child = Command::new(bin("repowire"))
+        .arg("mcp")
+        .envs(env_for(home))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn repowire mcp");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    writeln!(stdin, "{}", json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}})).expect("write");
+    stdout.read_line(&mut line).expect("initialize answer");
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"})
+    )
+    .expect("write");
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/list"})
+    )
+    .expect("write");
+    line.clear();
+    stdout.read_line(&mut line).expect("tools/list answer");
+    let took = started.elapsed();
+    assert!(
+        line.contains("list_peers"),
+        "unexpected tools/list answer: {line}"
+    );
+    drop(stdin);
+    let _ = child.wait();
+    took
 }
 
 fn us(h: &Histogram<u64>, q: f64) -> String {
@@ -167,6 +211,14 @@ fn main() {
         d.stop();
     }
     report("daemon start (spawn → answering)", &starts);
+
+    let mut mcp = Histogram::<u64>::new(3).expect("hist");
+    let mcp_home = tempfile::tempdir().expect("home");
+    for _ in 0..args.mcp_starts {
+        mcp.record(mcp_ready(mcp_home.path()).as_micros() as u64)
+            .expect("record");
+    }
+    report("mcp start → initialize + tools/list", &mcp);
 
     let (d, _) = Daemon::start();
     let a_dir = d.home.path().join("alpha");
