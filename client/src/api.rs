@@ -123,6 +123,9 @@ pub enum Request {
     },
     /// Wait until the ask is answered (or the timeout passes).
     WaitReply {
+        /// Act as this local peer (the asker).
+        #[serde(default)]
+        from: Option<String>,
         /// The ask.
         correlation_id: String,
         /// How long to wait.
@@ -278,6 +281,45 @@ pub fn call(socket: &Path, request: &Request, timeout: Duration) -> Result<Value
     stream.write_all(&line)?;
     let mut answer = String::new();
     BufReader::new(stream).read_line(&mut answer)?;
+    let response: Response =
+        serde_json::from_str(&answer).map_err(|e| CallError::Protocol(e.to_string()))?;
+    match (response.ok, response.result, response.error) {
+        (true, Some(result), _) => Ok(result),
+        (false, _, Some(error)) => Err(CallError::Api(error)),
+        _ => Err(CallError::Protocol("neither result nor error".into())),
+    }
+}
+
+/// Like [`call`], asynchronously; dropping the future closes the connection, which cancels the
+/// request in the daemon (nothing it would have handed over is marked handed over).
+pub async fn call_async(
+    socket: &Path,
+    request: &Request,
+    timeout: Duration,
+) -> Result<Value, CallError> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut stream = tokio::net::UnixStream::connect(socket)
+            .await
+            .map_err(|e| CallError::NotRunning(format!("{}: {e}", socket.display())))?;
+        let mut line =
+            serde_json::to_vec(request).map_err(|e| CallError::Protocol(e.to_string()))?;
+        line.push(b'\n');
+        stream.write_all(&line).await?;
+        let mut answer = String::new();
+        tokio::io::BufReader::new(stream)
+            .read_line(&mut answer)
+            .await?;
+        Ok::<String, CallError>(answer)
+    };
+    let answer = tokio::time::timeout(timeout, exchange)
+        .await
+        .map_err(|_| {
+            CallError::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the daemon did not answer in time",
+            ))
+        })??;
     let response: Response =
         serde_json::from_str(&answer).map_err(|e| CallError::Protocol(e.to_string()))?;
     match (response.ok, response.result, response.error) {

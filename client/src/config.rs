@@ -175,7 +175,12 @@ impl Config {
             tmux_wake: file.daemon.tmux_wake.unwrap_or(true),
             log: self.log.clone(),
             files: FilePolicy {
-                readable: file.files.readable,
+                readable: file
+                    .files
+                    .readable
+                    .iter()
+                    .map(|p| readable_root(p))
+                    .collect::<anyhow::Result<_>>()?,
                 max_bytes: file.files.max_bytes.unwrap_or(256 * 1024),
                 allow_dotfiles: file.files.allow_dotfiles.unwrap_or(false),
             },
@@ -195,6 +200,23 @@ impl FileConfig {
             Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
         }
     }
+}
+
+/// A `[files] readable` entry: `~/` expanded; anything else must be absolute (a relative
+/// path would depend on where the daemon was started).
+fn readable_root(p: &Path) -> anyhow::Result<PathBuf> {
+    let text = p.to_string_lossy();
+    let path = match text.strip_prefix("~/") {
+        Some(rest) => user_home().join(rest),
+        None => p.to_path_buf(),
+    };
+    if !path.is_absolute() {
+        bail!(
+            "[files] readable: `{}` is not an absolute path (write /… or ~/…)",
+            p.display()
+        );
+    }
+    Ok(path)
 }
 
 /// Paths under the state directory.

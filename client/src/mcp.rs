@@ -20,6 +20,9 @@ use crate::api::{self, CallError, Outgoing, Request, SendKind};
 
 /// The longest `wait_on_ack` may block.
 const MAX_WAIT_SECS: u64 = 600;
+/// How long `wait_on_ack` blocks by default: below the tool-call timeouts MCP clients commonly
+/// apply (60 s), so its answer is not thrown away by the client.
+const DEFAULT_WAIT_SECS: u64 = 50;
 
 /// The MCP server.
 #[derive(Debug, Clone)]
@@ -70,7 +73,7 @@ pub struct AskArgs {
 pub struct WaitArgs {
     /// The ask's correlation id (`ask-…`), as returned by `ask`.
     pub correlation_id: String,
-    /// How long to wait, in seconds (default 120, at most 600).
+    /// How long to wait, in seconds (default 50, at most 600).
     #[serde(default)]
     pub timeout_seconds: Option<u64>,
 }
@@ -194,10 +197,8 @@ impl RepowireMcp {
     }
 
     async fn call(&self, request: Request, timeout: Duration) -> Result<Value, String> {
-        let socket = self.socket.clone();
-        tokio::task::spawn_blocking(move || api::call(&socket, &request, timeout))
+        api::call_async(&self.socket, &request, timeout)
             .await
-            .map_err(|e| format!("internal error: {e}"))?
             .map_err(describe_error)
     }
 
@@ -210,7 +211,13 @@ impl RepowireMcp {
             Duration::from_secs(10),
         )
         .await
-        .map_err(|e| format!("Refusing to act: this MCP server cannot prove which agent session it belongs to.\n{e}"))
+        .map_err(|e| {
+            if e.contains("identity_unproven") {
+                format!("Refusing to act: this MCP server cannot prove which agent session it belongs to.\n{e}")
+            } else {
+                e
+            }
+        })
     }
 
     async fn as_me(
@@ -386,20 +393,29 @@ impl RepowireMcp {
     async fn wait_on_ack(
         &self,
         Parameters(a): Parameters<WaitArgs>,
+        cancelled: tokio_util::sync::CancellationToken,
     ) -> Result<CallToolResult, ErrorData> {
-        if let Err(e) = self.me().await {
-            return Ok(error_result(e));
-        }
-        let secs = a.timeout_seconds.unwrap_or(120).clamp(1, MAX_WAIT_SECS);
-        let result = self
-            .call(
+        let me = match self.me().await {
+            Ok(me) => me,
+            Err(e) => return Ok(error_result(e)),
+        };
+        let secs = a
+            .timeout_seconds
+            .unwrap_or(DEFAULT_WAIT_SECS)
+            .clamp(1, MAX_WAIT_SECS);
+        // A cancelled call drops the daemon connection: the daemon then hands nothing over,
+        // and the reply stays queued for the agent's next turn.
+        let result = tokio::select! {
+            r = self.call(
                 Request::WaitReply {
+                    from: me["session_id"].as_str().map(str::to_owned),
                     correlation_id: a.correlation_id.clone(),
                     timeout_ms: secs * 1000,
                 },
                 Duration::from_secs(secs + 10),
-            )
-            .await;
+            ) => r,
+            _ = cancelled.cancelled() => Err("cancelled; the reply (if any) will arrive as a message".into()),
+        };
         Ok(match result {
             Ok(v) if v["state"] == "replied" => {
                 let reply = &v["reply"];
@@ -413,6 +429,22 @@ impl RepowireMcp {
                     v,
                 )
             }
+            Ok(v) if v["state"] == "closed" => text_result(
+                format!(
+                    "{} was closed ({}) without a reply.",
+                    a.correlation_id,
+                    s(&v, "outcome")
+                ),
+                v,
+            ),
+            Ok(v) if v["state"] == "failed" => text_result(
+                format!(
+                    "{} did not reach its recipient: {}",
+                    a.correlation_id,
+                    s(&v, "reason")
+                ),
+                v,
+            ),
             Ok(v) => text_result(
                 format!(
                     "No reply to {} within {secs} s; the ask stays open.",
@@ -555,7 +587,7 @@ impl RepowireMcp {
                 )
                 .await
             {
-                Ok(v) if deleting => text_result(format!("Deleted `{}`.", a.key), v),
+                Ok(v) if deleting => text_result(format!("`{}` is not set now.", a.key), v),
                 Ok(v) => text_result(format!("Stored `{}`.", a.key), v),
                 Err(e) => error_result(e),
             },

@@ -291,11 +291,75 @@ async fn two_agents_ask_ack_and_wait_on_ack_through_their_mcp_servers() {
     let status = home.json(&["peer", "status", &cid]);
     assert_eq!(status["message"]["state"], "acked", "{status}");
 
+    // A bare ack ends a wait too (no reply is coming); and only the asker may wait on an ask.
+    let bare = mcp(
+        &tmux,
+        &b,
+        2,
+        "ask",
+        json!({"peer_name": "alpha", "query": "ping?"}),
+    )
+    .await;
+    let bare_cid = bare["structured"]["correlation_id"]
+        .as_str()
+        .expect("cid")
+        .to_owned();
+    // Alpha is woken with the ask; nothing else is typed into its pane meanwhile.
+    a.wait("the ping ask", |e| {
+        e["event"] == "context" && e["text"].as_str().is_some_and(|t| t.contains(&bare_cid))
+    })
+    .await;
+    a.hook_done("Stop", 5).await;
+    let stolen = mcp(
+        &tmux,
+        &a,
+        5,
+        "wait_on_ack",
+        json!({"correlation_id": bare_cid, "timeout_seconds": 5}),
+    )
+    .await;
+    assert_eq!(stolen["is_error"], true, "{stolen}");
+    assert!(
+        stolen["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not an ask this session sent"),
+        "{stolen}"
+    );
+    home.ok(&["peer", "ack", &bare_cid, "--from", "alpha"]);
+    let closed = mcp(
+        &tmux,
+        &b,
+        3,
+        "wait_on_ack",
+        json!({"correlation_id": bare_cid, "timeout_seconds": 30}),
+    )
+    .await;
+    assert_eq!(closed["structured"]["state"], "closed", "{closed}");
+
+    // An agent's own tool call may not speak as another session.
+    let repowire = bin("repowire").to_string_lossy().into_owned();
+    a.submit(
+        &tmux,
+        &format!("/run {repowire} peer notify beta hi --from beta"),
+    );
+    let spoof = a
+        .wait("the spoofing attempt", |e| e["event"] == "tool")
+        .await;
+    assert_ne!(spoof["exit"], 0, "{spoof}");
+    assert!(
+        spoof["stderr"]
+            .as_str()
+            .unwrap_or("")
+            .contains("may not act as"),
+        "{spoof}"
+    );
+
     // Shared state of the circle, durable in the relay: written by one, read by the other.
     let wrote = mcp(
         &tmux,
         &a,
-        5,
+        6,
         "write_shared_state",
         json!({"key": "api.port", "value": "8080"}),
     )
@@ -304,7 +368,7 @@ async fn two_agents_ask_ack_and_wait_on_ack_through_their_mcp_servers() {
     let read = mcp(
         &tmux,
         &b,
-        2,
+        4,
         "read_shared_state",
         json!({"key": "api.port"}),
     )
@@ -319,7 +383,7 @@ async fn two_agents_ask_ack_and_wait_on_ack_through_their_mcp_servers() {
     let bad = mcp(
         &tmux,
         &b,
-        3,
+        5,
         "write_shared_state",
         json!({"key": "has space", "value": "x"}),
     )
@@ -329,13 +393,13 @@ async fn two_agents_ask_ack_and_wait_on_ack_through_their_mcp_servers() {
     let deleted = mcp(
         &tmux,
         &b,
-        4,
+        6,
         "write_shared_state",
         json!({"key": "api.port", "value": ""}),
     )
     .await;
     assert_eq!(deleted["is_error"], false, "{deleted}");
-    let empty = mcp(&tmux, &a, 6, "read_shared_state", json!({})).await;
+    let empty = mcp(&tmux, &a, 7, "read_shared_state", json!({})).await;
     assert_eq!(empty["structured"]["entries"], json!([]), "{empty}");
 }
 
@@ -375,7 +439,7 @@ async fn read_peer_file_refuses_every_escape_and_reads_what_is_shared() {
         ("shared", "README.md", None),
         ("shared", "../outside.txt", Some("`..`")),
         ("shared", "/etc/passwd", Some("relative")),
-        ("shared", "link.txt", Some("symlink escape")),
+        ("shared", "link.txt", Some("not found in the project")),
         ("shared", ".env", Some("dotfile")),
         ("shared", "big.log", Some("too big")),
         ("private", "notes.md", Some("does not share files")),

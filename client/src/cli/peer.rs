@@ -200,6 +200,7 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
             from,
             json,
         } => {
+            let from_for_wait = from.clone();
             let sent = super::call(
                 config,
                 &Request::Send(Outgoing {
@@ -228,6 +229,7 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
                 let reply = super::call(
                     config,
                     &Request::WaitReply {
+                        from: from_for_wait.clone(),
                         correlation_id: cid.clone(),
                         timeout_ms: timeout * 1000,
                     },

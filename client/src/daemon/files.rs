@@ -14,13 +14,29 @@ fn refuse(message: String) -> ApiError {
     ApiError::new("file_refused", message)
 }
 
-/// Checks `relative` against the policy and reads it from `root`.
+fn has_dot_component(path: &Path) -> bool {
+    path.components().any(|c| match c {
+        Component::Normal(name) => name.to_string_lossy().starts_with('.'),
+        _ => false,
+    })
+}
+
+/// Checks `relative` against the policy and reads it from `root` (already canonical).
+///
+/// The file is opened without following a final symlink and without blocking (a FIFO cannot
+/// stall the daemon), and the path the open file really has (`/proc/self/fd`) is checked
+/// again, so swapping a path component for a symlink between the checks and the open cannot
+/// leak anything outside the root. Files with other hard links are refused: a hard link to a
+/// file outside the project looks like a project file otherwise.
 pub fn read_confined(
     root: &Path,
     relative: &str,
     max_bytes: u64,
     allow_dotfiles: bool,
 ) -> Result<(String, u64), ApiError> {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let rel = Path::new(relative);
     if relative.is_empty() || rel.is_absolute() {
         return Err(refuse(format!(
@@ -29,14 +45,7 @@ pub fn read_confined(
     }
     for component in rel.components() {
         match component {
-            Component::Normal(name) => {
-                if !allow_dotfiles && name.to_string_lossy().starts_with('.') {
-                    return Err(refuse(format!(
-                        "`{relative}` is or is under a dotfile; those are not shared (secrets such as .env live there)"
-                    )));
-                }
-            }
-            Component::CurDir => {}
+            Component::Normal(_) | Component::CurDir => {}
             _ => {
                 return Err(refuse(format!(
                     "`{relative}` leaves the project root (`..` is not allowed)"
@@ -44,18 +53,41 @@ pub fn read_confined(
             }
         }
     }
-    let root = std::fs::canonicalize(root)
-        .map_err(|e| refuse(format!("the project root is not readable: {e}")))?;
-    let full = std::fs::canonicalize(root.join(rel))
-        .map_err(|e| refuse(format!("`{relative}` cannot be read: {e}")))?;
-    if !full.starts_with(&root) {
-        return Err(refuse(format!(
-            "`{relative}` resolves outside the project root (a symlink escape)"
-        )));
+    let dotfile = || {
+        refuse(format!(
+            "`{relative}` is or is under a dotfile; those are not shared (secrets such as .env live there)"
+        ))
+    };
+    if !allow_dotfiles && has_dot_component(rel) {
+        return Err(dotfile());
     }
-    let meta = std::fs::metadata(&full).map_err(|e| refuse(format!("`{relative}`: {e}")))?;
+    // One answer for "missing" and "outside": nothing about paths outside the root leaks.
+    let unavailable = || refuse(format!("`{relative}` was not found in the project"));
+    let inside = |p: &Path| -> Result<(), ApiError> {
+        let within = p.strip_prefix(root).map_err(|_| unavailable())?;
+        if !allow_dotfiles && has_dot_component(within) {
+            return Err(dotfile());
+        }
+        Ok(())
+    };
+    let full = std::fs::canonicalize(root.join(rel)).map_err(|_| unavailable())?;
+    inside(&full)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(&full)
+        .map_err(|_| unavailable())?;
+    let opened = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .map_err(|_| unavailable())?;
+    inside(&opened)?;
+    let meta = file.metadata().map_err(|_| unavailable())?;
     if !meta.is_file() {
         return Err(refuse(format!("`{relative}` is not a regular file")));
+    }
+    if meta.nlink() > 1 {
+        return Err(refuse(format!(
+            "`{relative}` has other hard links; such files are not shared"
+        )));
     }
     if meta.len() > max_bytes {
         return Err(refuse(format!(
@@ -63,10 +95,19 @@ pub fn read_confined(
             meta.len()
         )));
     }
-    let bytes = std::fs::read(&full).map_err(|e| refuse(format!("`{relative}`: {e}")))?;
+    let mut bytes = Vec::new();
+    file.take(max_bytes + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| refuse(format!("`{relative}`: {e}")))?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(refuse(format!(
+            "`{relative}` is too big (it grew past the limit of {max_bytes} bytes)"
+        )));
+    }
+    let size = bytes.len() as u64;
     let text =
         String::from_utf8(bytes).map_err(|_| refuse(format!("`{relative}` is not UTF-8 text")))?;
-    Ok((text, meta.len()))
+    Ok((text, size))
 }
 
 impl Daemon {
@@ -137,12 +178,20 @@ impl Daemon {
                 target["name"].as_str().unwrap_or(peer)
             )));
         }
-        let (text, size) = read_confined(
-            Path::new(root),
-            path,
-            policy.max_bytes,
-            policy.allow_dotfiles,
-        )?;
+        let Some(canonical_root) = canonical_root else {
+            return Err(refuse("the project directory is gone".into()));
+        };
+        let (path_owned, max, dots) = (path.to_owned(), policy.max_bytes, policy.allow_dotfiles);
+        let read = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            tokio::task::spawn_blocking(move || {
+                read_confined(&canonical_root, &path_owned, max, dots)
+            }),
+        )
+        .await
+        .map_err(|_| refuse(format!("reading `{path}` took too long")))?
+        .map_err(|e| refuse(format!("reading `{path}` failed: {e}")))?;
+        let (text, size) = read?;
         Ok(json!({ "peer": target, "path": path, "bytes": size, "content": text }))
     }
 }
@@ -163,16 +212,28 @@ mod tests {
             .expect("symlink");
         std::fs::write(root.join("big.txt"), "x".repeat(2048)).expect("write");
 
+        std::os::unix::fs::symlink(".env", root.join("notes.txt")).expect("symlink");
+        std::fs::write(dir.path().join("secret"), "outside").expect("write");
+        std::fs::hard_link(dir.path().join("secret"), root.join("hard.txt")).expect("hard link");
+        let fifo = std::process::Command::new("mkfifo")
+            .arg(root.join("pipe"))
+            .status()
+            .expect("mkfifo");
+        assert!(fifo.success());
+        let root = std::fs::canonicalize(&root).expect("root");
         let read = |p: &str| read_confined(&root, p, 1024, false);
         assert_eq!(read("src/lib.rs").expect("allowed").0, "fn main() {}");
         for (path, why) in [
             ("../outside.txt", "`..`"),
             ("/etc/passwd", "relative"),
-            ("escape.txt", "symlink escape"),
+            ("escape.txt", "not found in the project"),
             (".env", "dotfile"),
+            ("notes.txt", "dotfile"),
+            ("hard.txt", "hard links"),
             ("big.txt", "too big"),
-            ("missing.txt", "cannot be read"),
+            ("missing.txt", "not found in the project"),
             ("src", "not a regular file"),
+            ("pipe", "not a regular file"),
         ] {
             let e = read(path).expect_err(path);
             assert!(e.message.contains(why), "{path}: {}", e.message);

@@ -483,7 +483,6 @@ impl Daemon {
                     return;
                 }
                 if let Ok(sent) = serde_json::from_str::<Frame>(&text)
-                    && let Body::Ack(ack) = &sent.body
                     && matches!(
                         e.code,
                         ErrorCode::AskClosed
@@ -492,10 +491,14 @@ impl Daemon {
                     )
                 {
                     // Nothing left to close here: stop reminding the agent about it.
-                    let _ = self
-                        .store
-                        .close_ask(ack.from.as_str(), ack.correlation_id.as_str())
-                        .await;
+                    let closing = match &sent.body {
+                        Body::Ack(a) => Some((&a.from, &a.correlation_id)),
+                        Body::Answer(a) => Some((&a.from, &a.correlation_id)),
+                        _ => None,
+                    };
+                    if let Some((from, cid)) = closing {
+                        let _ = self.store.close_ask(from.as_str(), cid.as_str()).await;
+                    }
                 }
                 if self.store.remove_outbox(&id).await.unwrap_or(false) {
                     let _ = self
@@ -515,6 +518,8 @@ impl Daemon {
                         d.reason.as_deref(),
                     )
                     .await;
+                // A closed or failed ask ends a `wait_reply`.
+                self.replies.notify_waiters();
             }
             _ => {}
         }

@@ -31,8 +31,15 @@ pub fn relay_error(e: &ErrorFrame) -> ApiError {
 
 /// A link failure as an API error.
 pub fn link_error(e: &LinkError) -> ApiError {
-    ApiError::new("relay_unreachable", e.to_string())
-        .hint("`repowire daemon status` shows the relay link; it reconnects by itself")
+    match e {
+        LinkError::Down => ApiError::new("relay_unreachable", e.to_string())
+            .hint("`repowire daemon status` shows the relay link; it reconnects by itself"),
+        LinkError::Timeout => ApiError::new(
+            "relay_timeout",
+            "the relay did not answer in time: the request may or may not have taken effect",
+        )
+        .hint("check with a read (e.g. `repowire peer list`) before repeating it"),
+    }
 }
 
 /// A state.db failure as an API error.
@@ -41,49 +48,77 @@ pub fn store_error(e: sqlx::Error) -> ApiError {
 }
 
 impl Daemon {
-    /// The session a request acts as: `from` (a local peer id, name or session id), else the
-    /// agent session whose process started the caller (nearest ancestor first, the same
-    /// process proven by its start time), else — only when no agent program is among the
-    /// caller's ancestors — the daemon's own CLI peer. An agent the daemon does not know is
-    /// refused rather than allowed to speak as the human at the terminal.
+    /// The agent session `pid` belongs to: the nearest ancestor that is a registered agent
+    /// process (same pid and start time). `Err` when an agent program the daemon does not know
+    /// comes first; `Ok(None)` when no agent is among the ancestors.
+    fn proven_session(sessions: &[SessionRow], pid: u32) -> Result<Option<SessionRow>, ApiError> {
+        for ancestor in crate::procinfo::ancestors(pid) {
+            if let Some(s) = sessions.iter().find(|s| {
+                s.session_id != CLI_SESSION
+                    && s.agent_pid == Some(i64::from(ancestor))
+                    && s.agent_start.is_some()
+                    && crate::procinfo::same_process(ancestor, s.agent_start)
+            }) {
+                return Ok(Some(s.clone()));
+            }
+            if let Some(program) = crate::procinfo::comm(ancestor)
+                && super::panes::AGENTS.contains(&program.as_str())
+            {
+                return Err(ApiError::new(
+                    "identity_unproven",
+                    format!(
+                        "this `{program}` session (pid {ancestor}) is not registered with the repowire daemon"
+                    ),
+                )
+                .hint("install the hooks with `repowire setup` and restart the agent, or adopt its pane with `repowire link --pane $TMUX_PANE`"));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The session a request acts as: the agent session whose process started the caller
+    /// (nearest ancestor first, proven by pid and start time); else `from` (a local peer id,
+    /// name or session id) — which an agent's process may not use to speak as another
+    /// session; else the daemon's own CLI peer. An agent the daemon does not know is refused
+    /// rather than allowed to speak as the human at the terminal.
     pub async fn actor(
         &self,
         from: Option<&str>,
         caller_pid: Option<u32>,
     ) -> Result<SessionRow, ApiError> {
         let sessions = self.store.active_sessions().await.map_err(store_error)?;
+        let proven = match caller_pid {
+            Some(pid) => Self::proven_session(&sessions, pid)?,
+            None => None,
+        };
         if let Some(from) = from {
-            return sessions
-                .into_iter()
+            let named = sessions
+                .iter()
                 .find(|s| {
                     s.session_id == from
                         || s.peer_id.as_deref() == Some(from)
                         || s.name.as_deref() == Some(from)
                 })
+                .cloned()
                 .ok_or_else(|| {
                     ApiError::new("unknown_session", format!("no local session `{from}`"))
                         .hint("`repowire daemon status` lists this daemon's sessions")
-                });
-        }
-        if let Some(pid) = caller_pid {
-            for ancestor in crate::procinfo::ancestors(pid) {
-                if let Some(s) = sessions.iter().find(|s| {
-                    s.session_id != CLI_SESSION
-                        && s.agent_pid == Some(i64::from(ancestor))
-                        && crate::procinfo::same_process(ancestor, s.agent_start)
-                }) {
-                    return Ok(s.clone());
-                }
-                if let Some(program) = crate::procinfo::comm(ancestor)
-                    && super::panes::AGENTS.contains(&program.as_str())
-                {
-                    return Err(ApiError::new(
-                        "unknown_session",
-                        format!("this `{program}` session (pid {ancestor}) is not registered with the repowire daemon"),
-                    )
-                    .hint("install the hooks with `repowire setup` and restart the agent, or adopt its pane with `repowire link --pane $TMUX_PANE`"));
-                }
+                })?;
+            if let Some(own) = &proven
+                && own.session_id != named.session_id
+            {
+                return Err(ApiError::new(
+                    "identity_mismatch",
+                    format!(
+                        "this process belongs to session @{}; it may not act as `{from}`",
+                        own.name.as_deref().unwrap_or("?")
+                    ),
+                ));
             }
+            return Ok(named);
+        }
+        if let Some(own) = proven {
+            return Ok(own);
         }
         if let Some(cli) = sessions.into_iter().find(|s| s.session_id == CLI_SESSION) {
             return Ok(cli);
@@ -239,14 +274,7 @@ impl Daemon {
         };
         let pid = caller_pid.ok_or_else(|| unproven("the caller's process is unknown".into()))?;
         let sessions = self.store.active_sessions().await.map_err(store_error)?;
-        let found = crate::procinfo::ancestors(pid).into_iter().find_map(|a| {
-            sessions.iter().find(|s| {
-                s.session_id != CLI_SESSION
-                    && s.agent_pid == Some(i64::from(a))
-                    && crate::procinfo::same_process(a, s.agent_start)
-            })
-        });
-        let Some(session) = found else {
+        let Some(session) = Self::proven_session(&sessions, pid)? else {
             return Err(unproven(
                 "this process does not descend from an agent session this daemon registered".into(),
             ));
@@ -485,19 +513,45 @@ impl Daemon {
         }
     }
 
-    /// Waits for the reply to an ask. The reply is marked consumed (and reported `injected`)
-    /// only once the answer reached the caller; it is then not pushed to the agent again.
+    /// Waits for the reply to an ask the actor sent. The reply is marked consumed (and reported
+    /// `injected`) only once the answer reached the caller; it is then not pushed to the agent
+    /// again. An ask closed without a reply, or one that failed, ends the wait too.
     pub async fn wait_reply(
         self: &Arc<Self>,
+        from: Option<&str>,
+        caller_pid: Option<u32>,
         cid: &str,
         timeout: Duration,
     ) -> Result<(Value, Option<AfterWrite>), ApiError> {
+        let actor = self.actor(from, caller_pid).await?;
+        let owned = match (
+            &actor.peer_id,
+            self.store.sent(cid).await.map_err(store_error)?,
+        ) {
+            (Some(peer), Some((row, _))) => row.kind == "ask" && &row.peer_id == peer,
+            _ => false,
+        };
+        if !owned {
+            return Err(ApiError::new(
+                "unknown_message",
+                format!("`{cid}` is not an ask this session sent"),
+            ));
+        }
+        let peer = actor.peer_id.unwrap_or_default();
         let deadline = tokio::time::Instant::now() + timeout;
+        // `acked` can arrive before the reply message itself: whether a reply exists is asked
+        // of the relay once, and then the wait goes on for it.
+        let mut reply_expected = false;
         loop {
             let notified = self.replies.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if let Some(row) = self.store.reply_for(cid).await.map_err(store_error)? {
+            if let Some(row) = self
+                .store
+                .reply_for(&peer, cid)
+                .await
+                .map_err(store_error)?
+            {
                 let after = (row.state == "queued").then(|| AfterWrite {
                     peer_id: row.peer_id.clone(),
                     message_ids: vec![row.message_id.clone()],
@@ -509,6 +563,34 @@ impl Daemon {
                     after,
                 ));
             }
+            if let Some((row, events)) = self.store.sent(cid).await.map_err(store_error)? {
+                match row.state.as_str() {
+                    // A reply travels separately; only a close without one ends the wait here.
+                    "acked" | "answered" if row.reply.is_none() && !reply_expected => {
+                        if self.relay_has_reply(&peer, cid).await {
+                            reply_expected = true;
+                        } else {
+                            return Ok((
+                                json!({ "state": "closed", "outcome": row.state, "correlation_id": cid }),
+                                None,
+                            ));
+                        }
+                    }
+                    "failed" | "expired" | "rejected" => {
+                        let reason = events
+                            .iter()
+                            .rev()
+                            .find_map(|e| e.reason.clone())
+                            .or(row.error.clone())
+                            .unwrap_or_else(|| row.state.clone());
+                        return Ok((
+                            json!({ "state": "failed", "outcome": row.state, "reason": reason, "correlation_id": cid }),
+                            None,
+                        ));
+                    }
+                    _ => {}
+                }
+            }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
                 return Ok((
                     json!({ "state": "waiting", "correlation_id": cid,
@@ -516,6 +598,23 @@ impl Daemon {
                     None,
                 ));
             }
+        }
+    }
+
+    /// True if the relay recorded a reply for this closed ask (its message is on its way).
+    async fn relay_has_reply(&self, peer: &str, cid: &str) -> bool {
+        let query = Frame::new(Body::StatusQuery(repowire_protocol::StatusQuery {
+            peer_id: PeerId(peer.to_owned()),
+            message_id: None,
+            correlation_id: Some(CorrelationId(cid.to_owned())),
+        }));
+        match self.link.request(query, RELAY_TIMEOUT).await {
+            Ok(Frame {
+                body: Body::Status(st),
+                ..
+            }) => st.reply.is_some() || st.answer.is_some(),
+            // Unknown: keep waiting rather than claim there is no reply.
+            _ => true,
         }
     }
 

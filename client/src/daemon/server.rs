@@ -172,11 +172,17 @@ async fn handle(
         }
         Request::MessageStatus { id } => daemon.message_status(&id).await.map(plain),
         Request::WaitReply {
+            from,
             correlation_id,
             timeout_ms,
         } => {
             daemon
-                .wait_reply(&correlation_id, Duration::from_millis(timeout_ms))
+                .wait_reply(
+                    from.as_deref(),
+                    pid,
+                    &correlation_id,
+                    Duration::from_millis(timeout_ms),
+                )
                 .await
         }
         Request::Sessions => {

@@ -376,12 +376,13 @@ impl Store {
         Ok(moved)
     }
 
-    /// A reply to an ask this daemon sent, if one arrived.
-    pub async fn reply_for(&self, cid: &str) -> Result<Option<InboxRow>> {
+    /// The reply to an ask `peer_id` sent, if one arrived.
+    pub async fn reply_for(&self, peer_id: &str, cid: &str) -> Result<Option<InboxRow>> {
         sqlx::query_as(
             "SELECT message_id, peer_id, seq, correlation_id, body, state FROM inbox
-             WHERE kind = 'reply' AND correlation_id = ? ORDER BY seq LIMIT 1",
+             WHERE peer_id = ? AND kind = 'reply' AND correlation_id = ? ORDER BY seq LIMIT 1",
         )
+        .bind(peer_id)
         .bind(cid)
         .fetch_optional(&self.pool)
         .await
