@@ -468,3 +468,150 @@ async fn read_peer_file_refuses_every_escape_and_reads_what_is_shared() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_notify_broadcast_and_answer_a_structured_question() {
+    let tmux = Tmux::start();
+    let home = Home::new(None);
+    home.install_and_start();
+    let a = home.agent(&tmux, "alpha");
+    let b = home.agent(&tmux, "beta");
+    a.hook_done("SessionStart", 1).await;
+    b.hook_done("SessionStart", 1).await;
+
+    let described = mcp(
+        &tmux,
+        &a,
+        1,
+        "set_description",
+        json!({"text": "refactoring auth"}),
+    )
+    .await;
+    assert_eq!(described["is_error"], false, "{described}");
+    let peers = mcp(&tmux, &b, 1, "list_peers", json!({})).await;
+    let alpha = peers["structured"]["peers"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["name"] == "alpha").cloned())
+        .expect("alpha listed");
+    assert_eq!(alpha["description"], "refactoring auth", "{peers}");
+
+    let notified = mcp(
+        &tmux,
+        &a,
+        2,
+        "notify_peer",
+        json!({"peer_name": "beta", "message": "build is green"}),
+    )
+    .await;
+    assert!(
+        notified["structured"]["correlation_id"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("notif-"),
+        "{notified}"
+    );
+    b.wait("the notification", |e| {
+        e["event"] == "context"
+            && e["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("build is green"))
+    })
+    .await;
+    b.hook_done("Stop", 2).await;
+    let broadcast = mcp(
+        &tmux,
+        &a,
+        3,
+        "broadcast",
+        json!({"message": "standup in 5"}),
+    )
+    .await;
+    assert_eq!(broadcast["is_error"], false, "{broadcast}");
+    b.wait("the broadcast", |e| {
+        e["event"] == "context"
+            && e["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("standup in 5"))
+    })
+    .await;
+
+    // A structured question from another kind of client (a protocol client on the same relay).
+    let status = home.json(&["daemon", "status"]);
+    let http = status["relay"].as_str().expect("relay url").to_owned();
+    let ws = format!("{}/v1/ws", http.replacen("http://", "ws://", 1));
+    let key = std::fs::read_to_string(home.repowire_home().join("relay/api-key")).expect("key");
+    let mut lead = repowire_e2e::client::TestClient::connect(&http, &ws, key.trim()).await;
+    let me = lead.peer("lead", "default").await;
+    let id = lead
+        .send(repowire_protocol::Body::Ask(repowire_protocol::Ask {
+            from: me.peer_id.clone(),
+            to: "alpha".into(),
+            circle: None,
+            text: "Which store for sessions?".into(),
+            reply_to: None,
+            question: Some(repowire_protocol::Question {
+                kind: repowire_protocol::QuestionKind::Choice,
+                options: vec![
+                    repowire_protocol::QuestionOption {
+                        id: "pg".into(),
+                        label: "Postgres".into(),
+                    },
+                    repowire_protocol::QuestionOption {
+                        id: "redis".into(),
+                        label: "Redis".into(),
+                    },
+                ],
+            }),
+        }))
+        .await;
+    let accepted = match lead.answer(id).await {
+        Ok(repowire_protocol::Body::Accepted(a)) => a,
+        other => panic!("ask not accepted: {other:?}"),
+    };
+    let cid = accepted.correlation_id.expect("cid").as_str().to_owned();
+    let ctx = a
+        .wait("the question", |e| {
+            e["event"] == "context" && e["text"].as_str().is_some_and(|t| t.contains(&cid))
+        })
+        .await;
+    assert!(
+        ctx["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("`pg` = Postgres"),
+        "{ctx}"
+    );
+    a.hook_done("Stop", 4).await;
+
+    let wrong = mcp(
+        &tmux,
+        &a,
+        4,
+        "answer",
+        json!({"correlation_id": cid, "option_id": "mysql"}),
+    )
+    .await;
+    assert_eq!(wrong["is_error"], true, "{wrong}");
+    assert!(
+        wrong["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("invalid_answer"),
+        "{wrong}"
+    );
+    let right = mcp(
+        &tmux,
+        &a,
+        5,
+        "answer",
+        json!({"correlation_id": cid, "option_id": "pg", "text": "we run it already"}),
+    )
+    .await;
+    assert_eq!(right["is_error"], false, "{right}");
+    let reply = lead.delivered_to(&me.peer_id).await.message;
+    assert_eq!(reply.kind, repowire_protocol::MessageKind::Reply);
+    assert_eq!(
+        reply.answer.and_then(|v| v.option_id).as_deref(),
+        Some("pg")
+    );
+}

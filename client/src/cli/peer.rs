@@ -74,6 +74,23 @@ pub enum PeerCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Answer a structured question you received.
+    Answer {
+        /// The ask id (`ask-…`).
+        correlation_id: String,
+        /// The chosen option's id.
+        #[arg(long)]
+        option: Option<String>,
+        /// Free text (text questions; a comment otherwise).
+        #[arg(long)]
+        text: Option<String>,
+        /// Act as this local session.
+        #[arg(long)]
+        from: Option<String>,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
     /// Notify a peer (fire-and-forget).
     Notify {
         /// Recipient name or peer id.
@@ -265,6 +282,25 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
                 TIMEOUT,
             )?;
             print_sent(&sent, json, &format!("ack of {correlation_id}"))?;
+        }
+        PeerCommand::Answer {
+            correlation_id,
+            option,
+            text,
+            from,
+            json,
+        } => {
+            let sent = super::call(
+                config,
+                &Request::Answer {
+                    from,
+                    correlation_id: correlation_id.clone(),
+                    option_id: option,
+                    text,
+                },
+                TIMEOUT,
+            )?;
+            print_sent(&sent, json, &format!("answer to {correlation_id}"))?;
         }
         PeerCommand::Notify {
             name,

@@ -401,10 +401,30 @@ fn render(row: &InboxRow, me: &str) -> String {
         m.from.peer_id,
         display_name(&m.from.circle),
     );
-    if m.kind == MessageKind::Ask {
-        out.push_str(&format!(
+    match (&m.kind, &m.question) {
+        (MessageKind::Ask, Some(q)) => {
+            let kind = match q.kind {
+                repowire_protocol::QuestionKind::Choice => "choose one option",
+                repowire_protocol::QuestionKind::Text => "answer with text",
+                repowire_protocol::QuestionKind::ToolPermission => "allow or deny",
+            };
+            out.push_str(&format!("(A structured question: {kind}."));
+            if !q.options.is_empty() {
+                let options: Vec<String> = q
+                    .options
+                    .iter()
+                    .map(|o| format!("`{}` = {}", o.id, sanitize::for_context(&o.label)))
+                    .collect();
+                out.push_str(&format!(" Options: {}.", options.join(", ")));
+            }
+            out.push_str(&format!(
+                " Answer with the MCP tool `answer`, or: repowire peer answer {cid} --option ID [--text TEXT])\n"
+            ));
+        }
+        (MessageKind::Ask, None) => out.push_str(&format!(
             "(Answer with: repowire peer ack {cid} -m \"your reply\")\n"
-        ));
+        )),
+        _ => {}
     }
     out
 }

@@ -1,0 +1,91 @@
+//! The `repowire` binary's own command-line behaviour, without a daemon: configuration is
+//! resolved and shown with the key redacted, a broken config file is a clear error, and peer
+//! commands say how to start the daemon. (Cross-process scenarios live in `tests/`.)
+
+use std::process::{Command, Output};
+
+fn repowire(home: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_repowire"))
+        .args(args)
+        .env("HOME", home)
+        .env("REPOWIRE_HOME", home.join(".repowire"))
+        .env_remove("REPOWIRE_RELAY_URL")
+        .env_remove("REPOWIRE_API_KEY")
+        .output()
+        .expect("run repowire")
+}
+
+#[test]
+fn config_show_resolves_file_and_environment_and_redacts_the_key() {
+    let home = tempfile::tempdir().expect("home");
+    std::fs::create_dir_all(home.path().join(".repowire")).expect("dir");
+    std::fs::write(
+        home.path().join(".repowire/config.toml"),
+        "[relay]\nurl = \"https://relay.example.com/\"\napi_key = \"rw_live_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789ab\"\n[daemon]\ncircle = \"web\"\n",
+    )
+    .expect("config");
+    let out = repowire(home.path(), &["config", "show"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("relay       https://relay.example.com"),
+        "{text}"
+    );
+    assert!(text.contains("circle      web"), "{text}");
+    assert!(
+        !text.contains("QRSTUVWXYZ0123456789ab"),
+        "the API key leaked: {text}"
+    );
+
+    let embedded = tempfile::tempdir().expect("home");
+    let out = repowire(embedded.path(), &["config", "show"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("embedded"));
+}
+
+#[test]
+fn a_broken_config_file_is_a_clear_error() {
+    let home = tempfile::tempdir().expect("home");
+    std::fs::create_dir_all(home.path().join(".repowire")).expect("dir");
+    std::fs::write(
+        home.path().join(".repowire/config.toml"),
+        "[relay]\nurl = \n",
+    )
+    .expect("config");
+    let out = repowire(home.path(), &["config", "show"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("config.toml"));
+
+    std::fs::write(
+        home.path().join(".repowire/config.toml"),
+        "[relay]\nurl = \"https://r\"\n",
+    )
+    .expect("config");
+    let out = repowire(home.path(), &["config", "show"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no API key"));
+
+    std::fs::write(
+        home.path().join(".repowire/config.toml"),
+        "[files]\nreadable = [\"relative/dir\"]\n",
+    )
+    .expect("config");
+    let out = repowire(home.path(), &["config", "show"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not an absolute path"));
+}
+
+#[test]
+fn peer_commands_without_a_daemon_say_how_to_start_it() {
+    let home = tempfile::tempdir().expect("home");
+    let out = repowire(home.path(), &["peer", "list"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("daemon is not running") && err.contains("repowire daemon start"),
+        "{err}"
+    );
+}
