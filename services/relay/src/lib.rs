@@ -10,6 +10,8 @@
 //! - [`hub`]: live state of this process (connections, bound peers, delivery order).
 //! - [`writer`]: batched durable writes; [`dispatch`]: fan-out after each commit.
 //! - [`store`]: the storage trait with Postgres and SQLite implementations.
+//! - [`bus`]: what pods share besides the database (presence, pod-addressed events); not yet
+//!   wired into routing.
 //! - [`apikey`], [`token`]: API keys and the JWTs they are exchanged for.
 //! - [`metrics`], [`sweeper`] (message expiry), [`tls`] (optional rustls listener).
 //!
@@ -18,6 +20,7 @@
 pub mod admin;
 pub mod api;
 pub mod apikey;
+pub mod bus;
 pub mod config;
 pub mod connection;
 pub mod dispatch;

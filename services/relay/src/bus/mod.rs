@@ -1,0 +1,108 @@
+//! The bus: what relay pods share besides the database — presence (which pod holds which
+//! peer, with a TTL so a dead pod's peers go offline by themselves) and pod-addressed events
+//! (a frame for a peer another pod holds, a revoked key, a takeover).
+//!
+//! Two implementations: [`memory::MemoryBus`] for one process (embedded mode, tests) and
+//! [`redis::RedisBus`] for a cluster. Every key and channel is scoped by a configurable prefix,
+//! and presence keys by tenant as well.
+//!
+//! Not wired into routing yet: the hub and dispatcher still route within one process (the
+//! scale-out issue wires them to this trait).
+
+pub mod memory;
+pub mod redis;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+/// Why a bus operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BusError {
+    /// The backend (Redis) is unreachable or refused the command.
+    #[error("bus unavailable: {0}")]
+    Unavailable(String),
+    /// A stored entry or event could not be read.
+    #[error("bus data unreadable: {0}")]
+    Corrupt(String),
+}
+
+/// Result of bus operations.
+pub type Result<T> = std::result::Result<T, BusError>;
+
+/// An event for one pod (or all of them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum BusEvent {
+    /// An encoded frame for a peer this pod holds (`deliver`, `delivery` …).
+    ToPeer {
+        /// Tenant of the peer.
+        tenant_id: String,
+        /// The peer.
+        peer_id: String,
+        /// The frame, encoded.
+        frame: String,
+    },
+    /// An API key was revoked: close its connections.
+    KeyRevoked {
+        /// The key.
+        key_id: String,
+    },
+    /// Another pod took this peer over: unbind it here.
+    TakenOver {
+        /// Tenant of the peer.
+        tenant_id: String,
+        /// The peer.
+        peer_id: String,
+        /// The pod that holds it now.
+        by_pod: String,
+    },
+}
+
+/// Where a live peer is, as the bus records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Presence {
+    /// The pod holding the peer's connection.
+    pub pod: String,
+    /// The peer.
+    pub peer_id: String,
+    /// Display name.
+    pub name: String,
+    /// Circle.
+    pub circle: String,
+    /// Role (wire spelling).
+    pub role: String,
+    /// Turn state (wire spelling).
+    pub turn_state: String,
+    /// Last activity, ms since the Unix epoch.
+    pub last_seen_ms: i64,
+}
+
+/// What pods share.
+#[async_trait]
+pub trait Bus: Send + Sync + std::fmt::Debug {
+    /// This pod's id.
+    fn pod(&self) -> &str;
+    /// Reachability (for `/readyz`).
+    async fn ping(&self) -> Result<()>;
+    /// Sends an event to one pod.
+    async fn to_pod(&self, pod: &str, event: &BusEvent) -> Result<()>;
+    /// Sends an event to every pod (this one included).
+    async fn to_all(&self, event: &BusEvent) -> Result<()>;
+    /// Events for this pod (addressed to it, or to all), until the receiver is dropped.
+    /// A subscription that breaks (the backend went away) is re-established by itself; events
+    /// sent while it was down are not replayed (pub/sub): whatever they carried must also be
+    /// recoverable from the database (a peer's inbox), which is what routing relies on.
+    async fn subscribe(&self) -> Result<mpsc::UnboundedReceiver<BusEvent>>;
+    /// Records (or refreshes) a live peer of this pod for `ttl`.
+    async fn set_presence(&self, tenant_id: &str, presence: &Presence, ttl: Duration)
+    -> Result<()>;
+    /// Removes a peer's presence, only if this pod still holds it; true if removed.
+    async fn clear_presence(&self, tenant_id: &str, peer_id: &str) -> Result<bool>;
+    /// Where a peer of a tenant is live, if anywhere.
+    async fn presence(&self, tenant_id: &str, peer_id: &str) -> Result<Option<Presence>>;
+    /// Every live peer of a tenant, on any pod.
+    async fn tenant_presence(&self, tenant_id: &str) -> Result<Vec<Presence>>;
+}

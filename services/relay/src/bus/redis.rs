@@ -1,0 +1,266 @@
+//! The bus of a cluster, on Redis: presence as one hash per peer (`pod`, `data`) with a TTL
+//! plus a per-tenant index (a sorted set scored by expiry); events over pub/sub on one channel
+//! per pod and one for all pods. Commands go through a `ConnectionManager` (reconnects by
+//! itself); the subscription has its own connection and re-subscribes after it breaks.
+//!
+//! Keys: `{prefix}:t:{tenant}:p:{peer}` and `{prefix}:t:{tenant}:peers`; channels
+//! `{prefix}:pod:{pod}` and `{prefix}:all`.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use redis::AsyncCommands;
+use redis::aio::ConnectionManager;
+use tokio::sync::mpsc;
+
+use super::{Bus, BusError, BusEvent, Presence, Result};
+
+fn unavailable(e: redis::RedisError) -> BusError {
+    BusError::Unavailable(e.to_string())
+}
+
+fn now_ms() -> i64 {
+    crate::ids::now_ms()
+}
+
+/// Removes a presence only if `pod` still holds it.
+const CLEAR_IF_OWNER: &str = r#"
+if redis.call('HGET', KEYS[1], 'pod') == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('ZREM', KEYS[2], ARGV[2])
+  return 1
+end
+return 0
+"#;
+
+/// Redis-backed bus.
+#[derive(Clone)]
+pub struct RedisBus {
+    pod: String,
+    prefix: String,
+    client: redis::Client,
+    conn: ConnectionManager,
+}
+
+impl std::fmt::Debug for RedisBus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBus")
+            .field("pod", &self.pod)
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisBus {
+    /// Connects to `url` as pod `pod`; every key and channel starts with `prefix`.
+    pub async fn connect(url: &str, prefix: &str, pod: &str) -> Result<Self> {
+        let client = redis::Client::open(url).map_err(unavailable)?;
+        let conn = client.get_connection_manager().await.map_err(unavailable)?;
+        Ok(Self {
+            pod: pod.to_owned(),
+            prefix: prefix.to_owned(),
+            client,
+            conn,
+        })
+    }
+
+    /// The key of one peer's presence.
+    pub fn presence_key(&self, tenant_id: &str, peer_id: &str) -> String {
+        format!("{}:t:{tenant_id}:p:{peer_id}", self.prefix)
+    }
+
+    fn tenant_index(&self, tenant_id: &str) -> String {
+        format!("{}:t:{tenant_id}:peers", self.prefix)
+    }
+
+    fn pod_channel(&self, pod: &str) -> String {
+        format!("{}:pod:{pod}", self.prefix)
+    }
+
+    fn all_channel(&self) -> String {
+        format!("{}:all", self.prefix)
+    }
+
+    async fn publish(&self, channel: String, event: &BusEvent) -> Result<()> {
+        let payload = serde_json::to_string(event).map_err(|e| BusError::Corrupt(e.to_string()))?;
+        let mut conn = self.conn.clone();
+        let _receivers: i64 = conn.publish(channel, payload).await.map_err(unavailable)?;
+        Ok(())
+    }
+}
+
+/// Forwards one subscription's events until it ends; false when nobody listens any more.
+async fn forward(pubsub: redis::aio::PubSub, tx: &mpsc::UnboundedSender<BusEvent>) -> bool {
+    let mut messages = pubsub.into_on_message();
+    loop {
+        tokio::select! {
+            _ = tx.closed() => return false,
+            next = messages.next() => {
+                let Some(msg) = next else { return true };
+                match serde_json::from_slice::<BusEvent>(msg.get_payload_bytes()) {
+                    Ok(event) => {
+                        if tx.send(event).is_err() {
+                            return false;
+                        }
+                    }
+                    Err(error) => tracing::error!(%error, channel = msg.get_channel_name(), "unreadable bus event"),
+                }
+            }
+        }
+    }
+}
+
+async fn subscribed(
+    client: &redis::Client,
+    channels: &[String; 2],
+) -> redis::RedisResult<redis::aio::PubSub> {
+    let mut pubsub = client.get_async_pubsub().await?;
+    for c in channels {
+        pubsub.subscribe(c).await?;
+    }
+    Ok(pubsub)
+}
+
+/// Keeps a subscription alive: forwards, and after it breaks re-subscribes with backoff.
+async fn pump(
+    client: redis::Client,
+    channels: [String; 2],
+    first: redis::aio::PubSub,
+    tx: mpsc::UnboundedSender<BusEvent>,
+) {
+    let mut current = Some(first);
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        if let Some(pubsub) = current.take() {
+            if !forward(pubsub, &tx).await {
+                return;
+            }
+            tracing::warn!("bus subscription ended; re-subscribing");
+        }
+        tokio::select! {
+            _ = tx.closed() => return,
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        match subscribed(&client, &channels).await {
+            Ok(pubsub) => {
+                backoff = Duration::from_millis(50);
+                current = Some(pubsub);
+            }
+            Err(error) => {
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+                tracing::warn!(%error, ?backoff, "bus subscription failed; retrying");
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Bus for RedisBus {
+    fn pod(&self) -> &str {
+        &self.pod
+    }
+
+    async fn ping(&self) -> Result<()> {
+        let mut conn = self.conn.clone();
+        let _: String = redis::cmd("PING")
+            .query_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    async fn to_pod(&self, pod: &str, event: &BusEvent) -> Result<()> {
+        self.publish(self.pod_channel(pod), event).await
+    }
+
+    async fn to_all(&self, event: &BusEvent) -> Result<()> {
+        self.publish(self.all_channel(), event).await
+    }
+
+    async fn subscribe(&self) -> Result<mpsc::UnboundedReceiver<BusEvent>> {
+        // Subscribed before returning, so nothing published after this call is missed.
+        let channels = [self.pod_channel(&self.pod), self.all_channel()];
+        let first = subscribed(&self.client, &channels)
+            .await
+            .map_err(unavailable)?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(pump(self.client.clone(), channels, first, tx));
+        Ok(rx)
+    }
+
+    async fn set_presence(
+        &self,
+        tenant_id: &str,
+        presence: &Presence,
+        ttl: Duration,
+    ) -> Result<()> {
+        let data = serde_json::to_string(presence).map_err(|e| BusError::Corrupt(e.to_string()))?;
+        let key = self.presence_key(tenant_id, &presence.peer_id);
+        let index = self.tenant_index(tenant_id);
+        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1);
+        let mut conn = self.conn.clone();
+        redis::pipe()
+            .atomic()
+            .hset_multiple(
+                &key,
+                &[("pod", presence.pod.as_str()), ("data", data.as_str())],
+            )
+            .ignore()
+            .pexpire(&key, ttl_ms)
+            .ignore()
+            .zadd(&index, &presence.peer_id, now_ms() + ttl_ms)
+            .ignore()
+            .pexpire(&index, ttl_ms.saturating_mul(4))
+            .ignore()
+            .query_async::<()>(&mut conn)
+            .await
+            .map_err(unavailable)
+    }
+
+    async fn clear_presence(&self, tenant_id: &str, peer_id: &str) -> Result<bool> {
+        let mut conn = self.conn.clone();
+        let removed: i64 = redis::Script::new(CLEAR_IF_OWNER)
+            .key(self.presence_key(tenant_id, peer_id))
+            .key(self.tenant_index(tenant_id))
+            .arg(&self.pod)
+            .arg(peer_id)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        Ok(removed == 1)
+    }
+
+    async fn presence(&self, tenant_id: &str, peer_id: &str) -> Result<Option<Presence>> {
+        let mut conn = self.conn.clone();
+        let data: Option<String> = conn
+            .hget(self.presence_key(tenant_id, peer_id), "data")
+            .await
+            .map_err(unavailable)?;
+        data.map(|d| serde_json::from_str(&d).map_err(|e| BusError::Corrupt(e.to_string())))
+            .transpose()
+    }
+
+    async fn tenant_presence(&self, tenant_id: &str) -> Result<Vec<Presence>> {
+        let index = self.tenant_index(tenant_id);
+        let now = now_ms();
+        let mut conn = self.conn.clone();
+        // Expired index entries are dropped as they are met.
+        let _: i64 = conn
+            .zrembyscore(&index, "-inf", now)
+            .await
+            .map_err(unavailable)?;
+        let peers: Vec<String> = conn
+            .zrangebyscore(&index, now, "+inf")
+            .await
+            .map_err(unavailable)?;
+        let mut out = Vec::with_capacity(peers.len());
+        for peer in peers {
+            if let Some(p) = self.presence(tenant_id, &peer).await? {
+                out.push(p);
+            }
+        }
+        out.sort_by(|a, b| a.peer_id.cmp(&b.peer_id));
+        Ok(out)
+    }
+}

@@ -1,0 +1,164 @@
+//! The bus both ways: presence semantics on the in-memory bus (paused clock) and on real Redis,
+//! pod-addressed events between two Redis-backed pods. Each test uses its own key prefix.
+
+use std::time::Duration;
+
+use repowire_relay::bus::memory::MemoryBus;
+use repowire_relay::bus::redis::RedisBus;
+use repowire_relay::bus::{Bus, BusEvent, Presence};
+
+fn redis_url() -> String {
+    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+fn prefix() -> String {
+    format!("repowire-test-{}", uuid::Uuid::new_v4().simple())
+}
+
+async fn next(rx: &mut tokio::sync::mpsc::UnboundedReceiver<BusEvent>) -> BusEvent {
+    tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .expect("event in time")
+        .expect("subscription open")
+}
+
+fn presence(pod: &str, peer: &str) -> Presence {
+    Presence {
+        pod: pod.into(),
+        peer_id: peer.into(),
+        name: "alice".into(),
+        circle: "dev".into(),
+        role: "agent".into(),
+        turn_state: "idle".into(),
+        last_seen_ms: 1,
+    }
+}
+
+/// Tenant scoping and owner-only clearing, the same on every implementation.
+async fn presence_is_tenant_scoped_and_cleared_only_by_its_pod(a: &dyn Bus, b: &dyn Bus) {
+    let ttl = Duration::from_secs(30);
+    a.set_presence("tnt-one", &presence(a.pod(), "peer-1"), ttl)
+        .await
+        .expect("set");
+    assert_eq!(
+        b.presence("tnt-one", "peer-1").await.expect("get"),
+        Some(presence(a.pod(), "peer-1"))
+    );
+    assert_eq!(
+        b.presence("tnt-two", "peer-1").await.expect("get"),
+        None,
+        "another tenant sees nothing"
+    );
+    assert_eq!(b.tenant_presence("tnt-one").await.expect("list").len(), 1);
+    assert!(b.tenant_presence("tnt-two").await.expect("list").is_empty());
+    if a.pod() != b.pod() {
+        assert!(
+            !b.clear_presence("tnt-one", "peer-1").await.expect("clear"),
+            "only the holder clears"
+        );
+        assert!(
+            b.presence("tnt-one", "peer-1")
+                .await
+                .expect("get")
+                .is_some()
+        );
+    }
+    assert!(a.clear_presence("tnt-one", "peer-1").await.expect("clear"));
+    assert_eq!(b.presence("tnt-one", "peer-1").await.expect("get"), None);
+    assert!(b.tenant_presence("tnt-one").await.expect("list").is_empty());
+}
+
+#[tokio::test]
+async fn memory_presence_is_tenant_scoped_and_cleared_only_by_its_pod() {
+    let bus = MemoryBus::new("pod-a");
+    presence_is_tenant_scoped_and_cleared_only_by_its_pod(&bus, &bus).await;
+}
+
+#[tokio::test]
+async fn redis_presence_is_tenant_scoped_and_cleared_only_by_its_pod() {
+    let p = prefix();
+    let a = RedisBus::connect(&redis_url(), &p, "pod-a")
+        .await
+        .expect("redis");
+    let b = RedisBus::connect(&redis_url(), &p, "pod-b")
+        .await
+        .expect("redis");
+    presence_is_tenant_scoped_and_cleared_only_by_its_pod(&a, &b).await;
+    assert!(
+        a.presence_key("tnt-one", "peer-1")
+            .starts_with(&format!("{p}:t:tnt-one:"))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn memory_presence_expires_after_its_ttl() {
+    let bus = MemoryBus::new("pod-a");
+    bus.set_presence("t", &presence("pod-a", "p"), Duration::from_secs(30))
+        .await
+        .expect("set");
+    tokio::time::advance(Duration::from_secs(29)).await;
+    assert!(bus.presence("t", "p").await.expect("get").is_some());
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert!(bus.presence("t", "p").await.expect("get").is_none());
+    assert!(bus.tenant_presence("t").await.expect("list").is_empty());
+}
+
+#[tokio::test]
+async fn redis_presence_of_a_pod_that_stops_refreshing_expires() {
+    // A pod that dies keeps nothing online longer than the TTL: Redis drops the key itself.
+    let bus = RedisBus::connect(&redis_url(), &prefix(), "pod-a")
+        .await
+        .expect("redis");
+    bus.set_presence("t", &presence("pod-a", "p"), Duration::from_millis(300))
+        .await
+        .expect("set");
+    assert!(bus.presence("t", "p").await.expect("get").is_some());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while bus.presence("t", "p").await.expect("get").is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "presence outlived its TTL"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(bus.tenant_presence("t").await.expect("list").is_empty());
+}
+
+#[tokio::test]
+async fn redis_events_reach_the_addressed_pod_and_broadcasts_reach_all() {
+    let p = prefix();
+    let a = RedisBus::connect(&redis_url(), &p, "pod-a")
+        .await
+        .expect("redis");
+    let b = RedisBus::connect(&redis_url(), &p, "pod-b")
+        .await
+        .expect("redis");
+    let other = RedisBus::connect(&redis_url(), &prefix(), "pod-b")
+        .await
+        .expect("redis");
+    let mut at_a = a.subscribe().await.expect("sub");
+    let mut at_b = b.subscribe().await.expect("sub");
+    let mut other_prefix = other.subscribe().await.expect("sub");
+
+    let to_b = BusEvent::ToPeer {
+        tenant_id: "t".into(),
+        peer_id: "p".into(),
+        frame: "{}".into(),
+    };
+    a.to_pod("pod-b", &to_b).await.expect("publish");
+    let revoked = BusEvent::KeyRevoked {
+        key_id: "key-1".into(),
+    };
+    b.to_all(&revoked).await.expect("publish");
+
+    assert_eq!(next(&mut at_b).await, to_b);
+    assert_eq!(next(&mut at_b).await, revoked);
+    // Pod a got only the broadcast: the first event it sees is the revocation.
+    assert_eq!(next(&mut at_a).await, revoked);
+    // The same pod name under another prefix (another deployment) heard nothing.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), other_prefix.recv())
+            .await
+            .is_err()
+    );
+}
