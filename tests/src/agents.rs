@@ -229,6 +229,26 @@ impl Home {
         self.ok(&["daemon", "start"]);
     }
 
+    /// The states recorded for a message this user's daemon sent (`peer status`), in order.
+    pub fn states(&self, id: &str) -> Vec<String> {
+        self.json(&["peer", "status", id])["events"]
+            .as_array()
+            .map(|e| {
+                e.iter()
+                    .map(|x| x["state"].as_str().unwrap_or("").to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The daemon's relay link state (`connected`, `connecting` …).
+    pub fn link_state(&self) -> String {
+        self.json(&["daemon", "status"])["link"]["state"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    }
+
     /// The daemon log so far (for failure messages).
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.repowire_home().join("daemon.log")).unwrap_or_default()

@@ -32,17 +32,6 @@ fn assert_arrived_as_text(context: &str) {
     );
 }
 
-fn states(home: &Home, id: &str) -> Vec<String> {
-    home.json(&["peer", "status", id])["events"]
-        .as_array()
-        .map(|e| {
-            e.iter()
-                .map(|x| x["state"].as_str().unwrap_or("").to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pane_running_a_plain_shell_is_never_typed_into() {
     let tmux = Tmux::start();
@@ -99,7 +88,7 @@ async fn a_pane_running_a_plain_shell_is_never_typed_into() {
         tmux.capture(&shell)
     );
     assert!(!marker.exists());
-    assert!(!states(&home, &id).contains(&"injected".to_owned()));
+    assert!(!home.states(&id).contains(&"injected".to_owned()));
 
     // At the session's next turn the text arrives, as text.
     let mut hook = Command::new(bin("repowire"))
@@ -123,7 +112,7 @@ async fn a_pane_running_a_plain_shell_is_never_typed_into() {
             .unwrap_or(""),
     );
     eventually("injected", || {
-        states(&home, &id)
+        home.states(&id)
             .contains(&"injected".to_owned())
             .then_some(())
     })

@@ -4,21 +4,6 @@
 use repowire_e2e::agents::{Home, Tmux, bin, eventually};
 use serde_json::Value;
 
-fn peer_status(home: &Home, id: &str) -> Value {
-    home.json(&["peer", "status", id])
-}
-
-fn states(status: &Value) -> Vec<String> {
-    status["events"]
-        .as_array()
-        .map(|e| {
-            e.iter()
-                .map(|x| x["state"].as_str().unwrap_or("").to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_agents_ask_and_ack_with_honest_delivery_states() {
     let tmux = Tmux::start();
@@ -74,12 +59,16 @@ async fn two_agents_ask_and_ack_with_honest_delivery_states() {
         "{typed:?}"
     );
 
-    let injected = eventually("ask injected", || {
-        let s = peer_status(&home, &cid);
-        states(&s).contains(&"injected".to_owned()).then_some(s)
+    eventually("ask injected", || {
+        home.states(&cid)
+            .contains(&"injected".to_owned())
+            .then_some(())
     })
     .await;
-    assert_eq!(injected["message"]["kind"], "ask");
+    assert_eq!(
+        home.json(&["peer", "status", &cid])["message"]["kind"],
+        "ask"
+    );
 
     // Beta acks with a reply through its own tool call.
     beta.submit(
@@ -101,11 +90,11 @@ async fn two_agents_ask_and_ack_with_honest_delivery_states() {
         })
         .await;
     let done = eventually("ask acked", || {
-        let s = peer_status(&home, &cid);
+        let s = home.json(&["peer", "status", &cid]);
         (s["message"]["state"] == "acked").then_some(s)
     })
     .await;
-    let seen = states(&done);
+    let seen = home.states(&cid);
     let order = ["queued", "accepted", "delivered", "injected", "acked"];
     let positions: Vec<usize> = order
         .iter()
@@ -157,7 +146,7 @@ async fn a_busy_agent_is_not_typed_over_and_gets_the_ask_at_its_turn_boundary_wi
     assert_eq!(sent["state"], "accepted", "{sent}");
     let cid = sent["correlation_id"].as_str().expect("cid").to_owned();
     eventually("ask delivered to beta's daemon", || {
-        states(&peer_status(&home, &cid))
+        home.states(&cid)
             .contains(&"delivered".to_owned())
             .then_some(())
     })
@@ -197,7 +186,7 @@ async fn a_busy_agent_is_not_typed_over_and_gets_the_ask_at_its_turn_boundary_wi
         beta.events()
     );
     eventually("ask injected", || {
-        states(&peer_status(&home, &cid))
+        home.states(&cid)
             .contains(&"injected".to_owned())
             .then_some(())
     })
@@ -224,7 +213,7 @@ async fn a_busy_agent_is_not_typed_over_and_gets_the_ask_at_its_turn_boundary_wi
     }
     home.ok(&["peer", "ack", &cid, "--from", "beta", "-m", "looks good"]);
     eventually("ask acked", || {
-        (peer_status(&home, &cid)["message"]["state"] == "acked").then_some(())
+        (home.json(&["peer", "status", &cid])["message"]["state"] == "acked").then_some(())
     })
     .await;
     beta.submit(&tmux, "after the ack");

@@ -7,24 +7,6 @@ use repowire_e2e::agents::{Home, Tmux, bin, eventually};
 use repowire_e2e::process::{RelayProcess, relay_bin};
 use serde_json::Value;
 
-fn states(home: &Home, id: &str) -> Vec<String> {
-    home.json(&["peer", "status", id])["events"]
-        .as_array()
-        .map(|e| {
-            e.iter()
-                .map(|x| x["state"].as_str().unwrap_or("").to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn link_state(home: &Home) -> String {
-    home.json(&["daemon", "status"])["link"]["state"]
-        .as_str()
-        .unwrap_or("")
-        .to_owned()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_daemons_through_one_relay_ask_ack_and_survive_a_relay_outage() {
     let data = tempfile::tempdir().expect("data");
@@ -71,7 +53,7 @@ async fn two_daemons_through_one_relay_ask_ack_and_survive_a_relay_outage() {
     })
     .await;
     eventually("acked", || {
-        let s = states(&laptop, &cid);
+        let s = laptop.states(&cid);
         (s.contains(&"injected".into()) && s.contains(&"acked".into())).then_some(())
     })
     .await;
@@ -89,7 +71,8 @@ async fn two_daemons_through_one_relay_ask_ack_and_survive_a_relay_outage() {
     ]);
     let early_id = early["message_id"].as_str().expect("id").to_owned();
     eventually("delivered to api's daemon", || {
-        states(&laptop, &early_id)
+        laptop
+            .states(&early_id)
             .contains(&"delivered".into())
             .then_some(())
     })
@@ -99,11 +82,11 @@ async fn two_daemons_through_one_relay_ask_ack_and_survive_a_relay_outage() {
     relay.signal("TERM");
     relay.wait(Duration::from_secs(15)).await;
     eventually("laptop notices the outage", || {
-        (link_state(&laptop) == "connecting").then_some(())
+        (laptop.link_state() == "connecting").then_some(())
     })
     .await;
     eventually("desktop notices the outage", || {
-        (link_state(&desktop) == "connecting").then_some(())
+        (desktop.link_state() == "connecting").then_some(())
     })
     .await;
     // Api's turn ends while the relay is down: it gets the notification through its Stop hook;
@@ -142,14 +125,16 @@ async fn two_daemons_through_one_relay_ask_ack_and_survive_a_relay_outage() {
     })
     .await;
     eventually("injected after the outage", || {
-        states(&laptop, &id)
+        laptop
+            .states(&id)
             .contains(&"injected".into())
             .then_some(())
     })
     .await;
     assert_eq!(laptop.json(&["daemon", "status"])["outbox"], 0);
     eventually("the receipt kept during the outage arrives", || {
-        states(&laptop, &early_id)
+        laptop
+            .states(&early_id)
             .contains(&"injected".into())
             .then_some(())
     })

@@ -235,12 +235,7 @@ impl Daemon {
         let registered = match answer.body {
             Body::Registered(r) => r,
             Body::Error(e) => return Err(ops::relay_error(&e)),
-            other => {
-                return Err(crate::api::ApiError::new(
-                    "daemon_protocol",
-                    format!("unexpected answer to register: {}", other.type_name()),
-                ));
-            }
+            other => return Err(ops::unexpected(&other)),
         };
         let peer = registered.peer;
         self.store

@@ -42,6 +42,14 @@ pub fn link_error(e: &LinkError) -> ApiError {
     }
 }
 
+/// An answer of the wrong type (a relay bug) as an API error.
+pub(super) fn unexpected(body: &Body) -> ApiError {
+    ApiError::new(
+        "daemon_protocol",
+        format!("unexpected answer: {}", body.type_name()),
+    )
+}
+
 /// A state.db failure as an API error.
 pub fn store_error(e: sqlx::Error) -> ApiError {
     ApiError::new("daemon_storage", format!("local state database: {e}"))
@@ -307,19 +315,9 @@ impl Daemon {
             value: value.clone(),
         }));
         self.validated(&frame)?;
-        match self.link.request(frame, RELAY_TIMEOUT).await {
-            Ok(Frame {
-                body: Body::Ok(_), ..
-            }) => Ok(json!({ "key": key, "value": value })),
-            Ok(Frame {
-                body: Body::Error(e),
-                ..
-            }) => Err(relay_error(&e)),
-            Ok(other) => Err(ApiError::new(
-                "daemon_protocol",
-                format!("unexpected answer: {}", other.body.type_name()),
-            )),
-            Err(e) => Err(link_error(&e)),
+        match self.ask_relay(frame).await? {
+            Body::Ok(_) => Ok(json!({ "key": key, "value": value })),
+            other => Err(unexpected(&other)),
         }
     }
 
@@ -336,19 +334,21 @@ impl Daemon {
             key,
         }));
         self.validated(&frame)?;
+        match self.ask_relay(frame).await? {
+            Body::State(st) => Ok(json!({ "circle": st.circle, "entries": st.entries })),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Sends a request and returns the answer's body; relay errors and link failures become
+    /// API errors.
+    async fn ask_relay(&self, frame: Frame) -> Result<Body, ApiError> {
         match self.link.request(frame, RELAY_TIMEOUT).await {
-            Ok(Frame {
-                body: Body::State(st),
-                ..
-            }) => Ok(json!({ "circle": st.circle, "entries": st.entries })),
             Ok(Frame {
                 body: Body::Error(e),
                 ..
             }) => Err(relay_error(&e)),
-            Ok(other) => Err(ApiError::new(
-                "daemon_protocol",
-                format!("unexpected answer: {}", other.body.type_name()),
-            )),
+            Ok(answer) => Ok(answer.body),
             Err(e) => Err(link_error(&e)),
         }
     }
@@ -373,19 +373,9 @@ impl Daemon {
             turn_state: None,
             description: Some(text.clone()),
         }));
-        match self.link.request(frame, RELAY_TIMEOUT).await {
-            Ok(Frame {
-                body: Body::Ok(_), ..
-            }) => Ok(json!({ "description": text })),
-            Ok(Frame {
-                body: Body::Error(e),
-                ..
-            }) => Err(relay_error(&e)),
-            Ok(other) => Err(ApiError::new(
-                "daemon_protocol",
-                format!("unexpected answer: {}", other.body.type_name()),
-            )),
-            Err(e) => Err(link_error(&e)),
+        match self.ask_relay(frame).await? {
+            Body::Ok(_) => Ok(json!({ "description": text })),
+            other => Err(unexpected(&other)),
         }
     }
 
@@ -457,10 +447,7 @@ impl Daemon {
                 "message_id": id,
                 "reason": format!("the relay will be asked again: {}", e.message),
             })),
-            Ok(other) => Err(ApiError::new(
-                "daemon_protocol",
-                format!("unexpected answer: {}", other.body.type_name()),
-            )),
+            Ok(other) => Err(unexpected(&other.body)),
             Err(e) => Ok(json!({
                 "state": "queued",
                 "message_id": id,
@@ -485,20 +472,9 @@ impl Daemon {
             include_offline,
             all_circles,
         }));
-        match self.link.request(frame, RELAY_TIMEOUT).await {
-            Ok(Frame {
-                body: Body::Peers(p),
-                ..
-            }) => Ok(json!(p.peers)),
-            Ok(Frame {
-                body: Body::Error(e),
-                ..
-            }) => Err(relay_error(&e)),
-            Ok(other) => Err(ApiError::new(
-                "daemon_protocol",
-                format!("unexpected answer: {}", other.body.type_name()),
-            )),
-            Err(e) => Err(link_error(&e)),
+        match self.ask_relay(frame).await? {
+            Body::Peers(p) => Ok(json!(p.peers)),
+            other => Err(unexpected(&other)),
         }
     }
 
