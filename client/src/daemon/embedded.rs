@@ -38,6 +38,7 @@ pub async fn start(home: &Path, shutdown: CancellationToken) -> anyhow::Result<E
     let mut config = repowire_relay::Config::parse_from(["repowire-relay"]).relay;
     config.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     config.database_url = None;
+    config.redis_url = None;
     config.data_dir = Some(dir.clone());
     config.admin_token = None;
     config.tls_cert = None;

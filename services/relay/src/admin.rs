@@ -250,5 +250,6 @@ async fn revoke_key_http(
     Path(key_id): Path<String>,
 ) -> Result<StatusCode, AppError> {
     revoke_key(state.store.as_ref(), Some(&state.hub), &key_id).await?;
+    state.cluster.revoked(&key_id).await;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -53,11 +53,15 @@ async fn readyz(State(state): State<AppState>) -> Response {
     if state.draining() {
         return (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response();
     }
-    match state.store.ping().await {
+    if let Err(error) = state.store.ping().await {
+        tracing::warn!(%error, "readiness: storage unreachable");
+        return (StatusCode::SERVICE_UNAVAILABLE, "storage unreachable").into_response();
+    }
+    match state.cluster.bus().ping().await {
         Ok(()) => "ready".into_response(),
         Err(error) => {
-            tracing::warn!(%error, "readiness: storage unreachable");
-            (StatusCode::SERVICE_UNAVAILABLE, "storage unreachable").into_response()
+            tracing::warn!(%error, "readiness: bus unreachable");
+            (StatusCode::SERVICE_UNAVAILABLE, "bus unreachable").into_response()
         }
     }
 }

@@ -156,6 +156,30 @@ pub struct RelayConfig {
         global = true
     )]
     pub description_ttl_secs: u64,
+    /// Redis for a cluster of relay pods (presence, cross-pod delivery). Used together with a
+    /// Postgres `DATABASE_URL`; embedded (SQLite) relays keep everything in one process.
+    #[arg(long, env = "REDIS_URL", global = true)]
+    pub redis_url: Option<String>,
+    /// Prefix of every Redis key and channel (one deployment per prefix).
+    #[arg(
+        long,
+        env = "REPOWIRE_REDIS_PREFIX",
+        default_value = "repowire",
+        global = true
+    )]
+    pub redis_prefix: String,
+    /// This pod's name on the bus [default: a random one].
+    #[arg(long, env = "REPOWIRE_POD_ID", global = true)]
+    pub pod_id: Option<String>,
+    /// How long a pod's record of a live peer lasts unless refreshed, seconds: a pod that dies
+    /// leaves its peers online at most this long.
+    #[arg(
+        long,
+        env = "REPOWIRE_PRESENCE_TTL_SECS",
+        default_value_t = 30,
+        global = true
+    )]
+    pub presence_ttl_secs: u64,
     /// How long shutdown waits for connections and writes to drain, seconds.
     #[arg(
         long,
@@ -264,6 +288,7 @@ impl RelayConfig {
         c.jwt_secret = Some("test-secret-test-secret-test-secret".into());
         c.admin_token = Some("test-admin-token".into());
         c.drain_timeout_secs = 5;
+        c.redis_url = None;
         c
     }
 
@@ -279,6 +304,25 @@ impl RelayConfig {
     pub fn description_ttl(&self) -> Duration {
         Duration::from_secs(self.description_ttl_secs)
     }
+    /// Presence TTL.
+    pub fn presence_ttl(&self) -> Duration {
+        Duration::from_secs(self.presence_ttl_secs.max(3))
+    }
+
+    /// This pod's name on the bus.
+    pub fn pod(&self) -> String {
+        self.pod_id.clone().unwrap_or_else(|| {
+            format!(
+                "pod-{}",
+                uuid::Uuid::new_v4()
+                    .simple()
+                    .to_string()
+                    .get(..12)
+                    .unwrap_or("x")
+            )
+        })
+    }
+
     /// Drain timeout.
     pub fn drain_timeout(&self) -> Duration {
         Duration::from_secs(self.drain_timeout_secs)

@@ -11,6 +11,7 @@ use repowire_protocol::{
     Message, MessageId, MessageKind, PeerSummary, Question, encode,
 };
 
+use crate::cluster::Cluster;
 use crate::hub::{Hub, Outbound};
 use crate::metrics::{Metrics, StateLabel, TypeLabel};
 use crate::store::INBOX_FULL_REASON;
@@ -99,12 +100,17 @@ pub fn deliver_frame(to: &str, seq: i64, redelivery: bool, message: Message) -> 
 pub struct Dispatcher {
     hub: Arc<Hub>,
     metrics: Arc<Metrics>,
+    cluster: Arc<Cluster>,
 }
 
 impl Dispatcher {
     /// A dispatcher pushing through `hub`.
-    pub fn new(hub: Arc<Hub>, metrics: Arc<Metrics>) -> Self {
-        Self { hub, metrics }
+    pub fn new(hub: Arc<Hub>, metrics: Arc<Metrics>, cluster: Arc<Cluster>) -> Self {
+        Self {
+            hub,
+            metrics,
+            cluster,
+        }
     }
 
     fn reply(&self, origin: Option<&Origin>, body: Body) {
@@ -161,18 +167,21 @@ impl Dispatcher {
                 state: c.state.as_str(),
             })
             .inc();
-        self.hub.send_to_peer(
-            &c.tenant_id,
-            &c.sender,
-            frame_text(Body::Delivery(Delivery {
-                from: c.sender.clone().into(),
-                message_id: message_id(&c.message_id),
-                correlation_id: c.correlation_id.clone().map(Into::into),
-                recipient: c.recipient.clone().into(),
-                state: c.state,
-                reason: c.reason.clone(),
-            })),
-        );
+        let frame = frame_text(Body::Delivery(Delivery {
+            from: c.sender.clone().into(),
+            message_id: message_id(&c.message_id),
+            correlation_id: c.correlation_id.clone().map(Into::into),
+            recipient: c.recipient.clone().into(),
+            state: c.state,
+            reason: c.reason.clone(),
+        }));
+        if !self
+            .hub
+            .send_to_peer(&c.tenant_id, &c.sender, frame.clone())
+        {
+            // Not here: maybe on another pod. (`delivery` frames are best-effort, §13.4.)
+            self.cluster.forward(&c.tenant_id, &c.sender, None, frame);
+        }
     }
 
     fn closed(&self, tenant_id: &str, closed: &ClosedAsk) {
@@ -190,10 +199,20 @@ impl Dispatcher {
     fn enqueue(&self, m: &NewMessage, cid: Option<String>, slots: &[Enqueued]) {
         let message = to_wire(&stored(m, cid));
         for slot in slots {
-            self.hub
+            let pushed = self
+                .hub
                 .deliver_live(&m.tenant_id, &slot.peer_id, slot.seq, || {
                     deliver_frame(&slot.peer_id, slot.seq, false, message.clone())
                 });
+            if !pushed && self.hub.live_peer(&m.tenant_id, &slot.peer_id).is_none() {
+                // Not live in this process: the pod holding it (if any) pushes it.
+                self.cluster.forward(
+                    &m.tenant_id,
+                    &slot.peer_id,
+                    Some(slot.seq),
+                    deliver_frame(&slot.peer_id, slot.seq, false, message.clone()),
+                );
+            }
         }
     }
 

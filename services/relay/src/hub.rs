@@ -573,6 +573,14 @@ impl Hub {
         }
     }
 
+    /// Every live peer of this process, with its tenant.
+    pub fn all_live(&self) -> Vec<(String, LivePeer)> {
+        self.lock()
+            .iter()
+            .flat_map(|(t, th)| th.peers.values().map(|p| (t.clone(), p.clone())))
+            .collect()
+    }
+
     /// Sends a frame to every connection of a tenant.
     pub fn broadcast(&self, tenant_id: &str, frame: Outbound) {
         if let Some(t) = self.lock().get(tenant_id) {

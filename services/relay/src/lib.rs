@@ -21,6 +21,7 @@ pub mod admin;
 pub mod api;
 pub mod apikey;
 pub mod bus;
+pub mod cluster;
 pub mod config;
 pub mod connection;
 pub mod dispatch;
@@ -83,6 +84,7 @@ where
     L::Addr: std::fmt::Debug,
 {
     let sweeper = tokio::spawn(sweeper::run(state.clone()));
+    let cluster = tokio::spawn(cluster::run(state.clone()));
     let shutdown = state.shutdown.clone();
     let draining = state.clone();
     axum::serve(listener, api::router(state.clone()))
@@ -106,6 +108,7 @@ where
         tracing::warn!("queued writes did not finish within the drain timeout");
     }
     sweeper.abort();
+    cluster.abort();
     // Everything queued before the flush is committed; nothing new can arrive.
     writer_task.abort();
     Ok(())

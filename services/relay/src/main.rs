@@ -166,7 +166,21 @@ async fn serve(
     tracing::info!(%addr, storage = store.backend(), tls = tls.is_some(), "repowire relay listening (WebSocket at /v1/ws)");
     let shutdown = CancellationToken::new();
     tokio::spawn(signals(shutdown.clone()));
-    let (state, writer) = AppState::new(relay, store, tokens, shutdown);
+    let (state, writer) = match (&relay.redis_url, relay.database_url.is_some()) {
+        (Some(url), true) => {
+            let pod = relay.pod();
+            let bus = repowire_relay::bus::redis::RedisBus::connect(url, &relay.redis_prefix, &pod)
+                .await
+                .context("connecting to Redis")?;
+            tracing::info!(%pod, prefix = %relay.redis_prefix, "one pod of a cluster: presence and cross-pod delivery through Redis");
+            AppState::with_bus(relay, store, tokens, shutdown, Arc::new(bus))
+        }
+        (Some(_), false) => {
+            tracing::warn!("REDIS_URL is ignored: an embedded (SQLite) relay is a single process");
+            AppState::new(relay, store, tokens, shutdown)
+        }
+        (None, _) => AppState::new(relay, store, tokens, shutdown),
+    };
     match tls {
         Some(tls) => repowire_relay::run_tls(listener, tls, state, writer).await?,
         None => repowire_relay::run(listener, state, writer).await?,

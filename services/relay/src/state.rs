@@ -9,6 +9,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::bus::Bus;
+use crate::bus::memory::MemoryBus;
+use crate::cluster::Cluster;
 use crate::config::RelayConfig;
 use crate::dispatch::Dispatcher;
 use crate::hub::Hub;
@@ -42,6 +45,8 @@ pub struct Inner {
     pub tracker: TaskTracker,
     /// Connection slots.
     pub conn_slots: Arc<Semaphore>,
+    /// The other pods (presence, forwarding); a single-process bus when there are none.
+    pub cluster: Arc<Cluster>,
     draining: AtomicBool,
 }
 
@@ -59,16 +64,34 @@ impl Deref for AppState {
 }
 
 impl AppState {
-    /// Builds the state and starts the writer task (returned for shutdown).
+    /// Builds the state of a single-process relay and starts the writer task (returned for
+    /// shutdown).
     pub fn new(
         config: RelayConfig,
         store: Arc<dyn Store>,
         tokens: Tokens,
         shutdown: CancellationToken,
     ) -> (Self, JoinHandle<()>) {
+        let bus: Arc<dyn Bus> = Arc::new(MemoryBus::new(config.pod()));
+        Self::with_bus(config, store, tokens, shutdown, bus)
+    }
+
+    /// Like [`AppState::new`], as one pod of a cluster sharing `bus`.
+    pub fn with_bus(
+        config: RelayConfig,
+        store: Arc<dyn Store>,
+        tokens: Tokens,
+        shutdown: CancellationToken,
+        bus: Arc<dyn Bus>,
+    ) -> (Self, JoinHandle<()>) {
         let hub = Arc::new(Hub::default());
         let metrics = Arc::new(Metrics::new());
-        let dispatcher = Arc::new(Dispatcher::new(hub.clone(), metrics.clone()));
+        let cluster = Cluster::start(bus, config.presence_ttl());
+        let dispatcher = Arc::new(Dispatcher::new(
+            hub.clone(),
+            metrics.clone(),
+            cluster.clone(),
+        ));
         let (writer, writer_task) = Writer::spawn(
             store.clone(),
             dispatcher,
@@ -86,6 +109,7 @@ impl AppState {
             shutdown,
             tracker: TaskTracker::new(),
             conn_slots,
+            cluster,
             draining: AtomicBool::new(false),
         }));
         (state, writer_task)

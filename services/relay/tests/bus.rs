@@ -143,6 +143,7 @@ async fn redis_events_reach_the_addressed_pod_and_broadcasts_reach_all() {
     let to_b = BusEvent::ToPeer {
         tenant_id: "t".into(),
         peer_id: "p".into(),
+        seq: Some(7),
         frame: "{}".into(),
     };
     a.to_pod("pod-b", &to_b).await.expect("publish");

@@ -6,8 +6,8 @@
 //! [`redis::RedisBus`] for a cluster. Every key and channel is scoped by a configurable prefix,
 //! and presence keys by tenant as well.
 //!
-//! Not wired into routing yet: the hub and dispatcher still route within one process (the
-//! scale-out issue wires them to this trait).
+//! [`crate::cluster`] wires it in: presence on register/unregister plus a heartbeat, frames for
+//! peers held by other pods, tenant-wide presence frames, revocations.
 
 pub mod memory;
 pub mod redis;
@@ -42,8 +42,20 @@ pub enum BusEvent {
         tenant_id: String,
         /// The peer.
         peer_id: String,
+        /// For `deliver`: the entry's inbox sequence (catch-up ordering); absent otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq: Option<i64>,
         /// The frame, encoded.
         frame: String,
+    },
+    /// A frame for every connection of a tenant (`presence`), from pod `origin`.
+    ToTenant {
+        /// The tenant.
+        tenant_id: String,
+        /// The frame, encoded.
+        frame: String,
+        /// The pod that sent it (it already delivered it to its own connections).
+        origin: String,
     },
     /// An API key was revoked: close its connections.
     KeyRevoked {

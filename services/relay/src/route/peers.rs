@@ -25,6 +25,7 @@ pub(super) async fn list(s: &Session, id: MessageId, l: ListPeers) -> Handled {
         .into_iter()
         .map(|p| (p.record.peer_id.clone(), p))
         .collect();
+    let remote = s.state.cluster.remote_live(&s.tenant_id).await;
     let mut peers = Vec::new();
     for mut record in s.state.store.list_peers(&s.tenant_id).await? {
         let visible = in_scope(
@@ -35,7 +36,12 @@ pub(super) async fn list(s: &Session, id: MessageId, l: ListPeers) -> Handled {
             &record.role,
         );
         let live_peer = live.get(&record.peer_id);
-        if !visible || !(l.include_offline || live_peer.is_some()) {
+        let elsewhere = if live_peer.is_none() {
+            remote.get(&record.peer_id)
+        } else {
+            None
+        };
+        if !visible || !(l.include_offline || live_peer.is_some() || elsewhere.is_some()) {
             continue;
         }
         if let Some(p) = live_peer {
@@ -59,7 +65,11 @@ pub(super) async fn list(s: &Session, id: MessageId, l: ListPeers) -> Handled {
             record.description = None;
             record.description_at_ms = None;
         }
-        peers.push(peer_info(&record, live_peer));
+        let info = peer_info(&record, live_peer);
+        peers.push(match elsewhere {
+            Some(p) => crate::cluster::with_presence(info, p),
+            None => info,
+        });
     }
     s.send(Body::Peers(Peers { re: id, peers }));
     Ok(())
@@ -91,13 +101,13 @@ pub(super) async fn update(s: &Session, id: MessageId, u: UpdatePeer) -> Handled
         .ok_or_else(|| Refusal::new(ErrorCode::NotRegistered, "the peer left this connection"))?;
     s.send(Body::Ok(Reply { re: id }));
     let info = peer_info(&updated.record, Some(&updated));
-    s.state.hub.broadcast(
-        &s.tenant_id,
-        frame_text(Body::Presence(Presence {
-            event: PresenceEvent::Updated,
-            peer: info,
-        })),
-    );
+    let frame = frame_text(Body::Presence(Presence {
+        event: PresenceEvent::Updated,
+        peer: info,
+    }));
+    s.state.hub.broadcast(&s.tenant_id, frame.clone());
+    s.state.cluster.to_tenant(&s.tenant_id, &frame);
+    s.state.cluster.announce(&s.tenant_id, &updated).await;
     Ok(())
 }
 
@@ -135,7 +145,8 @@ pub async fn went_offline(state: &AppState, mut record: PeerRecord) {
         event: PresenceEvent::Offline,
         peer: peer_info(&record, None),
     };
-    state
-        .hub
-        .broadcast(&record.tenant_id, frame_text(Body::Presence(presence)));
+    let frame = frame_text(Body::Presence(presence));
+    state.hub.broadcast(&record.tenant_id, frame.clone());
+    state.cluster.to_tenant(&record.tenant_id, &frame);
+    state.cluster.withdraw(&record.tenant_id, &record.peer_id);
 }

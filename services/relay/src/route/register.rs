@@ -140,13 +140,16 @@ pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled
         reclaimed,
         inbox_seq: u64::try_from(bound.record.last_seq).unwrap_or(0),
     }));
-    s.state.hub.broadcast(
-        &s.tenant_id,
-        frame_text(Body::Presence(Presence {
-            event: PresenceEvent::Online,
-            peer: info,
-        })),
-    );
+    let online = frame_text(Body::Presence(Presence {
+        event: PresenceEvent::Online,
+        peer: info,
+    }));
+    s.state.hub.broadcast(&s.tenant_id, online.clone());
+    s.state.cluster.to_tenant(&s.tenant_id, &online);
+    // Visible to the other pods before the catch-up reads the inbox (see `cluster`).
+    if let Some(live) = &live {
+        s.state.cluster.announce(&s.tenant_id, live).await;
+    }
     tracing::info!(tenant = %s.tenant_id, peer = %peer_id, name = %bound.record.name, reclaimed, "peer registered");
     let state = s.state.clone();
     let tenant = s.tenant_id.clone();

@@ -31,7 +31,7 @@ pub(super) async fn resolve(
     }
     let in_scope =
         |peer_circle: &str, role: &str| hub::in_scope(caller, false, circle, peer_circle, role);
-    let live: Vec<PeerSummary> = s
+    let mut live: Vec<PeerSummary> = s
         .state
         .hub
         .live_named(&s.tenant_id, to)
@@ -39,6 +39,22 @@ pub(super) async fn resolve(
         .filter(|p| in_scope(&p.record.circle, &p.record.role))
         .map(LivePeer::summary)
         .collect();
+    // Live on other pods of the cluster.
+    let elsewhere: Vec<PeerSummary> = s
+        .state
+        .cluster
+        .remote_live(&s.tenant_id)
+        .await
+        .into_values()
+        .filter(|p| p.name == to && in_scope(&p.circle, &p.role))
+        .filter(|p| !live.iter().any(|l| l.peer_id.as_str() == p.peer_id))
+        .map(|p| PeerSummary {
+            peer_id: p.peer_id.into(),
+            name: p.name,
+            circle: p.circle,
+        })
+        .collect();
+    live.extend(elsewhere);
     let candidates = if live.is_empty() {
         s.state
             .store

@@ -1,0 +1,251 @@
+//! Relay pods as one cluster, through the [`Bus`]: each pod records the peers it holds
+//! (presence with a TTL, refreshed by a heartbeat, withdrawn when they leave), forwards frames
+//! for peers held by another pod, and relays tenant-wide presence frames and key revocations.
+//!
+//! Durability does not depend on any of this: every message is in the database before it is
+//! accepted, and a peer that registers (on any pod) gets its inbox pushed first. A forward that
+//! is lost (the holding pod died, Redis blinked) leaves the entry in the inbox, delivered when
+//! the peer next registers. Ordering: forwards leave this pod in commit order (one task), and a
+//! peer's presence is recorded before its catch-up reads the inbox, so a message committed
+//! after that read is either forwarded or seen by the catch-up's re-check.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use repowire_protocol::{PeerInfo, PeerStatus, TurnState};
+use tokio::sync::mpsc;
+
+use crate::bus::{Bus, BusEvent, Presence};
+use crate::hub::{Hub, LivePeer, Outbound};
+use crate::state::AppState;
+
+/// A frame to pass to the pod holding a peer.
+#[derive(Debug)]
+struct Forward {
+    tenant_id: String,
+    peer_id: String,
+    seq: Option<i64>,
+    frame: Outbound,
+}
+
+/// This pod's view of the cluster.
+#[derive(Debug)]
+pub struct Cluster {
+    bus: Arc<dyn Bus>,
+    ttl: Duration,
+    forwards: mpsc::UnboundedSender<Forward>,
+}
+
+impl Cluster {
+    /// Starts the forwarding task (in commit order) on `bus`.
+    pub fn start(bus: Arc<dyn Bus>, ttl: Duration) -> Arc<Self> {
+        let (forwards, rx) = mpsc::unbounded_channel();
+        tokio::spawn(forward_in_order(bus.clone(), rx));
+        Arc::new(Self { bus, ttl, forwards })
+    }
+
+    /// This pod's name.
+    pub fn pod(&self) -> &str {
+        self.bus.pod()
+    }
+
+    /// The bus.
+    pub fn bus(&self) -> &Arc<dyn Bus> {
+        &self.bus
+    }
+
+    /// A frame for a peer not live in this process: to the pod that holds it, if any.
+    pub fn forward(&self, tenant_id: &str, peer_id: &str, seq: Option<i64>, frame: Outbound) {
+        let _ = self.forwards.send(Forward {
+            tenant_id: tenant_id.to_owned(),
+            peer_id: peer_id.to_owned(),
+            seq,
+            frame,
+        });
+    }
+
+    fn presence_of(&self, live: &LivePeer) -> Presence {
+        Presence {
+            pod: self.pod().to_owned(),
+            peer_id: live.record.peer_id.clone(),
+            name: live.record.name.clone(),
+            circle: live.record.circle.clone(),
+            role: live.record.role.clone(),
+            turn_state: live.turn_state.as_str().to_owned(),
+            last_seen_ms: live.last_seen_ms,
+        }
+    }
+
+    /// Records that this pod holds `live` (awaited: callers rely on it being visible).
+    pub async fn announce(&self, tenant_id: &str, live: &LivePeer) {
+        if let Err(error) = self
+            .bus
+            .set_presence(tenant_id, &self.presence_of(live), self.ttl)
+            .await
+        {
+            tracing::warn!(%error, peer = %live.record.peer_id, "could not record presence; other pods see the peer offline until the next heartbeat");
+        }
+    }
+
+    /// The peer left this pod.
+    pub fn withdraw(&self, tenant_id: &str, peer_id: &str) {
+        let (bus, tenant, peer) = (self.bus.clone(), tenant_id.to_owned(), peer_id.to_owned());
+        tokio::spawn(async move {
+            if let Err(error) = bus.clear_presence(&tenant, &peer).await {
+                tracing::warn!(%error, %peer, "could not withdraw presence; it expires by itself");
+            }
+        });
+    }
+
+    /// A frame for every connection of the tenant on the other pods (this pod's own
+    /// connections are served by the caller).
+    pub fn to_tenant(&self, tenant_id: &str, frame: &Outbound) {
+        let event = BusEvent::ToTenant {
+            tenant_id: tenant_id.to_owned(),
+            frame: frame.to_string(),
+            origin: self.pod().to_owned(),
+        };
+        let bus = self.bus.clone();
+        tokio::spawn(async move {
+            if let Err(error) = bus.to_all(&event).await {
+                tracing::warn!(%error, "could not tell the other pods");
+            }
+        });
+    }
+
+    /// Tells every pod (this one too) that a key was revoked.
+    pub async fn revoked(&self, key_id: &str) {
+        let event = BusEvent::KeyRevoked {
+            key_id: key_id.to_owned(),
+        };
+        if let Err(error) = self.bus.to_all(&event).await {
+            tracing::warn!(%error, key = key_id, "could not tell the other pods about a revoked key");
+        }
+    }
+
+    /// Peers of the tenant live on other pods, by peer id. Unknown (bus down) is empty.
+    pub async fn remote_live(&self, tenant_id: &str) -> HashMap<String, Presence> {
+        match self.bus.tenant_presence(tenant_id).await {
+            Ok(list) => list
+                .into_iter()
+                .filter(|p| p.pod != self.pod())
+                .map(|p| (p.peer_id.clone(), p))
+                .collect(),
+            Err(error) => {
+                tracing::warn!(%error, "cannot read presence; peers on other pods look offline");
+                HashMap::new()
+            }
+        }
+    }
+}
+
+/// A peer's wire view with its liveness taken from another pod's presence.
+pub fn with_presence(mut info: PeerInfo, p: &Presence) -> PeerInfo {
+    info.turn_state = match p.turn_state.as_str() {
+        "working" => TurnState::Working,
+        "idle" => TurnState::Idle,
+        _ => TurnState::Unknown,
+    };
+    info.status = if info.turn_state == TurnState::Working {
+        PeerStatus::Busy
+    } else {
+        PeerStatus::Online
+    };
+    info.last_seen_ms = p.last_seen_ms;
+    info
+}
+
+async fn forward_in_order(bus: Arc<dyn Bus>, mut rx: mpsc::UnboundedReceiver<Forward>) {
+    while let Some(f) = rx.recv().await {
+        let holder = match bus.presence(&f.tenant_id, &f.peer_id).await {
+            Ok(Some(p)) if p.pod != bus.pod() => p.pod,
+            Ok(_) => continue, // offline: the entry waits in the inbox
+            Err(error) => {
+                tracing::warn!(%error, peer = %f.peer_id, "cannot look up presence; the entry waits in the inbox");
+                continue;
+            }
+        };
+        let event = BusEvent::ToPeer {
+            tenant_id: f.tenant_id,
+            peer_id: f.peer_id,
+            seq: f.seq,
+            frame: f.frame.to_string(),
+        };
+        if let Err(error) = bus.to_pod(&holder, &event).await {
+            tracing::warn!(%error, pod = %holder, "could not forward; the entry waits in the inbox");
+        }
+    }
+}
+
+/// Serves the bus for this pod until shutdown: events from other pods, and the presence
+/// heartbeat of the peers this pod holds.
+pub async fn run(state: AppState) {
+    let cluster = state.cluster.clone();
+    let mut events = match cluster.bus().subscribe().await {
+        Ok(rx) => rx,
+        Err(error) => {
+            tracing::error!(%error, "cannot subscribe to the bus; this pod is isolated");
+            return;
+        }
+    };
+    let mut heartbeat = tokio::time::interval(cluster.ttl / 3);
+    loop {
+        tokio::select! {
+            _ = state.shutdown.cancelled() => return,
+            _ = heartbeat.tick() => refresh(&cluster, &state.hub).await,
+            event = events.recv() => match event {
+                Some(event) => apply(&state, event),
+                None => return,
+            },
+        }
+    }
+}
+
+async fn refresh(cluster: &Cluster, hub: &Hub) {
+    for (tenant, live) in hub.all_live() {
+        cluster.announce(&tenant, &live).await;
+    }
+}
+
+fn apply(state: &AppState, event: BusEvent) {
+    let hub = &state.hub;
+    match event {
+        BusEvent::ToPeer {
+            tenant_id,
+            peer_id,
+            seq: Some(seq),
+            frame,
+        } => {
+            hub.deliver_live(&tenant_id, &peer_id, seq, || frame.into_boxed_str());
+        }
+        BusEvent::ToPeer {
+            tenant_id,
+            peer_id,
+            seq: None,
+            frame,
+        } => {
+            hub.send_to_peer(&tenant_id, &peer_id, frame.into_boxed_str());
+        }
+        BusEvent::ToTenant {
+            tenant_id,
+            frame,
+            origin,
+        } => {
+            if origin != state.cluster.pod() {
+                hub.broadcast(&tenant_id, frame.into_boxed_str());
+            }
+        }
+        BusEvent::KeyRevoked { key_id } => {
+            let closed = hub.kick_key(
+                &key_id,
+                repowire_protocol::CloseCode::KEY_REVOKED,
+                "API key revoked",
+            );
+            if closed > 0 {
+                tracing::info!(key = %key_id, closed, "revoked on another pod: connections closed");
+            }
+        }
+        BusEvent::TakenOver { .. } => {}
+    }
+}

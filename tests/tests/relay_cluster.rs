@@ -1,0 +1,148 @@
+//! Two relay pods sharing Postgres and Redis, as the chart runs them: a peer on one pod asks a
+//! peer on the other, gets the ack's reply back, sees its delivery states, and both pods list
+//! the same live peers.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use repowire_e2e::client::TestClient;
+use repowire_e2e::process::{RelayProcess, relay_bin};
+use repowire_protocol::*;
+
+/// A fresh Postgres database for this test, dropped at the end.
+struct Database(String);
+
+impl Database {
+    fn create() -> Self {
+        let name = format!("repowire_cluster_{}", uuid::Uuid::new_v4().simple());
+        let out = Command::new("psql")
+            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-qc"])
+            .arg(format!("CREATE DATABASE {name}"))
+            .output()
+            .expect("psql");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self(name)
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:5432/{}", self.0)
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        let _ = Command::new("psql")
+            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-qc"])
+            .arg(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.0))
+            .output();
+    }
+}
+
+async fn pod(db: &Database, prefix: &str, name: &str) -> RelayProcess {
+    let redis = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    RelayProcess::start(
+        &relay_bin(),
+        &[],
+        &[
+            ("DATABASE_URL", &db.url()),
+            ("REDIS_URL", &redis),
+            ("REPOWIRE_REDIS_PREFIX", prefix),
+            ("REPOWIRE_POD_ID", name),
+            (
+                "REPOWIRE_JWT_SECRET",
+                "cluster-test-secret-cluster-test-secret",
+            ),
+        ],
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_on_two_pods_ask_ack_and_list_each_other() {
+    let db = Database::create();
+    let prefix = format!("repowire-test-{}", uuid::Uuid::new_v4().simple());
+    let a_pod = pod(&db, &prefix, "pod-a").await;
+    let key = a_pod
+        .first_key
+        .clone()
+        .expect("the first pod bootstraps the tenant");
+    let b_pod = pod(&db, &prefix, "pod-b").await;
+
+    let mut a = TestClient::connect(&a_pod.http, &a_pod.ws, &key).await;
+    let mut b = TestClient::connect(&b_pod.http, &b_pod.ws, &key).await;
+    let alice = a.peer("alice", "dev").await;
+    let bob = b.peer("bob", "dev").await;
+
+    // Bob's arrival on pod b is announced to alice's connection on pod a.
+    let online = a
+        .expect(|f| match &f.body {
+            Body::Presence(p) if p.peer.peer_id == bob.peer_id => Some(p.clone()),
+            _ => None,
+        })
+        .await;
+    assert_eq!(online.event, PresenceEvent::Online);
+
+    // Both pods list both peers as online.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let from_a = a.list(&alice.peer_id, false).await;
+        let from_b = b.list(&bob.peer_id, false).await;
+        let names = |l: &[PeerInfo]| {
+            let mut n: Vec<(String, PeerStatus)> =
+                l.iter().map(|p| (p.name.clone(), p.status)).collect();
+            n.sort_by(|x, y| x.0.cmp(&y.0));
+            n
+        };
+        let want = vec![
+            ("alice".to_owned(), PeerStatus::Online),
+            ("bob".to_owned(), PeerStatus::Online),
+        ];
+        if names(&from_a) == want && names(&from_b) == want {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "pods disagree: {:?} vs {:?}",
+            names(&from_a),
+            names(&from_b)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Alice (pod a) asks bob (pod b) by name.
+    let asked = a
+        .ask(&alice, "bob", "cross-pod works?")
+        .await
+        .expect("accepted");
+    assert_eq!(asked.recipients[0].peer_id, bob.peer_id);
+    let got = b.delivered_to(&bob.peer_id).await;
+    assert_eq!(got.message.text, "cross-pod works?");
+    b.receipt(
+        &bob.peer_id,
+        got.message.message_id,
+        ReceiptState::Delivered,
+    )
+    .await;
+    let state = a.state_of(asked.message_id).await;
+    assert_eq!(state.state, DeliveryState::Delivered);
+
+    // Bob acks with a reply; it reaches alice on the other pod, with the ask's state.
+    let cid = asked.correlation_id.clone().expect("cid");
+    b.submit(Body::Ack(Ack {
+        from: bob.peer_id.clone(),
+        correlation_id: cid.clone(),
+        reply: Some("yes, through Redis".into()),
+    }))
+    .await
+    .expect("ack accepted");
+    let reply = a.delivered_to(&alice.peer_id).await;
+    assert_eq!(reply.message.kind, MessageKind::Reply);
+    assert_eq!(reply.message.text, "yes, through Redis");
+    assert_eq!(reply.message.correlation_id, Some(cid));
+    let acked = a.state_of(asked.message_id).await;
+    assert_eq!(acked.state, DeliveryState::Acked);
+}
