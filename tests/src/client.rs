@@ -148,6 +148,25 @@ impl TestClient {
         }
     }
 
+    /// The next frame (buffered first), or `None` once the connection is closed, broken, or
+    /// silent for [`WAIT`] — for tests that expect the relay to go away.
+    pub async fn next_frame(&mut self) -> Option<Frame> {
+        if let Some(f) = self.buffered.pop_front() {
+            return Some(f);
+        }
+        loop {
+            match tokio::time::timeout(WAIT, self.ws.next()).await {
+                Ok(Some(Ok(WsMessage::Text(t)))) => {
+                    return serde_json::from_str(t.as_str()).ok();
+                }
+                Ok(Some(Ok(WsMessage::Close(_)))) | Ok(Some(Err(_))) | Ok(None) | Err(_) => {
+                    return None;
+                }
+                Ok(Some(Ok(_))) => continue,
+            }
+        }
+    }
+
     /// Frames received so far and not consumed.
     pub fn buffered(&self) -> impl Iterator<Item = &Frame> {
         self.buffered.iter()
