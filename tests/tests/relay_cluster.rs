@@ -264,3 +264,67 @@ async fn kill_9_of_the_receivers_pod_loses_nothing() {
 async fn sigterm_drain_of_the_receivers_pod_loses_nothing() {
     the_receivers_pod_goes_away_mid_stream("TERM").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_reclaimed_on_another_pod_is_let_go_by_the_first() {
+    let db = Database::create();
+    let prefix = format!("repowire-test-{}", uuid::Uuid::new_v4().simple());
+    let a_pod = pod(&db, &prefix, "pod-a").await;
+    let key = a_pod.first_key.clone().expect("key");
+    let b_pod = pod(&db, &prefix, "pod-b").await;
+
+    let mut sender = TestClient::connect(&a_pod.http, &a_pod.ws, &key).await;
+    let alice = sender.peer("alice", "dev").await;
+    let mut old = TestClient::connect(&b_pod.http, &b_pod.ws, &key).await;
+    let bob = old.peer("bob", "dev").await;
+
+    // The same peer comes back through pod a (a daemon that moved): it keeps its id.
+    let mut new = TestClient::connect(&a_pod.http, &a_pod.ws, &key).await;
+    let again = new
+        .register(Register {
+            name: Some("bob".into()),
+            circle: Some("dev".into()),
+            backend: "claude-code".into(),
+            path: Some("/work/bob".into()),
+            reclaim: Some(bob.peer_id.clone()),
+            ..Default::default()
+        })
+        .await;
+    assert!(again.reclaimed);
+
+    // Pod b lets go of it and tells the old connection, as a single relay would.
+    let notice = old
+        .expect(|f| match &f.body {
+            Body::Error(e) if e.re.is_none() => Some(e.clone()),
+            _ => None,
+        })
+        .await;
+    assert_eq!(notice.code, ErrorCode::NotRegistered);
+
+    // Messages for bob now reach the new connection only.
+    let sent = sender
+        .notify(&alice, bob.peer_id.as_str(), "after the move")
+        .await
+        .expect("accepted");
+    assert_eq!(
+        new.delivered_to(&bob.peer_id).await.message.message_id,
+        sent.message_id
+    );
+    let id = old
+        .send(Body::ListPeers(ListPeers {
+            peer_id: bob.peer_id.clone(),
+            circle: None,
+            include_offline: false,
+            all_circles: false,
+        }))
+        .await;
+    let refused = old
+        .answer(id)
+        .await
+        .expect_err("the old connection no longer holds bob");
+    assert_eq!(refused.code, ErrorCode::NotRegistered);
+    assert!(
+        !old.buffered().any(|f| matches!(f.body, Body::Deliver(_))),
+        "a message went to the old connection"
+    );
+}

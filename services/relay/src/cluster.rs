@@ -77,6 +77,26 @@ impl Cluster {
         }
     }
 
+    /// A peer was just bound here: if another pod held it, that pod lets it go (the cluster's
+    /// takeover notice), then this pod's presence is recorded.
+    pub async fn claim(&self, tenant_id: &str, live: &LivePeer) {
+        match self.bus.presence(tenant_id, &live.record.peer_id).await {
+            Ok(Some(p)) if p.pod != self.pod() => {
+                let event = BusEvent::TakenOver {
+                    tenant_id: tenant_id.to_owned(),
+                    peer_id: live.record.peer_id.clone(),
+                    by_pod: self.pod().to_owned(),
+                };
+                if let Err(error) = self.bus.to_pod(&p.pod, &event).await {
+                    tracing::warn!(%error, pod = %p.pod, "could not tell the previous pod about a takeover");
+                }
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "cannot read presence before a takeover"),
+        }
+        self.announce(tenant_id, live).await;
+    }
+
     /// Records that this pod holds `live` (awaited: callers rely on it being visible).
     pub async fn announce(&self, tenant_id: &str, live: &LivePeer) {
         if let Err(error) = self
@@ -246,6 +266,31 @@ fn apply(state: &AppState, event: BusEvent) {
                 tracing::info!(key = %key_id, closed, "revoked on another pod: connections closed");
             }
         }
-        BusEvent::TakenOver { .. } => {}
+        BusEvent::TakenOver {
+            tenant_id,
+            peer_id,
+            by_pod,
+        } => {
+            // The peer is live on another pod now: this binding ends without going offline.
+            let Some(live) = hub.live_peer(&tenant_id, &peer_id) else {
+                return;
+            };
+            if hub.unbind_peer(&tenant_id, live.conn, &peer_id).is_some() {
+                state.metrics.peers.dec();
+                let notice = repowire_protocol::ErrorFrame::new(
+                    None,
+                    repowire_protocol::ErrorCode::NotRegistered,
+                    format!(
+                        "peer {peer_id} was reclaimed by another connection; this connection no longer holds it"
+                    ),
+                );
+                hub.send_to_conn(
+                    &tenant_id,
+                    live.conn,
+                    crate::dispatch::frame_text(repowire_protocol::Body::Error(notice)),
+                );
+                tracing::info!(peer = %peer_id, %by_pod, "peer taken over by another pod");
+            }
+        }
     }
 }

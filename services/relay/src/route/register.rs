@@ -148,7 +148,7 @@ pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled
     s.state.cluster.to_tenant(&s.tenant_id, &online);
     // Visible to the other pods before the catch-up reads the inbox (see `cluster`).
     if let Some(live) = &live {
-        s.state.cluster.announce(&s.tenant_id, live).await;
+        s.state.cluster.claim(&s.tenant_id, live).await;
     }
     tracing::info!(tenant = %s.tenant_id, peer = %peer_id, name = %bound.record.name, reclaimed, "peer registered");
     let state = s.state.clone();
