@@ -50,6 +50,9 @@ struct Args {
     /// Receivers send no receipts (analysis only: shows what per-message receipts cost).
     #[arg(long)]
     no_receipts: bool,
+    /// Redis for a cross-pod phase (two pods on `--database-url`).
+    #[arg(long)]
+    redis_url: Option<String>,
     /// Authenticated idle connections for the memory measurement (0 skips it).
     #[arg(long, default_value_t = 10_000)]
     idle_connections: usize,
@@ -235,9 +238,18 @@ fn millis(h: &Histogram<u64>, q: f64) -> f64 {
     h.value_at_quantile(q) as f64 / 1000.0
 }
 
-async fn latency(http: &str, ws: &str, key: &str, count: u32) -> anyhow::Result<()> {
-    let mut a = connect(http, ws, key).await?;
-    let mut b = connect(http, ws, key).await?;
+/// A relay's HTTP base and WebSocket URL.
+type Endpoint<'a> = (&'a str, &'a str);
+
+async fn latency(
+    sender: Endpoint<'_>,
+    receiver: Endpoint<'_>,
+    key: &str,
+    count: u32,
+    label: &str,
+) -> anyhow::Result<()> {
+    let mut a = connect(sender.0, sender.1, key).await?;
+    let mut b = connect(receiver.0, receiver.1, key).await?;
     let alice = a.register("lat-a").await?;
     let bob = b.register("lat-b").await?;
     let atx = a.tx.clone();
@@ -267,7 +279,7 @@ async fn latency(http: &str, ws: &str, key: &str, count: u32) -> anyhow::Result<
         }
     }
     println!(
-        "latency  notify peer->relay->peer (persisted before delivery), {count} sequential: p50 {:.2} ms  p90 {:.2} ms  p99 {:.2} ms  max {:.2} ms",
+        "latency  notify {label} (persisted before delivery), {count} sequential: p50 {:.2} ms  p90 {:.2} ms  p99 {:.2} ms  max {:.2} ms",
         millis(&h, 0.5),
         millis(&h, 0.9),
         millis(&h, 0.99),
@@ -527,7 +539,14 @@ async fn main() -> anyhow::Result<()> {
         relay.wait(Duration::from_secs(30)).await;
         relay = start().await;
     }
-    latency(&relay.http, &relay.ws, &key, args.latency_count).await?;
+    latency(
+        (&relay.http, &relay.ws),
+        (&relay.http, &relay.ws),
+        &key,
+        args.latency_count,
+        "peer->relay->peer",
+    )
+    .await?;
     throughput(
         &relay.http,
         &relay.ws,
@@ -554,6 +573,51 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     relay.signal("TERM");
     relay.wait(Duration::from_secs(30)).await;
+    if let (Some(db), Some(redis)) = (&args.database_url, &args.redis_url) {
+        cross_pod(db, redis, &key, args.latency_count).await?;
+    }
     let _ = std::fs::remove_dir_all(&data);
+    Ok(())
+}
+
+/// Two pods on the same database and Redis: the sender on one, the receiver on the other.
+async fn cross_pod(db: &str, redis: &str, key: &str, count: u32) -> anyhow::Result<()> {
+    let prefix = format!("repowire-bench-{}", std::process::id());
+    let pod = |name: &'static str| {
+        let prefix = prefix.clone();
+        async move {
+            RelayProcess::start(
+                &relay_bin(),
+                &[],
+                &[
+                    ("REPOWIRE_SEND_RATE", "0"),
+                    ("DATABASE_URL", db),
+                    ("REDIS_URL", redis),
+                    ("REPOWIRE_REDIS_PREFIX", prefix.as_str()),
+                    ("REPOWIRE_POD_ID", name),
+                    (
+                        "REPOWIRE_JWT_SECRET",
+                        "bench-secret-bench-secret-bench-secret",
+                    ),
+                ],
+            )
+            .await
+        }
+    };
+    let a = pod("bench-a").await;
+    let b = pod("bench-b").await;
+    println!("cluster: pods {} and {} (Postgres + Redis)", a.http, b.http);
+    latency(
+        (&a.http, &a.ws),
+        (&b.http, &b.ws),
+        key,
+        count,
+        "peer->pod a->Redis->pod b->peer",
+    )
+    .await?;
+    for p in [a, b] {
+        p.signal("TERM");
+        p.wait(Duration::from_secs(30)).await;
+    }
     Ok(())
 }
