@@ -145,6 +145,20 @@ async fn peers_on_two_pods_ask_ack_and_list_each_other() {
     assert_eq!(reply.message.correlation_id, Some(cid));
     let acked = a.state_of(asked.message_id).await;
     assert_eq!(acked.state, DeliveryState::Acked);
+
+    // A broadcast reaches the circle on every pod.
+    let sent = a
+        .submit(Body::Broadcast(Broadcast {
+            from: alice.peer_id.clone(),
+            text: "release at 5".into(),
+        }))
+        .await
+        .expect("broadcast accepted");
+    assert_eq!(sent.recipients.len(), 1, "{sent:?}");
+    assert_eq!(sent.recipients[0].peer_id, bob.peer_id);
+    let got = b.delivered_to(&bob.peer_id).await;
+    assert_eq!(got.message.kind, MessageKind::Broadcast);
+    assert_eq!(got.message.text, "release at 5");
 }
 
 /// A steady stream from a sender on pod a to a receiver on pod b; pod b goes away (`signal`)

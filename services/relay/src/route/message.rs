@@ -166,7 +166,7 @@ pub(super) async fn broadcast(
     started: Instant,
 ) -> Handled {
     let sender = s.own(b.from.as_str())?;
-    let recipients: Vec<PeerSummary> = s
+    let mut recipients: Vec<PeerSummary> = s
         .state
         .hub
         .live_peers(&s.tenant_id)
@@ -176,6 +176,23 @@ pub(super) async fn broadcast(
         })
         .map(LivePeer::summary)
         .collect();
+    // And the circle's peers live on other pods of the cluster.
+    let elsewhere: Vec<PeerSummary> = s
+        .state
+        .cluster
+        .remote_live(&s.tenant_id)
+        .await
+        .into_values()
+        .filter(|p| p.circle == sender.record.circle && p.peer_id != sender.record.peer_id)
+        .filter(|p| !recipients.iter().any(|r| r.peer_id.as_str() == p.peer_id))
+        .map(|p| PeerSummary {
+            peer_id: p.peer_id.into(),
+            name: p.name,
+            circle: p.circle,
+        })
+        .collect();
+    recipients.extend(elsewhere);
+    recipients.sort_by(|a, b| a.peer_id.cmp(&b.peer_id));
     let m = new_message(
         s,
         Draft {
