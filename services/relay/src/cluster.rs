@@ -215,11 +215,28 @@ pub async fn run(state: AppState) {
             _ = state.shutdown.cancelled() => return,
             _ = heartbeat.tick() => refresh(&cluster, &state.hub).await,
             event = events.recv() => match event {
+                Some(BusEvent::Resubscribed) => recover(&state).await,
                 Some(event) => apply(&state, event),
                 None => return,
             },
         }
     }
+}
+
+/// The bus was down: presence may be gone and forwards lost. Record presence again, then push
+/// every live peer's pending inbox entries again (a fresh catch-up of the same binding).
+async fn recover(state: &AppState) {
+    refresh(&state.cluster, &state.hub).await;
+    for (tenant, live) in state.hub.all_live() {
+        let peer = live.record.peer_id.clone();
+        if let Some((conn, epoch)) = state.hub.restart_catch_up(&tenant, &peer) {
+            let st = state.clone();
+            state
+                .tracker
+                .spawn(async move { crate::route::catch_up(st, tenant, conn, peer, epoch).await });
+        }
+    }
+    tracing::info!("bus back: presence recorded again, pending entries pushed again");
 }
 
 async fn refresh(cluster: &Cluster, hub: &Hub) {
@@ -266,6 +283,7 @@ fn apply(state: &AppState, event: BusEvent) {
                 tracing::info!(key = %key_id, closed, "revoked on another pod: connections closed");
             }
         }
+        BusEvent::Resubscribed => {}
         BusEvent::TakenOver {
             tenant_id,
             peer_id,

@@ -312,6 +312,16 @@ impl Hub {
         }
     }
 
+    /// Puts a live peer back into catch-up (same binding), so its pending inbox entries are
+    /// pushed again in order — after the cluster bus was down and forwards may have been lost.
+    /// Returns the connection and binding epoch for the catch-up task.
+    pub fn restart_catch_up(&self, tenant_id: &str, peer_id: &str) -> Option<(ConnId, u64)> {
+        let mut tenants = self.lock();
+        let p = tenants.get_mut(tenant_id)?.peers.get_mut(peer_id)?;
+        p.catching_up = true;
+        Some((p.conn, p.epoch))
+    }
+
     /// Undoes a [`Hub::bind_peer`] whose registration failed: the replaced binding comes back
     /// (in catch-up, since its catch-up task stopped when it was replaced; the caller starts a
     /// new one for the returned connection and epoch), or the peer is unbound if there was none.

@@ -62,6 +62,10 @@ pub enum BusEvent {
         /// The key.
         key_id: String,
     },
+    /// Local only, never sent: the subscription was re-established after a break, so events
+    /// (forwards) may have been missed and presence may be gone (a restarted Redis).
+    #[serde(skip)]
+    Resubscribed,
     /// Another pod took this peer over: unbind it here.
     TakenOver {
         /// Tenant of the peer.

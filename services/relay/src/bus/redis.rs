@@ -146,6 +146,10 @@ async fn pump(
             Ok(pubsub) => {
                 backoff = Duration::from_millis(50);
                 current = Some(pubsub);
+                tracing::info!("bus subscription re-established");
+                if tx.send(BusEvent::Resubscribed).is_err() {
+                    return;
+                }
             }
             Err(error) => {
                 backoff = (backoff * 2).min(Duration::from_secs(2));

@@ -13,6 +13,7 @@ mod resolve;
 mod state;
 
 pub use peers::went_offline;
+pub(crate) use register::catch_up;
 
 use std::sync::Arc;
 use std::time::Instant;

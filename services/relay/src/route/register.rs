@@ -163,7 +163,13 @@ pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled
 /// Pushes every pending inbox entry of a freshly bound peer, in order, then opens the live path.
 /// Tied to one binding (`epoch`): a re-register or takeover starts a new catch-up and this one
 /// stops at its next step.
-async fn catch_up(state: AppState, tenant: String, conn: ConnId, peer_id: String, epoch: u64) {
+pub(crate) async fn catch_up(
+    state: AppState,
+    tenant: String,
+    conn: ConnId,
+    peer_id: String,
+    epoch: u64,
+) {
     let hub = &state.hub;
     let mut cursor = 0;
     loop {

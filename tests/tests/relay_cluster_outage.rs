@@ -1,0 +1,194 @@
+//! Redis goes away under a two-pod cluster and comes back: the pods report not ready while it
+//! is gone, keep accepting (messages are in Postgres), and once it is back they record presence
+//! again and push what could not be forwarded — without a restart. Uses a private Redis server
+//! on its own port, so the machine's Redis (and other tests) are untouched.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use repowire_e2e::client::TestClient;
+use repowire_e2e::process::{RelayProcess, relay_bin};
+use repowire_protocol::*;
+
+struct Redis {
+    port: u16,
+    child: Option<Child>,
+}
+
+impl Redis {
+    fn free_port() -> u16 {
+        TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port")
+    }
+
+    fn start(port: u16) -> Self {
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server (scripts/test installs it)");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "redis did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self {
+            port,
+            child: Some(child),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+struct Database(String);
+
+impl Database {
+    fn create() -> Self {
+        let name = format!("repowire_outage_{}", uuid::Uuid::new_v4().simple());
+        let out = Command::new("psql")
+            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-qc"])
+            .arg(format!("CREATE DATABASE {name}"))
+            .output()
+            .expect("psql");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self(name)
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        let _ = Command::new("psql")
+            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-qc"])
+            .arg(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.0))
+            .output();
+    }
+}
+
+async fn readyz(http: &str) -> u16 {
+    reqwest::get(format!("{http}/readyz"))
+        .await
+        .map(|r| r.status().as_u16())
+        .unwrap_or(0)
+}
+
+async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_recover_by_themselves_when_redis_comes_back() {
+    let db = Database::create();
+    let port = Redis::free_port();
+    let mut redis = Redis::start(port);
+    let url = format!("postgres://postgres@127.0.0.1:5432/{}", db.0);
+    let pod = |name: &'static str| {
+        let (url, redis_url) = (url.clone(), redis.url());
+        async move {
+            RelayProcess::start(
+                &relay_bin(),
+                &[],
+                &[
+                    ("DATABASE_URL", url.as_str()),
+                    ("REDIS_URL", redis_url.as_str()),
+                    ("REPOWIRE_REDIS_PREFIX", "outage"),
+                    ("REPOWIRE_POD_ID", name),
+                    ("REPOWIRE_PRESENCE_TTL_SECS", "3"),
+                    (
+                        "REPOWIRE_JWT_SECRET",
+                        "outage-test-secret-outage-test-secret",
+                    ),
+                ],
+            )
+            .await
+        }
+    };
+    let a_pod = pod("pod-a").await;
+    let key = a_pod.first_key.clone().expect("key");
+    let b_pod = pod("pod-b").await;
+    let mut a = TestClient::connect(&a_pod.http, &a_pod.ws, &key).await;
+    let mut b = TestClient::connect(&b_pod.http, &b_pod.ws, &key).await;
+    let alice = a.peer("alice", "dev").await;
+    let bob = b.peer("bob", "dev").await;
+    let first = a
+        .notify(&alice, bob.peer_id.as_str(), "before")
+        .await
+        .expect("accepted");
+    assert_eq!(
+        b.delivered_to(&bob.peer_id).await.message.message_id,
+        first.message_id
+    );
+
+    // Redis goes away: both pods say so on /readyz; sends are still accepted (persisted).
+    redis.stop();
+    until("pod a not ready", async || readyz(&a_pod.http).await == 503).await;
+    until("pod b not ready", async || readyz(&b_pod.http).await == 503).await;
+    let mut during = Vec::new();
+    for i in 0..5 {
+        let sent = a
+            .notify(&alice, bob.peer_id.as_str(), &format!("during {i}"))
+            .await
+            .expect("accepted");
+        during.push(sent.message_id);
+    }
+
+    // It comes back (empty: it keeps nothing on disk). Without any restart the pods are ready
+    // again and bob, still connected to pod b, gets every message sent meanwhile.
+    let _redis = Redis::start(port);
+    until("pod a ready", async || readyz(&a_pod.http).await == 200).await;
+    until("pod b ready", async || readyz(&b_pod.http).await == 200).await;
+    let mut got = std::collections::HashSet::new();
+    while !during.iter().all(|id| got.contains(id)) {
+        let d = b.delivered_to(&bob.peer_id).await;
+        got.insert(d.message.message_id);
+        b.receipt(&bob.peer_id, d.message.message_id, ReceiptState::Delivered)
+            .await;
+    }
+    // And live forwarding works again.
+    let after = a
+        .notify(&alice, bob.peer_id.as_str(), "after")
+        .await
+        .expect("accepted");
+    loop {
+        let d = b.delivered_to(&bob.peer_id).await;
+        if d.message.message_id == after.message_id {
+            break;
+        }
+    }
+}
