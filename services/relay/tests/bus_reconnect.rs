@@ -35,16 +35,23 @@ async fn a_dropped_subscription_comes_back_by_itself() {
         key_id: "key-after-kill".into(),
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut told = false;
     loop {
         bus.to_all(&event).await.expect("publish");
-        if let Ok(Some(got)) = tokio::time::timeout(Duration::from_millis(100), events.recv()).await
-        {
-            assert_eq!(got, event);
-            break;
+        match tokio::time::timeout(Duration::from_millis(100), events.recv()).await {
+            // The pod is told the subscription broke and came back (it then recovers).
+            Ok(Some(BusEvent::Resubscribed)) => told = true,
+            Ok(Some(got)) => {
+                assert_eq!(got, event);
+                break;
+            }
+            Ok(None) => panic!("the subscription channel closed"),
+            Err(_) => {}
         }
         assert!(
             tokio::time::Instant::now() < deadline,
             "the subscription never came back"
         );
     }
+    assert!(told, "the re-subscription was not reported");
 }
