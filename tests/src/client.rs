@@ -20,6 +20,8 @@ pub struct TestClient {
     ws: Ws,
     buffered: VecDeque<Frame>,
     pub tenant_id: String,
+    /// How long a read waits for a frame ([`WAIT`] unless changed with [`TestClient::patience`]).
+    wait: std::time::Duration,
 }
 
 /// A `notify` frame from `from` to the name `to`, in the sender's own circle.
@@ -75,6 +77,7 @@ impl TestClient {
             ws,
             buffered: VecDeque::new(),
             tenant_id: token.tenant_id,
+            wait: WAIT,
         };
         let id = c
             .send(Body::Hello(Hello {
@@ -95,6 +98,7 @@ impl TestClient {
             ws,
             buffered: VecDeque::new(),
             tenant_id: String::new(),
+            wait: WAIT,
         }
     }
 
@@ -118,7 +122,7 @@ impl TestClient {
     /// The next frame from the socket (not the buffer). Panics on close or after [`WAIT`].
     async fn read(&mut self) -> Frame {
         loop {
-            let msg = tokio::time::timeout(WAIT, self.ws.next())
+            let msg = tokio::time::timeout(self.wait, self.ws.next())
                 .await
                 .expect("timed out waiting for a frame")
                 .expect("connection closed")
@@ -146,6 +150,12 @@ impl TestClient {
             }
             self.buffered.push_back(f);
         }
+    }
+
+    /// Waits up to `wait` for each frame from now on (for answers that depend on a dependency's
+    /// timeout, such as a database outage).
+    pub fn patience(&mut self, wait: std::time::Duration) {
+        self.wait = wait;
     }
 
     /// The next frame (buffered first), or `None` once the connection is closed, broken, or

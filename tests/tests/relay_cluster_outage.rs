@@ -192,3 +192,174 @@ async fn pods_recover_by_themselves_when_redis_comes_back() {
         }
     }
 }
+
+/// A private Postgres cluster on its own port (initdb + pg_ctl), so stopping it disturbs nothing
+/// else. As root the server runs as the `postgres` user, as Postgres requires.
+struct PrivatePostgres {
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+impl PrivatePostgres {
+    fn bin(name: &str) -> String {
+        let mut versions: Vec<String> = std::fs::read_dir("/usr/lib/postgresql")
+            .expect("Postgres server binaries (scripts/test installs them)")
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect();
+        versions.sort_by_key(|v| v.parse::<u32>().unwrap_or(0));
+        format!(
+            "/usr/lib/postgresql/{}/bin/{name}",
+            versions.last().expect("a version")
+        )
+    }
+
+    fn run(&self, program: &str, args: &[&str]) {
+        let root = Command::new("id")
+            .arg("-u")
+            .output()
+            .map(|o| o.stdout == b"0\n")
+            .unwrap_or(false);
+        let mut cmd = if root {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--", &Self::bin(program)]);
+            c
+        } else {
+            Command::new(Self::bin(program))
+        };
+        let out = cmd.args(args).output().expect(program);
+        assert!(
+            out.status.success(),
+            "{program}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn create() -> Self {
+        let dir = tempfile::tempdir().expect("dir");
+        let _ = Command::new("chown")
+            .args(["postgres", &dir.path().to_string_lossy()])
+            .status();
+        let pg = Self {
+            port: Redis::free_port(),
+            dir,
+        };
+        let data = pg.data();
+        pg.run("initdb", &["-D", &data, "-A", "trust", "-U", "postgres"]);
+        pg.start();
+        pg
+    }
+
+    fn data(&self) -> String {
+        self.dir.path().join("data").to_string_lossy().into_owned()
+    }
+
+    fn start(&self) {
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1",
+            self.port,
+            self.dir.path().display()
+        );
+        let log = self.dir.path().join("log").to_string_lossy().into_owned();
+        self.run(
+            "pg_ctl",
+            &["-D", &self.data(), "-o", &opts, "-l", &log, "-w", "start"],
+        );
+    }
+
+    fn stop(&self) {
+        self.run(
+            "pg_ctl",
+            &["-D", &self.data(), "-m", "immediate", "-w", "stop"],
+        );
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+}
+
+impl Drop for PrivatePostgres {
+    fn drop(&mut self) {
+        let data = self.data();
+        let _ = std::panic::catch_unwind(|| {
+            self.run("pg_ctl", &["-D", &data, "-m", "immediate", "-w", "stop"])
+        });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_refuse_explicitly_while_postgres_is_down_and_recover() {
+    let pg = PrivatePostgres::create();
+    let redis = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let prefix = format!("repowire-test-{}", uuid::Uuid::new_v4().simple());
+    let pod = |name: &'static str| {
+        let (url, redis, prefix) = (pg.url(), redis.clone(), prefix.clone());
+        async move {
+            RelayProcess::start(
+                &relay_bin(),
+                &[],
+                &[
+                    ("DATABASE_URL", url.as_str()),
+                    ("REDIS_URL", redis.as_str()),
+                    ("REPOWIRE_REDIS_PREFIX", prefix.as_str()),
+                    ("REPOWIRE_POD_ID", name),
+                    (
+                        "REPOWIRE_JWT_SECRET",
+                        "outage-test-secret-outage-test-secret",
+                    ),
+                ],
+            )
+            .await
+        }
+    };
+    let a_pod = pod("pod-a").await;
+    let key = a_pod.first_key.clone().expect("key");
+    let b_pod = pod("pod-b").await;
+    let mut a = TestClient::connect(&a_pod.http, &a_pod.ws, &key).await;
+    let mut b = TestClient::connect(&b_pod.http, &b_pod.ws, &key).await;
+    let alice = a.peer("alice", "dev").await;
+    let bob = b.peer("bob", "dev").await;
+    let before = a
+        .notify(&alice, bob.peer_id.as_str(), "before")
+        .await
+        .expect("accepted");
+    assert_eq!(
+        b.delivered_to(&bob.peer_id).await.message.message_id,
+        before.message_id
+    );
+
+    // Postgres goes away: not ready, and a send is refused with `unavailable` — never accepted.
+    pg.stop();
+    until("pod a not ready", async || readyz(&a_pod.http).await == 503).await;
+    until("pod b not ready", async || readyz(&b_pod.http).await == 503).await;
+    let frame = Frame::new(Body::Notify(Notify {
+        from: alice.peer_id.clone(),
+        to: bob.peer_id.to_string(),
+        circle: None,
+        text: "during".into(),
+    }));
+    a.send_frame(&frame).await;
+    // The refusal comes once the pool gives up reaching the database (its acquire timeout,
+    // possibly twice: the handler's lookup, then the write).
+    a.patience(Duration::from_secs(60));
+    let refused = a
+        .answer(frame.id)
+        .await
+        .expect_err("not accepted while the database is down");
+    assert_eq!(refused.code, ErrorCode::Unavailable, "{refused:?}");
+
+    // It comes back: ready again without a restart, and the same frame (same id) is accepted
+    // and delivered once.
+    pg.start();
+    until("pod a ready", async || readyz(&a_pod.http).await == 200).await;
+    until("pod b ready", async || readyz(&b_pod.http).await == 200).await;
+    a.send_frame(&frame).await;
+    match a.answer(frame.id).await {
+        Ok(Body::Accepted(acc)) => assert_eq!(acc.message_id, frame.id),
+        other => panic!("the retry was not accepted: {other:?}"),
+    }
+    assert_eq!(
+        b.delivered_to(&bob.peer_id).await.message.message_id,
+        frame.id
+    );
+}
