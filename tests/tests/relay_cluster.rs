@@ -77,6 +77,12 @@ async fn peers_on_two_pods_ask_ack_and_list_each_other() {
     let alice = a.peer("alice", "dev").await;
     let bob = b.peer("bob", "dev").await;
 
+    // A second "bob" in the same circle, on the other pod, gets a suffix as on one relay.
+    let mut twin = TestClient::connect(&a_pod.http, &a_pod.ws, &key).await;
+    let bob2 = twin.peer("bob", "dev").await;
+    assert_eq!(bob2.name, "bob-2");
+    drop(twin);
+
     // Bob's arrival on pod b is announced to alice's connection on pod a.
     let online = a
         .expect(|f| match &f.body {

@@ -260,21 +260,29 @@ impl Hub {
 
     /// Binds a peer to a connection, choosing its display name: `base`, else `base-2`,
     /// `base-3` … — the first not held by another live peer of the same circle.
-    pub fn bind_peer(
+    pub fn bind_peer(&self, conn: ConnId, record: PeerRecord, base: &str, now_ms: i64) -> Bound {
+        self.bind_peer_avoiding(conn, record, base, now_ms, &[])
+    }
+
+    /// Like [`Hub::bind_peer`], also avoiding names live peers of the same circle hold on
+    /// other pods of the cluster.
+    pub fn bind_peer_avoiding(
         &self,
         conn: ConnId,
         mut record: PeerRecord,
         base: &str,
         now_ms: i64,
+        taken_elsewhere: &[String],
     ) -> Bound {
         let mut tenants = self.lock();
         let t = tenants.entry(record.tenant_id.clone()).or_default();
         let taken = |name: &str| {
-            t.peers.values().any(|p| {
-                p.record.peer_id != record.peer_id
-                    && p.record.circle == record.circle
-                    && p.record.name == name
-            })
+            taken_elsewhere.iter().any(|n| n == name)
+                || t.peers.values().any(|p| {
+                    p.record.peer_id != record.peer_id
+                        && p.record.circle == record.circle
+                        && p.record.name == name
+                })
         };
         let mut name = base.to_owned();
         let mut n = 2;

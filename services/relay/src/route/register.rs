@@ -99,7 +99,20 @@ pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled
         }
     };
 
-    let mut bound = s.state.hub.bind_peer(s.conn, record, &base, now);
+    // Names live peers of the circle hold on other pods count as taken too.
+    let elsewhere: Vec<String> = s
+        .state
+        .cluster
+        .remote_live(&s.tenant_id)
+        .await
+        .into_values()
+        .filter(|p| p.circle == record.circle && p.peer_id != record.peer_id)
+        .map(|p| p.name)
+        .collect();
+    let mut bound = s
+        .state
+        .hub
+        .bind_peer_avoiding(s.conn, record, &base, now, &elsewhere);
     let peer_id = bound.record.peer_id.clone();
     if let Err(e) = s.state.store.upsert_peer(&bound.record).await {
         // Nothing changed: a binding this replaced (re-register, takeover) comes back, with a
