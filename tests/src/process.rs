@@ -125,3 +125,39 @@ impl RelayProcess {
             .expect("wait")
     }
 }
+
+/// A fresh Postgres database on the machine's server (127.0.0.1:5432, user postgres), dropped
+/// when this is dropped.
+pub struct TempDatabase(String);
+
+impl TempDatabase {
+    /// Creates it, named `{prefix}_<random>`.
+    pub fn create(prefix: &str) -> Self {
+        let name = format!("{prefix}_{}", uuid::Uuid::new_v4().simple());
+        let out = std::process::Command::new("psql")
+            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-qc"])
+            .arg(format!("CREATE DATABASE {name}"))
+            .output()
+            .expect("psql");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self(name)
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:5432/{}", self.0)
+    }
+}
+
+impl Drop for TempDatabase {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("psql")
+            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-qc"])
+            .arg(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.0))
+            .output();
+    }
+}

@@ -2,47 +2,13 @@
 //! peer on the other, gets the ack's reply back, sees its delivery states, and both pods list
 //! the same live peers.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use repowire_e2e::client::TestClient;
-use repowire_e2e::process::{RelayProcess, relay_bin};
+use repowire_e2e::process::{RelayProcess, TempDatabase, relay_bin};
 use repowire_protocol::*;
 
-/// A fresh Postgres database for this test, dropped at the end.
-struct Database(String);
-
-impl Database {
-    fn create() -> Self {
-        let name = format!("repowire_cluster_{}", uuid::Uuid::new_v4().simple());
-        let out = Command::new("psql")
-            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-qc"])
-            .arg(format!("CREATE DATABASE {name}"))
-            .output()
-            .expect("psql");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Self(name)
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:5432/{}", self.0)
-    }
-}
-
-impl Drop for Database {
-    fn drop(&mut self) {
-        let _ = Command::new("psql")
-            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-qc"])
-            .arg(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.0))
-            .output();
-    }
-}
-
-async fn pod(db: &Database, prefix: &str, name: &str) -> RelayProcess {
+async fn pod(db: &TempDatabase, prefix: &str, name: &str) -> RelayProcess {
     let redis = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     RelayProcess::start(
         &relay_bin(),
@@ -63,7 +29,7 @@ async fn pod(db: &Database, prefix: &str, name: &str) -> RelayProcess {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peers_on_two_pods_ask_ack_and_list_each_other() {
-    let db = Database::create();
+    let db = TempDatabase::create("repowire_cluster");
     let prefix = format!("repowire-test-{}", uuid::Uuid::new_v4().simple());
     let a_pod = pod(&db, &prefix, "pod-a").await;
     let key = a_pod
@@ -173,7 +139,7 @@ async fn peers_on_two_pods_ask_ack_and_list_each_other() {
 /// every client) each exactly once.
 async fn the_receivers_pod_goes_away_mid_stream(signal: &str) {
     const MESSAGES: usize = 300;
-    let db = Database::create();
+    let db = TempDatabase::create("repowire_cluster");
     let prefix = format!("repowire-test-{}", uuid::Uuid::new_v4().simple());
     let a_pod = pod(&db, &prefix, "pod-a").await;
     let key = a_pod.first_key.clone().expect("key");
@@ -287,7 +253,7 @@ async fn sigterm_drain_of_the_receivers_pod_loses_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_reclaimed_on_another_pod_is_let_go_by_the_first() {
-    let db = Database::create();
+    let db = TempDatabase::create("repowire_cluster");
     let prefix = format!("repowire-test-{}", uuid::Uuid::new_v4().simple());
     let a_pod = pod(&db, &prefix, "pod-a").await;
     let key = a_pod.first_key.clone().expect("key");

@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use repowire_e2e::client::TestClient;
-use repowire_e2e::process::{RelayProcess, relay_bin};
+use repowire_e2e::process::{RelayProcess, TempDatabase, relay_bin};
 use repowire_protocol::*;
 
 struct Redis {
@@ -69,34 +69,6 @@ impl Drop for Redis {
     }
 }
 
-struct Database(String);
-
-impl Database {
-    fn create() -> Self {
-        let name = format!("repowire_outage_{}", uuid::Uuid::new_v4().simple());
-        let out = Command::new("psql")
-            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-qc"])
-            .arg(format!("CREATE DATABASE {name}"))
-            .output()
-            .expect("psql");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Self(name)
-    }
-}
-
-impl Drop for Database {
-    fn drop(&mut self) {
-        let _ = Command::new("psql")
-            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-qc"])
-            .arg(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.0))
-            .output();
-    }
-}
-
 async fn readyz(http: &str) -> u16 {
     reqwest::get(format!("{http}/readyz"))
         .await
@@ -114,10 +86,10 @@ async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_recover_by_themselves_when_redis_comes_back() {
-    let db = Database::create();
+    let db = TempDatabase::create("repowire_outage");
     let port = Redis::free_port();
     let mut redis = Redis::start(port);
-    let url = format!("postgres://postgres@127.0.0.1:5432/{}", db.0);
+    let url = db.url();
     let pod = |name: &'static str| {
         let (url, redis_url) = (url.clone(), redis.url());
         async move {
