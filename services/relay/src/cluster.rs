@@ -20,13 +20,18 @@ use crate::bus::{Bus, BusEvent, Presence};
 use crate::hub::{Hub, LivePeer, Outbound};
 use crate::state::AppState;
 
-/// A frame to pass to the pod holding a peer.
+/// What leaves this pod through the bus, in order.
 #[derive(Debug)]
-struct Forward {
-    tenant_id: String,
-    peer_id: String,
-    seq: Option<i64>,
-    frame: Outbound,
+enum Outgoing {
+    /// A frame for the pod holding a peer.
+    Forward {
+        tenant_id: String,
+        peer_id: String,
+        seq: Option<i64>,
+        frame: Outbound,
+    },
+    /// A frame for every pod's connections of a tenant.
+    Tenant(BusEvent),
 }
 
 /// This pod's view of the cluster.
@@ -34,7 +39,7 @@ struct Forward {
 pub struct Cluster {
     bus: Arc<dyn Bus>,
     ttl: Duration,
-    forwards: mpsc::UnboundedSender<Forward>,
+    forwards: mpsc::UnboundedSender<Outgoing>,
 }
 
 impl Cluster {
@@ -57,7 +62,7 @@ impl Cluster {
 
     /// A frame for a peer not live in this process: to the pod that holds it, if any.
     pub fn forward(&self, tenant_id: &str, peer_id: &str, seq: Option<i64>, frame: Outbound) {
-        let _ = self.forwards.send(Forward {
+        let _ = self.forwards.send(Outgoing::Forward {
             tenant_id: tenant_id.to_owned(),
             peer_id: peer_id.to_owned(),
             seq,
@@ -121,17 +126,12 @@ impl Cluster {
     /// A frame for every connection of the tenant on the other pods (this pod's own
     /// connections are served by the caller).
     pub fn to_tenant(&self, tenant_id: &str, frame: &Outbound) {
-        let event = BusEvent::ToTenant {
+        // Through the ordered task: a peer's online/updated/offline frames keep their order.
+        let _ = self.forwards.send(Outgoing::Tenant(BusEvent::ToTenant {
             tenant_id: tenant_id.to_owned(),
             frame: frame.to_string(),
             origin: self.pod().to_owned(),
-        };
-        let bus = self.bus.clone();
-        tokio::spawn(async move {
-            if let Err(error) = bus.to_all(&event).await {
-                tracing::warn!(%error, "could not tell the other pods");
-            }
-        });
+        }));
     }
 
     /// Tells every pod (this one too) that a key was revoked.
@@ -176,21 +176,35 @@ pub fn with_presence(mut info: PeerInfo, p: &Presence) -> PeerInfo {
     info
 }
 
-async fn forward_in_order(bus: Arc<dyn Bus>, mut rx: mpsc::UnboundedReceiver<Forward>) {
-    while let Some(f) = rx.recv().await {
-        let holder = match bus.presence(&f.tenant_id, &f.peer_id).await {
+async fn forward_in_order(bus: Arc<dyn Bus>, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
+    while let Some(out) = rx.recv().await {
+        let (tenant_id, peer_id, seq, frame) = match out {
+            Outgoing::Forward {
+                tenant_id,
+                peer_id,
+                seq,
+                frame,
+            } => (tenant_id, peer_id, seq, frame),
+            Outgoing::Tenant(event) => {
+                if let Err(error) = bus.to_all(&event).await {
+                    tracing::warn!(%error, "could not tell the other pods");
+                }
+                continue;
+            }
+        };
+        let holder = match bus.presence(&tenant_id, &peer_id).await {
             Ok(Some(p)) if p.pod != bus.pod() => p.pod,
             Ok(_) => continue, // offline: the entry waits in the inbox
             Err(error) => {
-                tracing::warn!(%error, peer = %f.peer_id, "cannot look up presence; the entry waits in the inbox");
+                tracing::warn!(%error, peer = %peer_id, "cannot look up presence; the entry waits in the inbox");
                 continue;
             }
         };
         let event = BusEvent::ToPeer {
-            tenant_id: f.tenant_id,
-            peer_id: f.peer_id,
-            seq: f.seq,
-            frame: f.frame.to_string(),
+            tenant_id,
+            peer_id,
+            seq,
+            frame: frame.to_string(),
         };
         if let Err(error) = bus.to_pod(&holder, &event).await {
             tracing::warn!(%error, pod = %holder, "could not forward; the entry waits in the inbox");

@@ -320,13 +320,17 @@ impl Hub {
         }
     }
 
-    /// Puts a live peer back into catch-up (same binding), so its pending inbox entries are
-    /// pushed again in order — after the cluster bus was down and forwards may have been lost.
-    /// Returns the connection and binding epoch for the catch-up task.
+    /// Puts a live peer back into catch-up, so its pending inbox entries are pushed again in
+    /// order — after the cluster bus was down and forwards may have been lost. The binding gets
+    /// a new epoch, so a catch-up or replay still running for the old one stops at its next
+    /// step instead of interleaving with the new catch-up. Returns the connection and epoch.
     pub fn restart_catch_up(&self, tenant_id: &str, peer_id: &str) -> Option<(ConnId, u64)> {
+        let epoch = self.next_epoch.fetch_add(1, Ordering::Relaxed) + 1;
         let mut tenants = self.lock();
         let p = tenants.get_mut(tenant_id)?.peers.get_mut(peer_id)?;
         p.catching_up = true;
+        p.replaying = false;
+        p.epoch = epoch;
         Some((p.conn, p.epoch))
     }
 
