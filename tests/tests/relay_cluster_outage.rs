@@ -131,6 +131,15 @@ async fn pods_recover_by_themselves_when_redis_comes_back() {
     redis.stop();
     until("pod a not ready", async || readyz(&a_pod.http).await == 503).await;
     until("pod b not ready", async || readyz(&b_pod.http).await == 503).await;
+    // A broadcast's recipients on other pods are unknown without Redis: refused, not shrunk.
+    let refused = a
+        .submit(Body::Broadcast(Broadcast {
+            from: alice.peer_id.clone(),
+            text: "to whom?".into(),
+        }))
+        .await
+        .expect_err("a broadcast needs the cluster's presence");
+    assert_eq!(refused.code, ErrorCode::Unavailable, "{refused:?}");
     let mut during = Vec::new();
     for i in 0..5 {
         let sent = a

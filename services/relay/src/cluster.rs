@@ -144,19 +144,31 @@ impl Cluster {
         }
     }
 
-    /// Peers of the tenant live on other pods, by peer id. Unknown (bus down) is empty.
+    /// Peers of the tenant live on other pods, by peer id. Unknown (bus down) is empty: for
+    /// lists and name resolution they then look offline, which is safe.
     pub async fn remote_live(&self, tenant_id: &str) -> HashMap<String, Presence> {
-        match self.bus.tenant_presence(tenant_id).await {
-            Ok(list) => list
-                .into_iter()
-                .filter(|p| p.pod != self.pod())
-                .map(|p| (p.peer_id.clone(), p))
-                .collect(),
-            Err(error) => {
+        self.remote_live_strict(tenant_id)
+            .await
+            .unwrap_or_else(|error| {
                 tracing::warn!(%error, "cannot read presence; peers on other pods look offline");
                 HashMap::new()
-            }
-        }
+            })
+    }
+
+    /// Like [`Cluster::remote_live`], failing when the bus is unreachable (for callers whose
+    /// answer would be wrong without it, such as a broadcast's recipient list).
+    pub async fn remote_live_strict(
+        &self,
+        tenant_id: &str,
+    ) -> crate::bus::Result<HashMap<String, Presence>> {
+        Ok(self
+            .bus
+            .tenant_presence(tenant_id)
+            .await?
+            .into_iter()
+            .filter(|p| p.pod != self.pod())
+            .map(|p| (p.peer_id.clone(), p))
+            .collect())
     }
 }
 

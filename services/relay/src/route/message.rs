@@ -177,11 +177,20 @@ pub(super) async fn broadcast(
         .map(LivePeer::summary)
         .collect();
     // And the circle's peers live on other pods of the cluster.
-    let elsewhere: Vec<PeerSummary> = s
+    // Without the bus, the recipients on other pods are unknown: refuse rather than send to
+    // fewer peers than the circle has.
+    let remote = s
         .state
         .cluster
-        .remote_live(&s.tenant_id)
+        .remote_live_strict(&s.tenant_id)
         .await
+        .map_err(|e| {
+            Refusal::new(
+                ErrorCode::Unavailable,
+                format!("cannot reach the cluster's presence ({e}); nothing was sent, try again"),
+            )
+        })?;
+    let elsewhere: Vec<PeerSummary> = remote
         .into_values()
         .filter(|p| p.circle == sender.record.circle && p.peer_id != sender.record.peer_id)
         .filter(|p| !recipients.iter().any(|r| r.peer_id.as_str() == p.peer_id))
