@@ -253,6 +253,11 @@ impl Response {
     }
 }
 
+/// A string field of an API value for display (`-` when absent).
+pub fn text(v: &Value, key: &str) -> String {
+    v.get(key).and_then(Value::as_str).unwrap_or("-").to_owned()
+}
+
 /// Why a call to the daemon failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {

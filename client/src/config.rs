@@ -248,6 +248,19 @@ fn hostname() -> String {
     }
 }
 
+/// Writes a file only its owner can read (keys, secrets, scratch text for tmux).
+pub fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?
+        .write_all(contents.as_bytes())
+}
+
 /// Creates the state directory with owner-only permissions.
 pub fn ensure_home(home: &Path) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;

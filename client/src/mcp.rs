@@ -16,6 +16,7 @@ use rmcp::{ErrorData, ServerHandler, ServiceExt, schemars, tool, tool_handler, t
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::api::text as s;
 use crate::api::{self, CallError, Outgoing, Request, SendKind};
 
 /// The longest `wait_on_ack` may block.
@@ -180,10 +181,6 @@ fn describe_error(e: CallError) -> String {
         }
         other => other.to_string(),
     }
-}
-
-fn s(v: &Value, k: &str) -> String {
-    v.get(k).and_then(Value::as_str).unwrap_or("-").to_owned()
 }
 
 impl RepowireMcp {

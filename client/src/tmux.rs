@@ -133,7 +133,7 @@ pub async fn paste(
     text: &str,
     file: &Path,
 ) -> Result<(), TmuxError> {
-    write_private(file, text)?;
+    crate::config::write_private(file, text)?;
     let loaded = run(
         socket,
         "load-buffer",
@@ -164,18 +164,6 @@ pub async fn enter(socket: Option<&str>, pane: &str) -> Result<(), TmuxError> {
     let mut cmd = TmuxCommand::new_full("send-keys");
     cmd.push_option("-t", pane.to_owned()).push_param("Enter");
     run(socket, "send-keys Enter", cmd).await.map(drop)
-}
-
-fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    f.write_all(text.as_bytes())
 }
 
 #[cfg(test)]

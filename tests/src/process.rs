@@ -103,6 +103,29 @@ impl RelayProcess {
         }
     }
 
+    /// One pod of a cluster: the relay on a shared Postgres database and Redis (`prefix`
+    /// scopes its keys), named `pod`, with a JWT secret every pod of the tests shares.
+    pub async fn start_pod(
+        database_url: &str,
+        redis_url: &str,
+        prefix: &str,
+        pod: &str,
+        extra_env: &[(&str, &str)],
+    ) -> Self {
+        let mut env = vec![
+            ("DATABASE_URL", database_url),
+            ("REDIS_URL", redis_url),
+            ("REPOWIRE_REDIS_PREFIX", prefix),
+            ("REPOWIRE_POD_ID", pod),
+            (
+                "REPOWIRE_JWT_SECRET",
+                "cluster-test-secret-cluster-test-secret",
+            ),
+        ];
+        env.extend_from_slice(extra_env);
+        Self::start(&relay_bin(), &[], &env).await
+    }
+
     /// Process id.
     pub fn pid(&self) -> u32 {
         self.child.id().expect("running")

@@ -5,26 +5,12 @@
 use std::time::{Duration, Instant};
 
 use repowire_e2e::client::TestClient;
-use repowire_e2e::process::{RelayProcess, TempDatabase, relay_bin};
+use repowire_e2e::process::{RelayProcess, TempDatabase};
 use repowire_protocol::*;
 
 async fn pod(db: &TempDatabase, prefix: &str, name: &str) -> RelayProcess {
     let redis = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    RelayProcess::start(
-        &relay_bin(),
-        &[],
-        &[
-            ("DATABASE_URL", &db.url()),
-            ("REDIS_URL", &redis),
-            ("REPOWIRE_REDIS_PREFIX", prefix),
-            ("REPOWIRE_POD_ID", name),
-            (
-                "REPOWIRE_JWT_SECRET",
-                "cluster-test-secret-cluster-test-secret",
-            ),
-        ],
-    )
-    .await
+    RelayProcess::start_pod(&db.url(), &redis, prefix, name, &[]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

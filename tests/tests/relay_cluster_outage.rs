@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use repowire_e2e::client::TestClient;
-use repowire_e2e::process::{RelayProcess, TempDatabase, relay_bin};
+use repowire_e2e::process::{RelayProcess, TempDatabase};
 use repowire_protocol::*;
 
 struct Redis {
@@ -90,26 +90,15 @@ async fn pods_recover_by_themselves_when_redis_comes_back() {
     let port = Redis::free_port();
     let mut redis = Redis::start(port);
     let url = db.url();
+    let redis_url = redis.url();
     let pod = |name: &'static str| {
-        let (url, redis_url) = (url.clone(), redis.url());
-        async move {
-            RelayProcess::start(
-                &relay_bin(),
-                &[],
-                &[
-                    ("DATABASE_URL", url.as_str()),
-                    ("REDIS_URL", redis_url.as_str()),
-                    ("REPOWIRE_REDIS_PREFIX", "outage"),
-                    ("REPOWIRE_POD_ID", name),
-                    ("REPOWIRE_PRESENCE_TTL_SECS", "3"),
-                    (
-                        "REPOWIRE_JWT_SECRET",
-                        "outage-test-secret-outage-test-secret",
-                    ),
-                ],
-            )
-            .await
-        }
+        RelayProcess::start_pod(
+            &url,
+            &redis_url,
+            "outage",
+            name,
+            &[("REPOWIRE_PRESENCE_TTL_SECS", "3")],
+        )
     };
     let a_pod = pod("pod-a").await;
     let key = a_pod.first_key.clone().expect("key");
@@ -273,26 +262,8 @@ async fn pods_refuse_explicitly_while_postgres_is_down_and_recover() {
     let pg = PrivatePostgres::create();
     let redis = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let prefix = format!("repowire-test-{}", uuid::Uuid::new_v4().simple());
-    let pod = |name: &'static str| {
-        let (url, redis, prefix) = (pg.url(), redis.clone(), prefix.clone());
-        async move {
-            RelayProcess::start(
-                &relay_bin(),
-                &[],
-                &[
-                    ("DATABASE_URL", url.as_str()),
-                    ("REDIS_URL", redis.as_str()),
-                    ("REPOWIRE_REDIS_PREFIX", prefix.as_str()),
-                    ("REPOWIRE_POD_ID", name),
-                    (
-                        "REPOWIRE_JWT_SECRET",
-                        "outage-test-secret-outage-test-secret",
-                    ),
-                ],
-            )
-            .await
-        }
-    };
+    let url = pg.url();
+    let pod = |name: &'static str| RelayProcess::start_pod(&url, &redis, &prefix, name, &[]);
     let a_pod = pod("pod-a").await;
     let key = a_pod.first_key.clone().expect("key");
     let b_pod = pod("pod-b").await;

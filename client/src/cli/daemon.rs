@@ -147,7 +147,7 @@ fn stop(config: &Config) -> anyhow::Result<ExitCode> {
 }
 
 fn print_status(status: &Value) {
-    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("-").to_owned();
+    let s = crate::api::text;
     let link = status.get("link").cloned().unwrap_or(Value::Null);
     let embedded = status
         .get("embedded")

@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::Subcommand;
 use serde_json::Value;
 
+use crate::api::text as s;
 use crate::api::{Outgoing, Request, SendKind};
 use crate::config::Config;
 
@@ -129,10 +130,6 @@ pub enum PeerCommand {
 }
 
 const TIMEOUT: Duration = Duration::from_secs(15);
-
-fn s(v: &Value, k: &str) -> String {
-    v.get(k).and_then(Value::as_str).unwrap_or("-").to_owned()
-}
 
 /// Runs a peer command.
 pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {

@@ -7,6 +7,7 @@ use clap::Subcommand;
 use serde_json::Value;
 
 use crate::api::Request;
+use crate::api::text as s;
 use crate::config::Config;
 
 /// Session commands.
@@ -21,10 +22,6 @@ pub enum SessionCommand {
         #[arg(long)]
         json: bool,
     },
-}
-
-fn s(v: &Value, k: &str) -> String {
-    v.get(k).and_then(Value::as_str).unwrap_or("-").to_owned()
 }
 
 /// Runs a session command.

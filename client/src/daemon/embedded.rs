@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::link::Endpoint;
+use crate::config::write_private;
 
 /// A running embedded relay.
 pub struct EmbeddedRelay {
@@ -88,7 +89,7 @@ async fn api_key(store: &dyn Store, dir: &Path) -> anyhow::Result<String> {
             .text
         }
     };
-    write_private(&path, &key)?;
+    write_private(&path, &key).with_context(|| format!("writing {}", path.display()))?;
     Ok(key)
 }
 
@@ -100,20 +101,6 @@ fn secret(dir: &Path) -> anyhow::Result<String> {
     let s: String = (0..32)
         .map(|_| format!("{:02x}", rand::random::<u8>()))
         .collect();
-    write_private(&path, &s)?;
+    write_private(&path, &s).with_context(|| format!("writing {}", path.display()))?;
     Ok(s)
-}
-
-fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("writing {}", path.display()))?;
-    f.write_all(contents.as_bytes())?;
-    Ok(())
 }

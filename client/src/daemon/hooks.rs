@@ -12,7 +12,7 @@ use std::time::Duration;
 use repowire_protocol::{Message, MessageKind, ReceiptState, TurnState};
 use serde_json::{Value, json};
 
-use super::store::{InboxRow, SessionRow, now_ms};
+use super::store::{InboxRow, SessionRow};
 use super::{Daemon, ops};
 use crate::api::ApiError;
 use crate::sanitize;
@@ -174,13 +174,11 @@ impl Daemon {
                 .map_err(ops::store_error)?;
             existing = Some(previous);
         }
+        let (role, circle) = match &existing {
+            Some(e) => (e.role.as_str(), e.circle.as_str()),
+            None => ("agent", self.settings.circle.as_str()),
+        };
         let row = SessionRow {
-            session_id: session_id.to_owned(),
-            backend: "claude-code".into(),
-            role: existing.as_ref().map_or("agent".into(), |e| e.role.clone()),
-            circle: existing
-                .as_ref()
-                .map_or(self.settings.circle.clone(), |e| e.circle.clone()),
             path: field(call.payload, "cwd").map(str::to_owned),
             pane: call
                 .tmux_pane
@@ -195,10 +193,7 @@ impl Daemon {
             peer_id: existing.as_ref().and_then(|e| e.peer_id.clone()),
             name: existing.as_ref().and_then(|e| e.name.clone()),
             turn_state: "idle".into(),
-            active: true,
-            handoff: false,
-            started_at_ms: now_ms(),
-            ended_at_ms: None,
+            ..SessionRow::new(session_id.to_owned(), "claude-code", role, circle)
         };
         self.store
             .upsert_session(&row)

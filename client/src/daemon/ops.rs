@@ -131,25 +131,7 @@ impl Daemon {
         if let Some(cli) = sessions.into_iter().find(|s| s.session_id == CLI_SESSION) {
             return Ok(cli);
         }
-        let row = SessionRow {
-            session_id: CLI_SESSION.into(),
-            backend: "cli".into(),
-            role: "human".into(),
-            circle: self.settings.circle.clone(),
-            path: None,
-            pane: None,
-            tmux_socket: None,
-            agent_pid: None,
-            agent_start: None,
-            transcript: None,
-            peer_id: None,
-            name: None,
-            turn_state: "unknown".into(),
-            active: true,
-            handoff: false,
-            started_at_ms: now_ms(),
-            ended_at_ms: None,
-        };
+        let row = SessionRow::new(CLI_SESSION.into(), "cli", "human", &self.settings.circle);
         self.store.upsert_session(&row).await.map_err(store_error)?;
         Ok(row)
     }

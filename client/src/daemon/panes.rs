@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::store::{SessionRow, now_ms};
+use super::store::SessionRow;
 use super::{Daemon, ops};
 use crate::api::ApiError;
 use crate::tmux;
@@ -102,24 +102,20 @@ impl Daemon {
             ));
         }
         let row = SessionRow {
-            session_id: format!("linked-{}-{agent}", pane.trim_start_matches('%')),
-            backend: backend.to_owned(),
-            role: "agent".into(),
-            circle: self.settings.circle.clone(),
             path: Some(info.path.clone()).filter(|p| !p.is_empty()),
             pane: Some(info.pane_id.clone()),
             tmux_socket: socket.map(str::to_owned),
             agent_pid: Some(i64::from(agent)),
             agent_start: crate::procinfo::start_time(agent),
-            transcript: None,
-            peer_id: None,
-            name: None,
             turn_state: "idle".into(),
-            active: true,
             // Its own hooks, when they fire, name the runtime's session id: they take it over.
             handoff: true,
-            started_at_ms: now_ms(),
-            ended_at_ms: None,
+            ..SessionRow::new(
+                format!("linked-{}-{agent}", pane.trim_start_matches('%')),
+                backend,
+                "agent",
+                &self.settings.circle,
+            )
         };
         self.store
             .upsert_session(&row)

@@ -105,6 +105,31 @@ pub struct SessionRow {
     pub ended_at_ms: Option<i64>,
 }
 
+impl SessionRow {
+    /// A new, active session with nothing known yet but who it is.
+    pub fn new(session_id: String, backend: &str, role: &str, circle: &str) -> Self {
+        Self {
+            session_id,
+            backend: backend.to_owned(),
+            role: role.to_owned(),
+            circle: circle.to_owned(),
+            path: None,
+            pane: None,
+            tmux_socket: None,
+            agent_pid: None,
+            agent_start: None,
+            transcript: None,
+            peer_id: None,
+            name: None,
+            turn_state: "unknown".into(),
+            active: true,
+            handoff: false,
+            started_at_ms: now_ms(),
+            ended_at_ms: None,
+        }
+    }
+}
+
 /// A message in the local inbox.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct InboxRow {

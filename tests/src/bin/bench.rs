@@ -584,25 +584,7 @@ async fn main() -> anyhow::Result<()> {
 async fn cross_pod(db: &str, redis: &str, key: &str, count: u32) -> anyhow::Result<()> {
     let prefix = format!("repowire-bench-{}", std::process::id());
     let pod = |name: &'static str| {
-        let prefix = prefix.clone();
-        async move {
-            RelayProcess::start(
-                &relay_bin(),
-                &[],
-                &[
-                    ("REPOWIRE_SEND_RATE", "0"),
-                    ("DATABASE_URL", db),
-                    ("REDIS_URL", redis),
-                    ("REPOWIRE_REDIS_PREFIX", prefix.as_str()),
-                    ("REPOWIRE_POD_ID", name),
-                    (
-                        "REPOWIRE_JWT_SECRET",
-                        "bench-secret-bench-secret-bench-secret",
-                    ),
-                ],
-            )
-            .await
-        }
+        RelayProcess::start_pod(db, redis, &prefix, name, &[("REPOWIRE_SEND_RATE", "0")])
     };
     let a = pod("bench-a").await;
     let b = pod("bench-b").await;
