@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod client;
+pub mod otlp;
 pub mod process;
 
 use std::time::Duration;

@@ -300,3 +300,121 @@ async fn a_peer_reclaimed_on_another_pod_is_let_go_by_the_first() {
         "a message went to the old connection"
     );
 }
+
+/// One message's path across two pods is one trace: the ask continues the sender's
+/// `traceparent` on pod a, pod b's push of it and bob's receipt continue pod a's span, and the
+/// `delivered` state forwarded back to pod a continues the receipt's span. The pods export to a
+/// real OTLP/gRPC endpoint (the protocol's own service definition, served in this test) and
+/// flush on SIGTERM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_message_across_two_pods_is_one_trace() {
+    use repowire_e2e::otlp::Collector;
+    let collector = Collector::start().await;
+    let db = TempDatabase::create("repowire_cluster");
+    let prefix = format!("repowire-test-{}", uuid::Uuid::new_v4().simple());
+    let redis = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint.as_str())];
+    let a_pod = RelayProcess::start_pod(&db.url(), &redis, &prefix, "pod-a", &env).await;
+    let key = a_pod.first_key.clone().expect("key");
+    let b_pod = RelayProcess::start_pod(&db.url(), &redis, &prefix, "pod-b", &env).await;
+    let mut a = TestClient::connect(&a_pod.http, &a_pod.ws, &key).await;
+    let mut b = TestClient::connect(&b_pod.http, &b_pod.ws, &key).await;
+    let alice = a.peer("alice", "dev").await;
+    let bob = b.peer("bob", "dev").await;
+
+    // The sender's own span: a trace id and span id of this run.
+    let trace_id = uuid::Uuid::new_v4().simple().to_string();
+    let client_span = uuid::Uuid::new_v4().simple().to_string()[..16].to_owned();
+    let parts = |tp: &str| -> (String, String) {
+        let p: Vec<&str> = tp.split('-').collect();
+        (p[1].to_owned(), p[2].to_owned())
+    };
+    let ask = Frame::new(Body::Ask(Ask {
+        from: alice.peer_id.clone(),
+        to: bob.peer_id.to_string(),
+        circle: None,
+        text: "traced?".into(),
+        reply_to: None,
+        question: None,
+    }))
+    .traced(Some(format!("00-{trace_id}-{client_span}-01")));
+    a.send_frame(&ask).await;
+    let accepted_tp = a
+        .expect(|f| match &f.body {
+            Body::Accepted(acc) if acc.re == ask.id => Some(f.traceparent.clone()),
+            Body::Error(e) if e.re == Some(ask.id) => panic!("ask refused: {e:?}"),
+            _ => None,
+        })
+        .await
+        .expect("`accepted` carries the trace");
+    let (t, ask_span) = parts(&accepted_tp);
+    assert_eq!(t, trace_id, "the relay continues the sender's trace");
+    assert_ne!(
+        ask_span, client_span,
+        "pod a's span is a child of the sender's"
+    );
+
+    // Pod b pushes the deliver with pod a's span as its parent.
+    let (deliver_tp, message_id) = b
+        .expect(|f| match &f.body {
+            Body::Deliver(d) if d.to == bob.peer_id => {
+                Some((f.traceparent.clone(), d.message.message_id))
+            }
+            _ => None,
+        })
+        .await;
+    let deliver_tp = deliver_tp.expect("`deliver` carries the trace");
+    assert_eq!(parts(&deliver_tp), (trace_id.clone(), ask_span.clone()));
+
+    // Bob's receipt continues the deliver's trace; the state comes back to alice on pod a.
+    let receipt = Frame::new(Body::Receipt(Receipt {
+        peer_id: bob.peer_id.clone(),
+        message_id,
+        state: ReceiptState::Delivered,
+        reason: None,
+    }))
+    .traced(Some(deliver_tp.clone()));
+    b.send_frame(&receipt).await;
+    let delivery_tp = a
+        .expect(|f| match &f.body {
+            Body::Delivery(d)
+                if d.message_id == message_id && d.state == DeliveryState::Delivered =>
+            {
+                Some(f.traceparent.clone())
+            }
+            _ => None,
+        })
+        .await
+        .expect("`delivery` carries the trace");
+    let (t, receipt_span) = parts(&delivery_tp);
+    assert_eq!(t, trace_id);
+
+    // Both pods flush their spans when they drain.
+    for p in [a_pod, b_pod] {
+        p.signal("TERM");
+        assert!(p.wait(Duration::from_secs(15)).await.success());
+    }
+    let spans: Vec<_> = collector
+        .spans()
+        .into_iter()
+        .filter(|s| s.trace_id == trace_id)
+        .collect();
+    let find = |instance: &str, name: &str| {
+        spans
+            .iter()
+            .find(|s| s.instance == instance && s.name == name)
+            .unwrap_or_else(|| panic!("no `{name}` span from {instance} in {spans:#?}"))
+            .clone()
+    };
+    let ask_a = find("pod-a", "ask");
+    assert_eq!(ask_a.service, "repowire-relay");
+    assert_eq!(ask_a.span_id, ask_span);
+    assert_eq!(ask_a.parent_span_id, client_span);
+    let forwarded_b = find("pod-b", "forward deliver");
+    assert_eq!(forwarded_b.parent_span_id, ask_span);
+    let receipt_b = find("pod-b", "receipt");
+    assert_eq!(receipt_b.parent_span_id, ask_span);
+    assert_eq!(receipt_b.span_id, receipt_span);
+    let back_a = find("pod-a", "forward frame");
+    assert_eq!(back_a.parent_span_id, receipt_span);
+}

@@ -342,7 +342,7 @@ impl Daemon {
         {
             Ok(moved) => {
                 for id in moved {
-                    self.receipt(&after.peer_id, &id, ReceiptState::Injected, None)
+                    self.receipt(&after.peer_id, &id, ReceiptState::Injected, None, None)
                         .await;
                 }
             }

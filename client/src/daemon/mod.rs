@@ -502,7 +502,7 @@ impl Daemon {
                         .await;
                 }
             }
-            Body::Deliver(d) => self.on_deliver(d).await,
+            Body::Deliver(d) => self.on_deliver(d, frame.traceparent.as_deref()).await,
             Body::Delivery(d) => {
                 let _ = self
                     .store
@@ -552,7 +552,9 @@ impl Daemon {
         }
     }
 
-    async fn on_deliver(self: &Arc<Self>, d: &repowire_protocol::Deliver) {
+    /// A pushed message: stored, receipted (continuing the deliver's trace, so the relay's
+    /// trace of the message includes its arrival here), then the agent is woken.
+    async fn on_deliver(self: &Arc<Self>, d: &repowire_protocol::Deliver, trace: Option<&str>) {
         let message_id = d.message.message_id.to_string();
         let to = d.to.as_str();
         let session = self
@@ -567,6 +569,7 @@ impl Daemon {
                 &message_id,
                 ReceiptState::Failed,
                 Some("no active session holds this peer on the recipient's machine".into()),
+                trace,
             )
             .await;
             return;
@@ -579,7 +582,7 @@ impl Daemon {
                 return;
             }
         };
-        self.receipt(to, &message_id, ReceiptState::Delivered, None)
+        self.receipt(to, &message_id, ReceiptState::Delivered, None, trace)
             .await;
         if !fresh {
             return;
@@ -597,22 +600,27 @@ impl Daemon {
     /// Sends a receipt (idempotent; no answer on success). An `injected` or `failed` receipt
     /// that cannot be sent now is remembered and sent after the next registration; a
     /// `delivered` one needs no memory: the relay pushes the entry again until it gets it.
+    /// `trace` is the `traceparent` of the message's `deliver`, when at hand.
     pub async fn receipt(
         &self,
         peer_id: &str,
         message_id: &str,
         state: ReceiptState,
         reason: Option<String>,
+        trace: Option<&str>,
     ) {
         let Ok(id) = message_id.parse() else {
             return;
         };
-        let sent = self.link.send(&Frame::new(Body::Receipt(Receipt {
-            peer_id: PeerId(peer_id.to_owned()),
-            message_id: id,
-            state,
-            reason,
-        })));
+        let sent = self.link.send(
+            &Frame::new(Body::Receipt(Receipt {
+                peer_id: PeerId(peer_id.to_owned()),
+                message_id: id,
+                state,
+                reason,
+            }))
+            .traced(trace.map(str::to_owned)),
+        );
         tracing::debug!(peer = peer_id, msg = message_id, ?state, sent, "receipt");
         if !sent && state != ReceiptState::Delivered {
             let _ = self
@@ -670,7 +678,7 @@ impl Daemon {
             .await
             .map_err(ops::store_error)?
         {
-            self.receipt(peer, &id, ReceiptState::Failed, Some(reason.into()))
+            self.receipt(peer, &id, ReceiptState::Failed, Some(reason.into()), None)
                 .await;
         }
         for id in self

@@ -18,6 +18,10 @@ pub struct Frame {
     pub v: u32,
     /// Frame id (UUIDv7), minted by the sender.
     pub id: MessageId,
+    /// W3C trace context (`traceparent`) of the span this frame belongs to, when the sender
+    /// traces: the relay continues it, and hands it on in the frames a message causes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
     /// The typed body; its `type` tag sits beside `v` and `id`.
     #[serde(flatten)]
     pub body: Body,
@@ -34,8 +38,16 @@ impl Frame {
         Self {
             v: crate::PROTOCOL_VERSION,
             id,
+            traceparent: None,
             body,
         }
+    }
+
+    /// The same frame, carrying a trace context.
+    #[must_use]
+    pub fn traced(mut self, traceparent: Option<String>) -> Self {
+        self.traceparent = traceparent;
+        self
     }
 }
 

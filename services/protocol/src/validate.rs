@@ -99,7 +99,34 @@ fn question(q: &Question) -> Result {
 }
 
 /// Validates a decoded frame.
+/// True for a W3C `traceparent` of version `00`: `00-<32 hex>-<16 hex>-<2 hex>`, lowercase,
+/// with a trace id and a parent id that are not all zeros.
+pub fn is_valid_traceparent(s: &str) -> bool {
+    let hex = |p: &str, len: usize| {
+        p.len() == len && p.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    };
+    let parts: Vec<&str> = s.split('-').collect();
+    matches!(parts.as_slice(), [version, trace, parent, flags]
+        if *version == "00"
+            && hex(trace, 32)
+            && hex(parent, 16)
+            && hex(flags, 2)
+            && trace.bytes().any(|b| b != b'0')
+            && parent.bytes().any(|b| b != b'0'))
+}
+
 pub(crate) fn frame(frame: &Frame) -> Result {
+    if let Some(tp) = &frame.traceparent
+        && !is_valid_traceparent(tp)
+    {
+        return Err(invalid(
+            "`traceparent` must be a W3C trace context: 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>, lowercase, ids not all zero",
+        ));
+    }
+    body(frame)
+}
+
+fn body(frame: &Frame) -> Result {
     match &frame.body {
         Body::Hello(h) => bounded("client", &h.client, MAX_SHORT_BYTES),
         Body::Register(r) => {

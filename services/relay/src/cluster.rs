@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use crate::bus::{Bus, BusEvent, Presence};
 use crate::hub::{Hub, LivePeer, Outbound};
 use crate::state::AppState;
+use crate::telemetry::Trace;
 
 /// What leaves this pod through the bus, in order.
 #[derive(Debug)]
@@ -29,6 +30,7 @@ enum Outgoing {
         peer_id: String,
         seq: Option<i64>,
         frame: Outbound,
+        traceparent: Option<String>,
     },
     /// A frame for every pod's connections of a tenant.
     Tenant(BusEvent),
@@ -67,6 +69,7 @@ impl Cluster {
             peer_id: peer_id.to_owned(),
             seq,
             frame,
+            traceparent: crate::telemetry::current_traceparent(),
         });
     }
 
@@ -190,13 +193,14 @@ pub fn with_presence(mut info: PeerInfo, p: &Presence) -> PeerInfo {
 
 async fn forward_in_order(bus: Arc<dyn Bus>, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
     while let Some(out) = rx.recv().await {
-        let (tenant_id, peer_id, seq, frame) = match out {
+        let (tenant_id, peer_id, seq, frame, traceparent) = match out {
             Outgoing::Forward {
                 tenant_id,
                 peer_id,
                 seq,
                 frame,
-            } => (tenant_id, peer_id, seq, frame),
+                traceparent,
+            } => (tenant_id, peer_id, seq, frame, traceparent),
             Outgoing::Tenant(event) => {
                 if let Err(error) = bus.to_all(&event).await {
                     tracing::warn!(%error, "could not tell the other pods");
@@ -217,6 +221,7 @@ async fn forward_in_order(bus: Arc<dyn Bus>, mut rx: mpsc::UnboundedReceiver<Out
             peer_id,
             seq,
             frame: frame.to_string(),
+            traceparent,
         };
         if let Err(error) = bus.to_pod(&holder, &event).await {
             tracing::warn!(%error, pod = %holder, "could not forward; the entry waits in the inbox");
@@ -277,18 +282,24 @@ fn apply(state: &AppState, event: BusEvent) {
         BusEvent::ToPeer {
             tenant_id,
             peer_id,
-            seq: Some(seq),
+            seq,
             frame,
+            traceparent,
         } => {
-            hub.deliver_live(&tenant_id, &peer_id, seq, || frame.into_boxed_str());
-        }
-        BusEvent::ToPeer {
-            tenant_id,
-            peer_id,
-            seq: None,
-            frame,
-        } => {
-            hub.send_to_peer(&tenant_id, &peer_id, frame.into_boxed_str());
+            // This pod's part of the message's trace: the push to the connection it holds.
+            let name = if seq.is_some() {
+                "forward deliver"
+            } else {
+                "forward frame"
+            };
+            Trace::start(name, "consumer", traceparent.as_deref()).in_scope(|| match seq {
+                Some(seq) => {
+                    hub.deliver_live(&tenant_id, &peer_id, seq, || frame.into_boxed_str());
+                }
+                None => {
+                    hub.send_to_peer(&tenant_id, &peer_id, frame.into_boxed_str());
+                }
+            });
         }
         BusEvent::ToTenant {
             tenant_id,

@@ -270,6 +270,10 @@ pub struct RelayConfig {
         global = true
     )]
     pub write_batch: usize,
+    /// OTLP/gRPC collector for traces (e.g. `http://otel-collector:4317`); unset: no export.
+    /// The standard `OTEL_*` variables (service name, sampler, batch delays) apply as well.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", global = true)]
+    pub otlp_endpoint: Option<String>,
     /// Log format: `json` or `text`.
     #[arg(
         long,

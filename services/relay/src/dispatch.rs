@@ -19,8 +19,10 @@ use crate::store::*;
 use crate::writer::{AfterCommit, Origin};
 
 /// Encodes a frame for the outbound queues.
+/// Encodes a frame for the outbound queues, carrying the current trace (see
+/// [`crate::telemetry`]).
 pub fn frame_text(body: Body) -> Outbound {
-    encode(&Frame::new(body)).into_boxed_str()
+    encode(&Frame::new(body).traced(crate::telemetry::current_traceparent())).into_boxed_str()
 }
 
 fn message_id(s: &str) -> MessageId {
@@ -350,6 +352,32 @@ impl Dispatcher {
 
 impl AfterCommit for Dispatcher {
     fn committed(&self, op: &WriteOp, outcome: &WriteOutcome, origin: Option<&Origin>) {
+        match origin {
+            Some(o) => o.trace.in_scope(|| self.dispatch(op, outcome, origin)),
+            None => self.dispatch(op, outcome, origin),
+        }
+    }
+
+    fn failed(&self, _op: &WriteOp, error: &StoreError, origin: Option<&Origin>) {
+        let refuse = || {
+            self.refuse(
+                origin,
+                ErrorCode::Unavailable,
+                format!(
+                    "storage is unavailable; nothing was accepted, retry with the same id ({})",
+                    error_kind(error)
+                ),
+            );
+        };
+        match origin {
+            Some(o) => o.trace.in_scope(refuse),
+            None => refuse(),
+        }
+    }
+}
+
+impl Dispatcher {
+    fn dispatch(&self, op: &WriteOp, outcome: &WriteOutcome, origin: Option<&Origin>) {
         match (op, outcome) {
             (WriteOp::Accept(m), WriteOutcome::Accept(o)) => self.accept(m, o, origin),
             (WriteOp::Close(c), WriteOutcome::Close(o)) => self.close(c, o, origin),
@@ -372,17 +400,6 @@ impl AfterCommit for Dispatcher {
             }
             (op, outcome) => tracing::error!(?op, ?outcome, "write outcome does not match its op"),
         }
-    }
-
-    fn failed(&self, _op: &WriteOp, error: &StoreError, origin: Option<&Origin>) {
-        self.refuse(
-            origin,
-            ErrorCode::Unavailable,
-            format!(
-                "storage is unavailable; nothing was accepted, retry with the same id ({})",
-                error_kind(error)
-            ),
-        );
     }
 }
 

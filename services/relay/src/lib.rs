@@ -33,6 +33,7 @@ pub mod route;
 pub mod state;
 pub mod store;
 pub mod sweeper;
+pub mod telemetry;
 pub mod tls;
 pub mod token;
 pub mod writer;

@@ -12,13 +12,15 @@ use repowire_relay::config::{AdminCommand, Command, KeyCommand, TenantCommand};
 use repowire_relay::store::Store;
 use repowire_relay::store::postgres::PgStore;
 use repowire_relay::store::sqlite::SqliteStore;
+use repowire_relay::telemetry::Exporter;
 use repowire_relay::token::Tokens;
 use repowire_relay::{AppState, Config, RelayConfig, admin};
 use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {
-    let config = Config::parse();
-    init_tracing(&config.relay.log_format);
+    let mut config = Config::parse();
+    // One pod id for the whole process: the cluster and the trace resource both name it.
+    config.relay.pod_id = Some(config.relay.pod());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -29,7 +31,20 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(config)) {
+    // The span exporter runs on this runtime, so it is set up inside it.
+    let exporter = match runtime.block_on(async { init_tracing(&config.relay) }) {
+        Ok(exporter) => exporter,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(run(config));
+    if let Some(exporter) = exporter {
+        // The runtime's workers are still running: they send the last spans.
+        exporter.shutdown();
+    }
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -38,14 +53,37 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_tracing(format: &str) {
+/// Logs to stdout (JSON or text, filtered by `RUST_LOG`) and, with an OTLP endpoint, spans to
+/// the collector.
+fn init_tracing(relay: &RelayConfig) -> anyhow::Result<Option<Exporter>> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    if format == "text" {
-        builder.init();
+    let logs = if relay.log_format == "text" {
+        tracing_subscriber::fmt::layer().with_filter(filter).boxed()
     } else {
-        builder.json().flatten_event(true).init();
+        tracing_subscriber::fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_filter(filter)
+            .boxed()
+    };
+    let registry = tracing_subscriber::registry().with(logs);
+    match relay.otlp_endpoint.as_deref().filter(|e| !e.is_empty()) {
+        Some(endpoint) => {
+            let pod = relay.pod();
+            let (exporter, spans) = Exporter::otlp(endpoint, &pod)
+                .with_context(|| format!("setting up OTLP export to {endpoint}"))?;
+            registry.with(spans).init();
+            tracing::info!(%endpoint, %pod, "exporting traces over OTLP");
+            Ok(Some(exporter))
+        }
+        None => {
+            registry.init();
+            Ok(None)
+        }
     }
 }
 

@@ -32,6 +32,8 @@ pub struct Origin {
     pub recipients: Vec<PeerSummary>,
     /// When the frame arrived.
     pub started: Instant,
+    /// The request's trace: current while its outcome is dispatched.
+    pub trace: crate::telemetry::Trace,
 }
 
 /// Receives outcomes after commit, in commit order. Must not block.

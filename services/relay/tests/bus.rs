@@ -145,6 +145,7 @@ async fn redis_events_reach_the_addressed_pod_and_broadcasts_reach_all() {
         peer_id: "p".into(),
         seq: Some(7),
         frame: "{}".into(),
+        traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into()),
     };
     a.to_pod("pod-b", &to_b).await.expect("publish");
     let revoked = BusEvent::KeyRevoked {

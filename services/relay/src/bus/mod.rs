@@ -47,6 +47,9 @@ pub enum BusEvent {
         seq: Option<i64>,
         /// The frame, encoded.
         frame: String,
+        /// The trace the frame belongs to (W3C `traceparent`), for the receiving pod's span.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        traceparent: Option<String>,
     },
     /// A frame for every connection of a tenant (`presence`), from pod `origin`.
     ToTenant {

@@ -26,6 +26,7 @@ use crate::dispatch::frame_text;
 use crate::hub::{ConnId, LivePeer};
 use crate::state::AppState;
 use crate::store::WriteOp;
+use crate::telemetry::Trace;
 use crate::writer::Origin;
 
 /// One authenticated connection's context.
@@ -156,6 +157,7 @@ impl Session {
             re,
             recipients,
             started,
+            trace: crate::telemetry::request(),
         };
         self.state
             .writer
@@ -167,7 +169,25 @@ impl Session {
 /// Handles one decoded client frame.
 pub async fn handle(s: &Session, frame: Frame, started: Instant) {
     let id = frame.id;
-    let result = match frame.body {
+    let trace = Trace::start(
+        frame.body.type_name(),
+        "server",
+        frame.traceparent.as_deref(),
+    );
+    trace
+        .span()
+        .record("repowire.frame_id", tracing::field::display(id));
+    let result = trace
+        .clone()
+        .scope(handle_body(s, id, frame.body, started))
+        .await;
+    if let Err(refusal) = result {
+        trace.in_scope(|| s.refuse(Some(id), refusal));
+    }
+}
+
+async fn handle_body(s: &Session, id: MessageId, body: Body, started: Instant) -> Handled {
+    match body {
         Body::Hello(_) => Err(Refusal::new(
             ErrorCode::UnexpectedFrame,
             "`hello` was already received",
@@ -193,8 +213,5 @@ pub async fn handle(s: &Session, frame: Frame, started: Instant) {
                 other.type_name()
             ),
         )),
-    };
-    if let Err(refusal) = result {
-        s.refuse(Some(id), refusal);
     }
 }
