@@ -147,6 +147,26 @@ impl Cluster {
         }
     }
 
+    /// Whether other pods may hold peers of this relay's tenants.
+    pub fn shared(&self) -> bool {
+        self.bus.shared()
+    }
+
+    /// Where a peer is live if it is on another pod. Unknown (bus down) is `None`: the peer
+    /// then looks offline, which is safe (its entries wait in its inbox).
+    pub async fn live_elsewhere(&self, tenant_id: &str, peer_id: &str) -> Option<Presence> {
+        if !self.bus.shared() {
+            return None;
+        }
+        match self.bus.presence(tenant_id, peer_id).await {
+            Ok(p) => p.filter(|p| p.pod != self.pod()),
+            Err(error) => {
+                tracing::warn!(%error, peer = %peer_id, "cannot read presence; the peer looks offline");
+                None
+            }
+        }
+    }
+
     /// Peers of the tenant live on other pods, by peer id. Unknown (bus down) is empty: for
     /// lists and name resolution they then look offline, which is safe.
     pub async fn remote_live(&self, tenant_id: &str) -> HashMap<String, Presence> {
@@ -164,6 +184,9 @@ impl Cluster {
         &self,
         tenant_id: &str,
     ) -> crate::bus::Result<HashMap<String, Presence>> {
+        if !self.bus.shared() {
+            return Ok(HashMap::new());
+        }
         Ok(self
             .bus
             .tenant_presence(tenant_id)

@@ -45,6 +45,10 @@ impl Bus for MemoryBus {
         &self.pod
     }
 
+    fn shared(&self) -> bool {
+        false
+    }
+
     async fn ping(&self) -> Result<()> {
         Ok(())
     }

@@ -104,6 +104,11 @@ pub struct Presence {
 pub trait Bus: Send + Sync + std::fmt::Debug {
     /// This pod's id.
     fn pod(&self) -> &str;
+    /// Whether other pods share this bus (false for a single process: every live peer is then
+    /// this pod's own, and presence lookups can be skipped).
+    fn shared(&self) -> bool {
+        true
+    }
     /// Reachability (for `/readyz`).
     async fn ping(&self) -> Result<()>;
     /// Sends an event to one pod.

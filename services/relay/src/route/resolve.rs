@@ -39,23 +39,10 @@ pub(super) async fn resolve(
         .filter(|p| in_scope(&p.record.circle, &p.record.role))
         .map(LivePeer::summary)
         .collect();
-    // Live on other pods of the cluster.
-    let elsewhere: Vec<PeerSummary> = s
-        .state
-        .cluster
-        .remote_live(&s.tenant_id)
-        .await
-        .into_values()
-        .filter(|p| p.name == to && in_scope(&p.circle, &p.role))
-        .filter(|p| !live.iter().any(|l| l.peer_id.as_str() == p.peer_id))
-        .map(|p| PeerSummary {
-            peer_id: p.peer_id.into(),
-            name: p.name,
-            circle: p.circle,
-        })
-        .collect();
-    live.extend(elsewhere);
-    let candidates = if live.is_empty() {
+    // The stored peers of that name: the offline candidates, and in a cluster the ones to
+    // look up on other pods (a few presence reads, not the whole tenant's).
+    let cluster = &s.state.cluster;
+    let stored: Vec<PeerSummary> = if live.is_empty() || cluster.shared() {
         s.state
             .store
             .peers_named(&s.tenant_id, to)
@@ -65,8 +52,19 @@ pub(super) async fn resolve(
             .map(summary)
             .collect()
     } else {
-        live
+        Vec::new()
     };
+    for p in &stored {
+        if !live.iter().any(|l| l.peer_id == p.peer_id)
+            && cluster
+                .live_elsewhere(&s.tenant_id, p.peer_id.as_str())
+                .await
+                .is_some()
+        {
+            live.push(p.clone());
+        }
+    }
+    let candidates = if live.is_empty() { stored } else { live };
     match candidates.len() {
         1 => Ok(candidates
             .into_iter()

@@ -427,18 +427,9 @@ macro_rules! impl_store {
                 let key = |r: &ReceiptOp| (r.tenant_id.clone(), r.peer_id.clone(), r.message_id.clone());
                 let mut entries: HashMap<Key, EntryRow> = HashMap::new();
                 for chunk in rs.chunks(CHUNK) {
-                    let mut qb = sqlx::QueryBuilder::<$db>::new(
-                        "SELECT i.tenant_id, i.peer_id, i.message_id, i.seq, CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END AS state, \
-                         i.state AS row_state, p.delivered_seq AS cursor, m.from_peer_id, m.correlation_id \
-                         FROM inbox i JOIN messages m ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id \
-                         JOIN peers p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
-                         WHERE (i.tenant_id, i.peer_id, i.message_id) IN (",
-                    );
-                    qb.push_values(chunk, |mut b, (_, r)| {
-                        b.push_bind(r.tenant_id.as_str()).push_bind(r.peer_id.as_str()).push_bind(r.message_id.as_str());
-                    });
-                    qb.push(")");
-                    let rows: Vec<EntryRow> = qb.build_query_as().fetch_all(&mut *conn).await?;
+                    // Per dialect (postgres.rs, sqlite.rs): the lookup must go key by key
+                    // through the unique (tenant, message, peer) index whatever the statistics say.
+                    let rows: Vec<EntryRow> = Self::receipt_entries(conn, chunk).await?;
                     for row in rows {
                         entries.insert((row.tenant_id.clone(), row.peer_id.clone(), row.message_id.clone()), row);
                     }
@@ -585,17 +576,8 @@ macro_rules! impl_store {
                 // 1. Ids already stored (retries, or reuse with other content).
                 let mut existing: HashMap<(String, String), (String, Option<String>)> = HashMap::new();
                 for chunk in ms.chunks(CHUNK) {
-                    let mut qb = sqlx::QueryBuilder::<$db>::new(
-                        "SELECT tenant_id, message_id, content_hash, correlation_id FROM messages \
-                         WHERE (tenant_id, message_id) IN (",
-                    );
-                    qb.push_values(chunk, |mut b, (_, m)| {
-                        b.push_bind(m.tenant_id.as_str()).push_bind(m.message_id.as_str());
-                    });
-                    qb.push(")");
-                    let rows: Vec<(String, String, String, Option<String>)> =
-                        qb.build_query_as().fetch_all(&mut *conn).await?;
-                    for (t, id, hash, cid) in rows {
+                    // Per dialect, like `receipt_entries`.
+                    for (t, id, hash, cid) in Self::stored_messages(conn, chunk).await? {
                         existing.insert((t, id), (hash, cid));
                     }
                 }

@@ -43,3 +43,46 @@ impl SqliteStore {
 }
 
 super::sql::impl_store!(SqliteStore, sqlx::Sqlite, "sqlite", "BEGIN IMMEDIATE", "");
+
+/// A stored message's tenant, id, content hash and correlation id.
+type StoredId = (String, String, String, Option<String>);
+
+impl SqliteStore {
+    /// Which of these messages are stored already (retries, reused ids).
+    async fn stored_messages(
+        conn: &mut sqlx::SqliteConnection,
+        ms: &[(usize, &super::NewMessage)],
+    ) -> super::Result<Vec<StoredId>> {
+        let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "SELECT tenant_id, message_id, content_hash, correlation_id FROM messages \
+             WHERE (tenant_id, message_id) IN (",
+        );
+        qb.push_values(ms, |mut b, (_, m)| {
+            b.push_bind(m.tenant_id.as_str())
+                .push_bind(m.message_id.as_str());
+        });
+        qb.push(")");
+        Ok(qb.build_query_as().fetch_all(&mut *conn).await?)
+    }
+
+    /// The inbox entries receipts name, with their effective state and their peer's cursor.
+    async fn receipt_entries(
+        conn: &mut sqlx::SqliteConnection,
+        keys: &[(usize, &super::ReceiptOp)],
+    ) -> super::Result<Vec<EntryRow>> {
+        let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "SELECT i.tenant_id, i.peer_id, i.message_id, i.seq, CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END AS state, \
+             i.state AS row_state, p.delivered_seq AS cursor, m.from_peer_id, m.correlation_id \
+             FROM inbox i JOIN messages m ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id \
+             JOIN peers p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
+             WHERE (i.tenant_id, i.peer_id, i.message_id) IN (",
+        );
+        qb.push_values(keys, |mut b, (_, r)| {
+            b.push_bind(r.tenant_id.as_str())
+                .push_bind(r.peer_id.as_str())
+                .push_bind(r.message_id.as_str());
+        });
+        qb.push(")");
+        Ok(qb.build_query_as().fetch_all(&mut *conn).await?)
+    }
+}
