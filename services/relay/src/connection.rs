@@ -209,7 +209,7 @@ pub async fn serve(
                 break;
             }
             Some(out) = rx.recv() => {
-                if sink.send(Message::Text(String::from(out).into())).await.is_err() {
+                if write_queued(&mut sink, &mut rx, out).await.is_err() {
                     break;
                 }
             }
@@ -249,6 +249,31 @@ pub async fn serve(
     }
     tracing::debug!(tenant = %auth.tenant_id, conn, "connection closed");
 }
+
+/// Writes `first` and whatever else is already queued for this connection (up to
+/// [`WRITE_BATCH_BYTES`]) with one flush: under load a connection's frames leave in one system
+/// call instead of one each.
+async fn write_queued<S>(
+    sink: &mut S,
+    rx: &mut mpsc::Receiver<Outbound>,
+    first: Outbound,
+) -> Result<(), S::Error>
+where
+    S: futures::Sink<Message> + Unpin,
+{
+    let mut bytes = first.len();
+    sink.feed(Message::Text(String::from(first).into())).await?;
+    while bytes < WRITE_BATCH_BYTES {
+        let Ok(next) = rx.try_recv() else { break };
+        bytes += next.len();
+        sink.feed(Message::Text(String::from(next).into())).await?;
+    }
+    sink.flush().await
+}
+
+/// How much a batch of queued frames may hold before it is flushed (the socket's write buffer
+/// keeps this capacity afterwards, so it stays small).
+const WRITE_BATCH_BYTES: usize = 16 * 1024;
 
 async fn on_text(s: &Session, limiter: Option<&Limiter>, text: &str) {
     let started = Instant::now();
