@@ -42,6 +42,70 @@ super::sql::impl_store!(
 type StoredId = (String, String, String, Option<String>);
 
 impl PgStore {
+    /// Inserts message rows (skipping ids already stored); returns the (tenant, id) inserted.
+    /// One statement whatever the batch size: columns go as arrays, so it is prepared once and
+    /// binds 14 parameters instead of 14 per row.
+    async fn insert_messages(
+        conn: &mut sqlx::PgConnection,
+        ms: &[&super::NewMessage],
+    ) -> super::Result<Vec<(String, String)>> {
+        let text = |f: fn(&super::NewMessage) -> &str| -> Vec<&str> { ms.iter().map(|m| f(m)).collect() };
+        let opt = |f: fn(&super::NewMessage) -> Option<&str>| -> Vec<Option<&str>> {
+            ms.iter().map(|m| f(m)).collect()
+        };
+        let int = |f: fn(&super::NewMessage) -> i64| -> Vec<i64> { ms.iter().map(|m| f(m)).collect() };
+        Ok(sqlx::query_as(
+            "INSERT INTO messages (tenant_id, message_id, kind, from_peer_id, from_name, from_circle, \
+             body, correlation_id, reply_to, question, answer, content_hash, created_at_ms, expires_at_ms) \
+             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
+             $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::bigint[], $14::bigint[]) \
+             ON CONFLICT DO NOTHING RETURNING tenant_id, message_id",
+        )
+        .bind(text(|m| &m.tenant_id))
+        .bind(text(|m| &m.message_id))
+        .bind(text(|m| m.kind.as_str()))
+        .bind(text(|m| &m.from_peer_id))
+        .bind(text(|m| &m.from_name))
+        .bind(text(|m| &m.from_circle))
+        .bind(text(|m| &m.body))
+        .bind(opt(|m| m.correlation_id.as_deref()))
+        .bind(opt(|m| m.reply_to.as_deref()))
+        .bind(opt(|m| m.question.as_deref()))
+        .bind(opt(|m| m.answer.as_deref()))
+        .bind(text(|m| &m.content_hash))
+        .bind(int(|m| m.created_at_ms))
+        .bind(int(|m| m.expires_at_ms))
+        .fetch_all(&mut *conn)
+        .await?)
+    }
+
+    /// Inserts new (`accepted`) inbox entries, as arrays like [`PgStore::insert_messages`].
+    async fn insert_entries(
+        conn: &mut sqlx::PgConnection,
+        entries: &[(&super::NewMessage, &super::Enqueued)],
+    ) -> super::Result<()> {
+        let tenants: Vec<&str> = entries.iter().map(|(m, _)| m.tenant_id.as_str()).collect();
+        let peers: Vec<&str> = entries.iter().map(|(_, e)| e.peer_id.as_str()).collect();
+        let seqs: Vec<i64> = entries.iter().map(|(_, e)| e.seq).collect();
+        let ids: Vec<&str> = entries.iter().map(|(m, _)| m.message_id.as_str()).collect();
+        let created: Vec<i64> = entries.iter().map(|(m, _)| m.created_at_ms).collect();
+        let expires: Vec<i64> = entries.iter().map(|(m, _)| m.expires_at_ms).collect();
+        sqlx::query(
+            "INSERT INTO inbox (tenant_id, peer_id, seq, message_id, state, reason, updated_at_ms, expires_at_ms) \
+             SELECT t, p, s, id, 'accepted', NULL, c, x \
+             FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::bigint[]) AS k(t, p, s, id, c, x)",
+        )
+        .bind(tenants)
+        .bind(peers)
+        .bind(seqs)
+        .bind(ids)
+        .bind(created)
+        .bind(expires)
+        .execute(&mut *conn)
+        .await?;
+        Ok(())
+    }
+
     /// Which of these messages are stored already (retries, reused ids): a primary-key lookup
     /// per id, fenced like [`PgStore::receipt_entries`] (unfenced, a new database's planner
     /// hash-joined the whole `messages` table).

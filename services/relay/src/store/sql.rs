@@ -652,30 +652,9 @@ macro_rules! impl_store {
                 let insert: Vec<usize> = fresh.iter().copied().filter(|p| !failed.contains_key(p)).collect();
                 let mut inserted: HashSet<(String, String)> = HashSet::new();
                 for chunk in insert.chunks(CHUNK) {
-                    let mut qb = sqlx::QueryBuilder::<$db>::new(
-                        "INSERT INTO messages (tenant_id, message_id, kind, from_peer_id, from_name, from_circle, \
-                         body, correlation_id, reply_to, question, answer, content_hash, created_at_ms, expires_at_ms) ",
-                    );
-                    qb.push_values(chunk, |mut b, &pos| {
-                        let m = ms[pos].1;
-                        b.push_bind(m.tenant_id.as_str())
-                            .push_bind(m.message_id.as_str())
-                            .push_bind(m.kind.as_str())
-                            .push_bind(m.from_peer_id.as_str())
-                            .push_bind(m.from_name.as_str())
-                            .push_bind(m.from_circle.as_str())
-                            .push_bind(m.body.as_str())
-                            .push_bind(m.correlation_id.as_deref())
-                            .push_bind(m.reply_to.as_deref())
-                            .push_bind(m.question.as_deref())
-                            .push_bind(m.answer.as_deref())
-                            .push_bind(m.content_hash.as_str())
-                            .push_bind(m.created_at_ms)
-                            .push_bind(m.expires_at_ms);
-                    });
-                    qb.push(" ON CONFLICT DO NOTHING RETURNING tenant_id, message_id");
-                    let rows: Vec<(String, String)> = qb.build_query_as().fetch_all(&mut *conn).await?;
-                    inserted.extend(rows);
+                    let rows: Vec<&NewMessage> = chunk.iter().map(|&pos| ms[pos].1).collect();
+                    // Per dialect: returns the (tenant, id) of the rows inserted.
+                    inserted.extend(Self::insert_messages(conn, &rows).await?);
                 }
                 let mut cids: HashMap<usize, Option<String>> = HashMap::new();
                 for &pos in &insert {
@@ -693,21 +672,9 @@ macro_rules! impl_store {
                     .flat_map(|&pos| slots.get(&pos).into_iter().flatten().map(move |e| (pos, e)))
                     .collect();
                 for chunk in entries.chunks(CHUNK) {
-                    let mut qb = sqlx::QueryBuilder::<$db>::new(
-                        "INSERT INTO inbox (tenant_id, peer_id, seq, message_id, state, reason, updated_at_ms, expires_at_ms) ",
-                    );
-                    qb.push_values(chunk, |mut b, (pos, e)| {
-                        let m = ms[*pos].1;
-                        b.push_bind(m.tenant_id.as_str())
-                            .push_bind(e.peer_id.as_str())
-                            .push_bind(e.seq)
-                            .push_bind(m.message_id.as_str())
-                            .push_bind("accepted")
-                            .push_bind(None::<&str>)
-                            .push_bind(m.created_at_ms)
-                            .push_bind(m.expires_at_ms);
-                    });
-                    qb.build().execute(&mut *conn).await?;
+                    let rows: Vec<(&NewMessage, &Enqueued)> = chunk.iter().map(|&(pos, e)| (ms[pos].1, e)).collect();
+                    // Per dialect: new entries, all `accepted`.
+                    Self::insert_entries(conn, &rows).await?;
                 }
                 for (&pos, peers) in &refused {
                     Self::record_refusals(conn, ms[pos].1, peers).await?;

@@ -48,6 +48,57 @@ super::sql::impl_store!(SqliteStore, sqlx::Sqlite, "sqlite", "BEGIN IMMEDIATE", 
 type StoredId = (String, String, String, Option<String>);
 
 impl SqliteStore {
+    /// Inserts message rows (skipping ids already stored); returns the (tenant, id) inserted.
+    async fn insert_messages(
+        conn: &mut sqlx::SqliteConnection,
+        ms: &[&super::NewMessage],
+    ) -> super::Result<Vec<(String, String)>> {
+        let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "INSERT INTO messages (tenant_id, message_id, kind, from_peer_id, from_name, from_circle, \
+             body, correlation_id, reply_to, question, answer, content_hash, created_at_ms, expires_at_ms) ",
+        );
+        qb.push_values(ms, |mut b, m| {
+            b.push_bind(m.tenant_id.as_str())
+                .push_bind(m.message_id.as_str())
+                .push_bind(m.kind.as_str())
+                .push_bind(m.from_peer_id.as_str())
+                .push_bind(m.from_name.as_str())
+                .push_bind(m.from_circle.as_str())
+                .push_bind(m.body.as_str())
+                .push_bind(m.correlation_id.as_deref())
+                .push_bind(m.reply_to.as_deref())
+                .push_bind(m.question.as_deref())
+                .push_bind(m.answer.as_deref())
+                .push_bind(m.content_hash.as_str())
+                .push_bind(m.created_at_ms)
+                .push_bind(m.expires_at_ms);
+        });
+        qb.push(" ON CONFLICT DO NOTHING RETURNING tenant_id, message_id");
+        Ok(qb.build_query_as().fetch_all(&mut *conn).await?)
+    }
+
+    /// Inserts new (`accepted`) inbox entries.
+    async fn insert_entries(
+        conn: &mut sqlx::SqliteConnection,
+        entries: &[(&super::NewMessage, &super::Enqueued)],
+    ) -> super::Result<()> {
+        let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "INSERT INTO inbox (tenant_id, peer_id, seq, message_id, state, reason, updated_at_ms, expires_at_ms) ",
+        );
+        qb.push_values(entries, |mut b, (m, e)| {
+            b.push_bind(m.tenant_id.as_str())
+                .push_bind(e.peer_id.as_str())
+                .push_bind(e.seq)
+                .push_bind(m.message_id.as_str())
+                .push_bind("accepted")
+                .push_bind(None::<&str>)
+                .push_bind(m.created_at_ms)
+                .push_bind(m.expires_at_ms);
+        });
+        qb.build().execute(&mut *conn).await?;
+        Ok(())
+    }
+
     /// Which of these messages are stored already (retries, reused ids).
     async fn stored_messages(
         conn: &mut sqlx::SqliteConnection,
