@@ -47,6 +47,8 @@ pub struct Metrics {
     pub delivery_states: Family<StateLabel, Counter>,
     /// Connections closed for not keeping up.
     pub slow_consumers: Counter,
+    /// Write batches applied again after a concurrent transaction aborted them.
+    pub write_conflicts: Counter,
     /// Time from a message frame's arrival to its durable accept.
     pub accept_seconds: Histogram,
     /// Writes per committed transaction.
@@ -73,6 +75,7 @@ impl Metrics {
             messages_accepted: Family::default(),
             delivery_states: Family::default(),
             slow_consumers: Counter::default(),
+            write_conflicts: Counter::default(),
             accept_seconds: Histogram::new(exponential_buckets(0.000_1, 2.0, 16)),
             write_batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
             write_batch_seconds: Histogram::new(exponential_buckets(0.000_1, 2.0, 16)),
@@ -104,6 +107,11 @@ impl Metrics {
             "slow_consumers",
             "Connections closed as slow consumers",
             m.slow_consumers.clone(),
+        );
+        registry.register(
+            "write_conflicts",
+            "Write batches applied again after a deadlock or serialization failure",
+            m.write_conflicts.clone(),
         );
         registry.register(
             "accept_seconds",

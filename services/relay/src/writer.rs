@@ -150,7 +150,24 @@ async fn run(
         if !ops.is_empty() {
             metrics.write_batch_size.observe(ops.len() as f64);
             let started = Instant::now();
-            let applied = store.apply(&ops).await;
+            let mut applied = store.apply(&ops).await;
+            // Another pod's transaction got in the way: nothing was stored, apply it again
+            // (as a batch: retrying each write alone would only multiply the commits).
+            let mut attempts = 1;
+            while attempts < CONFLICT_ATTEMPTS
+                && applied
+                    .as_ref()
+                    .is_err_and(StoreError::is_transient_conflict)
+            {
+                metrics.write_conflicts.inc();
+                tracing::info!(
+                    writes = ops.len(),
+                    attempts,
+                    "write batch hit a conflicting transaction; applying it again"
+                );
+                attempts += 1;
+                applied = store.apply(&ops).await;
+            }
             metrics
                 .write_batch_seconds
                 .observe(started.elapsed().as_secs_f64());
@@ -196,6 +213,9 @@ async fn run(
         }
     }
 }
+
+/// How often a batch is applied when concurrent transactions keep aborting it.
+const CONFLICT_ATTEMPTS: u32 = 4;
 
 /// Hands one write's result to the dispatcher and to a waiting caller.
 fn finish(

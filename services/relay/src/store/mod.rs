@@ -39,6 +39,14 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// True for a transaction another one got in the way of (Postgres deadlock `40P01` or
+    /// serialization failure `40001`): nothing was committed and the same batch may simply be
+    /// applied again.
+    pub fn is_transient_conflict(&self) -> bool {
+        matches!(self, StoreError::Unavailable(sqlx::Error::Database(e))
+            if matches!(e.code().as_deref(), Some("40P01" | "40001")))
+    }
+
     /// True when the failure may be about one write of a batch (a constraint, an unreadable
     /// row), so retrying the writes one by one isolates it. False when the database itself is
     /// unreachable: retrying each write would only stall the writer.

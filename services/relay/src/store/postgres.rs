@@ -42,6 +42,30 @@ super::sql::impl_store!(
 type StoredId = (String, String, String, Option<String>);
 
 impl PgStore {
+    /// Locks these peers' rows in (tenant, peer) order, as the updates to come will (`FOR NO
+    /// KEY UPDATE`). Locks are taken as the sorted rows come out, so every transaction that
+    /// locks through here takes them in the same order.
+    async fn lock_peers(
+        conn: &mut sqlx::PgConnection,
+        peers: &std::collections::BTreeSet<(&str, &str)>,
+    ) -> super::Result<()> {
+        if peers.is_empty() {
+            return Ok(());
+        }
+        let tenants: Vec<&str> = peers.iter().map(|(t, _)| *t).collect();
+        let ids: Vec<&str> = peers.iter().map(|(_, p)| *p).collect();
+        sqlx::query(
+            "SELECT 1 FROM peers p JOIN unnest($1::text[], $2::text[]) AS k(tenant_id, peer_id) \
+             ON p.tenant_id = k.tenant_id AND p.peer_id = k.peer_id \
+             ORDER BY p.tenant_id, p.peer_id FOR NO KEY UPDATE OF p",
+        )
+        .bind(tenants)
+        .bind(ids)
+        .execute(&mut *conn)
+        .await?;
+        Ok(())
+    }
+
     /// Inserts message rows (skipping ids already stored); returns the (tenant, id) inserted.
     /// One statement whatever the batch size: columns go as arrays, so it is prepared once and
     /// binds 14 parameters instead of 14 per row.
@@ -49,11 +73,13 @@ impl PgStore {
         conn: &mut sqlx::PgConnection,
         ms: &[&super::NewMessage],
     ) -> super::Result<Vec<(String, String)>> {
-        let text = |f: fn(&super::NewMessage) -> &str| -> Vec<&str> { ms.iter().map(|m| f(m)).collect() };
+        let text =
+            |f: fn(&super::NewMessage) -> &str| -> Vec<&str> { ms.iter().map(|m| f(m)).collect() };
         let opt = |f: fn(&super::NewMessage) -> Option<&str>| -> Vec<Option<&str>> {
             ms.iter().map(|m| f(m)).collect()
         };
-        let int = |f: fn(&super::NewMessage) -> i64| -> Vec<i64> { ms.iter().map(|m| f(m)).collect() };
+        let int =
+            |f: fn(&super::NewMessage) -> i64| -> Vec<i64> { ms.iter().map(|m| f(m)).collect() };
         Ok(sqlx::query_as(
             "INSERT INTO messages (tenant_id, message_id, kind, from_peer_id, from_name, from_circle, \
              body, correlation_id, reply_to, question, answer, content_hash, created_at_ms, expires_at_ms) \

@@ -64,7 +64,7 @@ macro_rules! impl_store {
         use $crate::store::sql::{
             CHUNK, INBOX_FULL_REASON, KEY_COLS, MSG_COLS, PEER_COLS, TENANT_COLS, is_simple, receipt_allowed, state,
         };
-        use std::collections::{BTreeMap, HashMap, HashSet};
+        use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
         type Key = (String, String, String);
         use $crate::store::*;
         use repowire_protocol::{CorrelationId, DeliveryState, MessageKind};
@@ -385,6 +385,20 @@ macro_rules! impl_store {
                         _ => None,
                     })
                     .collect();
+                // Every peer row this run will update, locked first and in one order (per
+                // dialect): two pods' writers touching the same peers then wait for each other
+                // instead of deadlocking (pod a's receipts lock its receivers, then its accepts
+                // lock pod b's receivers, and pod b's writer the other way round).
+                let mut peers: BTreeSet<(&str, &str)> = BTreeSet::new();
+                for (_, r) in &receipts {
+                    peers.insert((r.tenant_id.as_str(), r.peer_id.as_str()));
+                }
+                for (_, m) in &accepts {
+                    for to in &m.recipients {
+                        peers.insert((m.tenant_id.as_str(), to.as_str()));
+                    }
+                }
+                Self::lock_peers(conn, &peers).await?;
                 if !receipts.is_empty() {
                     Self::bulk_receipts(conn, &receipts, outcomes).await?;
                 }

@@ -48,6 +48,14 @@ super::sql::impl_store!(SqliteStore, sqlx::Sqlite, "sqlite", "BEGIN IMMEDIATE", 
 type StoredId = (String, String, String, Option<String>);
 
 impl SqliteStore {
+    /// Nothing to do: a SQLite write transaction (`BEGIN IMMEDIATE`) holds the whole database.
+    async fn lock_peers(
+        _conn: &mut sqlx::SqliteConnection,
+        _peers: &std::collections::BTreeSet<(&str, &str)>,
+    ) -> super::Result<()> {
+        Ok(())
+    }
+
     /// Inserts message rows (skipping ids already stored); returns the (tenant, id) inserted.
     async fn insert_messages(
         conn: &mut sqlx::SqliteConnection,
