@@ -16,7 +16,7 @@ use std::time::Duration;
 use repowire_protocol::{PeerInfo, PeerStatus, TurnState};
 use tokio::sync::mpsc;
 
-use crate::bus::{Bus, BusEvent, Presence};
+use crate::bus::{Bus, BusEvent, Presence, Target};
 use crate::hub::{Hub, LivePeer, Outbound};
 use crate::state::AppState;
 use crate::telemetry::Trace;
@@ -214,41 +214,74 @@ pub fn with_presence(mut info: PeerInfo, p: &Presence) -> PeerInfo {
     info
 }
 
+/// Forwards in commit order, a batch at a time: whatever is queued (up to [`FORWARD_BATCH`])
+/// costs two Redis round trips (presence of every peer named, then every publish), not two per
+/// frame. Per frame they could not keep up with the writer under load, and the backlog reached
+/// the receiving pod in bursts that overflowed its connections' queues.
 async fn forward_in_order(bus: Arc<dyn Bus>, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
-    while let Some(out) = rx.recv().await {
-        let (tenant_id, peer_id, seq, frame, traceparent) = match out {
+    let mut batch = Vec::with_capacity(FORWARD_BATCH);
+    while rx.recv_many(&mut batch, FORWARD_BATCH).await > 0 {
+        forward_batch(bus.as_ref(), std::mem::take(&mut batch)).await;
+    }
+}
+
+const FORWARD_BATCH: usize = 512;
+
+async fn forward_batch(bus: &dyn Bus, batch: Vec<Outgoing>) {
+    let mut peers: Vec<(String, String)> = Vec::new();
+    let mut index: HashMap<(String, String), usize> = HashMap::new();
+    for out in &batch {
+        if let Outgoing::Forward {
+            tenant_id, peer_id, ..
+        } = out
+        {
+            index
+                .entry((tenant_id.clone(), peer_id.clone()))
+                .or_insert_with(|| {
+                    peers.push((tenant_id.clone(), peer_id.clone()));
+                    peers.len() - 1
+                });
+        }
+    }
+    let holders = match bus.presences(&peers).await {
+        Ok(holders) => holders,
+        Err(error) => {
+            tracing::warn!(%error, frames = batch.len(), "cannot look up presence; the entries wait in the inboxes");
+            vec![None; peers.len()]
+        }
+    };
+    let mut events = Vec::with_capacity(batch.len());
+    for out in batch {
+        match out {
             Outgoing::Forward {
                 tenant_id,
                 peer_id,
                 seq,
                 frame,
                 traceparent,
-            } => (tenant_id, peer_id, seq, frame, traceparent),
-            Outgoing::Tenant(event) => {
-                if let Err(error) = bus.to_all(&event).await {
-                    tracing::warn!(%error, "could not tell the other pods");
+            } => {
+                let holder = index
+                    .get(&(tenant_id.clone(), peer_id.clone()))
+                    .and_then(|&i| holders.get(i))
+                    .and_then(Option::as_ref)
+                    .map(|p| p.pod.clone());
+                // Offline, or held here after all: the entry waits in the inbox.
+                if let Some(pod) = holder.filter(|pod| pod != bus.pod()) {
+                    let event = BusEvent::ToPeer {
+                        tenant_id,
+                        peer_id,
+                        seq,
+                        frame: frame.to_string(),
+                        traceparent,
+                    };
+                    events.push((Target::Pod(pod), event));
                 }
-                continue;
             }
-        };
-        let holder = match bus.presence(&tenant_id, &peer_id).await {
-            Ok(Some(p)) if p.pod != bus.pod() => p.pod,
-            Ok(_) => continue, // offline: the entry waits in the inbox
-            Err(error) => {
-                tracing::warn!(%error, peer = %peer_id, "cannot look up presence; the entry waits in the inbox");
-                continue;
-            }
-        };
-        let event = BusEvent::ToPeer {
-            tenant_id,
-            peer_id,
-            seq,
-            frame: frame.to_string(),
-            traceparent,
-        };
-        if let Err(error) = bus.to_pod(&holder, &event).await {
-            tracing::warn!(%error, pod = %holder, "could not forward; the entry waits in the inbox");
+            Outgoing::Tenant(event) => events.push((Target::All, event)),
         }
+    }
+    if let Err(error) = bus.send_all(&events).await {
+        tracing::warn!(%error, events = events.len(), "could not forward; the entries wait in the inboxes");
     }
 }
 

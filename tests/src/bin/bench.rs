@@ -295,9 +295,13 @@ enum Load {
     Paced { rate: u64 },
 }
 
+/// Pairs of (sender's relay, receiver's relay); pair `p` uses `sides[p % sides.len()]`.
+type Sides<'a> = &'a [(Endpoint<'a>, Endpoint<'a>)];
+
+#[allow(clippy::too_many_arguments)] // one benchmark phase's knobs
 async fn throughput(
-    http: &str,
-    ws: &str,
+    sides: Sides<'_>,
+    name: &str,
     key: &str,
     pairs: usize,
     load: Load,
@@ -305,8 +309,8 @@ async fn throughput(
     receipts: bool,
 ) -> anyhow::Result<()> {
     let (window, tag) = match load {
-        Load::Saturate { window } => (window, "sat"),
-        Load::Paced { .. } => (1 << 20, "paced"),
+        Load::Saturate { window } => (window, format!("{name}sat")),
+        Load::Paced { .. } => (1 << 20, format!("{name}paced")),
     };
     let stop = Arc::new(AtomicBool::new(false));
     let accepted = Arc::new(AtomicU64::new(0));
@@ -323,8 +327,9 @@ async fn throughput(
     >::new()));
     let mut senders = Vec::new();
     for p in 0..pairs {
-        let mut s = connect(http, ws, key).await?;
-        let mut r = connect(http, ws, key).await?;
+        let ((s_http, s_ws), (r_http, r_ws)) = sides[p % sides.len()];
+        let mut s = connect(s_http, s_ws, key).await?;
+        let mut r = connect(r_http, r_ws, key).await?;
         let from = s.register(&format!("{tag}-tx-{p}")).await?;
         let to_id = r.register(&format!("{tag}-rx-{p}")).await?;
         // Receiver: count, de-duplicate, receipt.
@@ -547,9 +552,13 @@ async fn main() -> anyhow::Result<()> {
         "peer->relay->peer",
     )
     .await?;
+    let one = [(
+        (relay.http.as_str(), relay.ws.as_str()),
+        (relay.http.as_str(), relay.ws.as_str()),
+    )];
     throughput(
-        &relay.http,
-        &relay.ws,
+        &one,
+        "",
         &key,
         args.pairs,
         Load::Paced {
@@ -560,8 +569,8 @@ async fn main() -> anyhow::Result<()> {
     )
     .await?;
     throughput(
-        &relay.http,
-        &relay.ws,
+        &one,
+        "",
         &key,
         args.pairs,
         Load::Saturate {
@@ -574,27 +583,52 @@ async fn main() -> anyhow::Result<()> {
     relay.signal("TERM");
     relay.wait(Duration::from_secs(30)).await;
     if let (Some(db), Some(redis)) = (&args.database_url, &args.redis_url) {
-        cross_pod(db, redis, &key, args.latency_count).await?;
+        cross_pod(db, redis, &key, &args).await?;
     }
     let _ = std::fs::remove_dir_all(&data);
     Ok(())
 }
 
-/// Two pods on the same database and Redis: the sender on one, the receiver on the other.
-async fn cross_pod(db: &str, redis: &str, key: &str, count: u32) -> anyhow::Result<()> {
+/// Two pods on the same database and Redis: idle memory of a clustered pod, then the latency
+/// with the sender on one pod and the receiver on the other, then throughput with every pair
+/// split across the pods (half of them each way), so every message crosses through Redis.
+async fn cross_pod(db: &str, redis: &str, key: &str, args: &Args) -> anyhow::Result<()> {
     let prefix = format!("repowire-bench-{}", std::process::id());
     let pod = |name: &'static str| {
         RelayProcess::start_pod(db, redis, &prefix, name, &[("REPOWIRE_SEND_RATE", "0")])
     };
-    let a = pod("bench-a").await;
+    let mut a = pod("bench-a").await;
     let b = pod("bench-b").await;
     println!("cluster: pods {} and {} (Postgres + Redis)", a.http, b.http);
+    if args.idle_connections > 0 {
+        idle_memory(&a.http, &a.ws, key, a.pid(), args.idle_connections).await?;
+        // As above: the traffic phases get a fresh process.
+        a.signal("TERM");
+        a.wait(Duration::from_secs(30)).await;
+        a = pod("bench-a").await;
+    }
     latency(
         (&a.http, &a.ws),
         (&b.http, &b.ws),
         key,
-        count,
+        args.latency_count,
         "peer->pod a->Redis->pod b->peer",
+    )
+    .await?;
+    let (ea, eb) = (
+        (a.http.as_str(), a.ws.as_str()),
+        (b.http.as_str(), b.ws.as_str()),
+    );
+    throughput(
+        &[(ea, eb), (eb, ea)],
+        "x",
+        key,
+        args.pairs,
+        Load::Saturate {
+            window: args.window,
+        },
+        args.seconds,
+        !args.no_receipts,
     )
     .await?;
     for p in [a, b] {

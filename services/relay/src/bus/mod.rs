@@ -80,6 +80,15 @@ pub enum BusEvent {
     },
 }
 
+/// Where an event goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// One pod.
+    Pod(String),
+    /// Every pod (this one included).
+    All,
+}
+
 /// Where a live peer is, as the bus records it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Presence {
@@ -127,6 +136,25 @@ pub trait Bus: Send + Sync + std::fmt::Debug {
     async fn clear_presence(&self, tenant_id: &str, peer_id: &str) -> Result<bool>;
     /// Where a peer of a tenant is live, if anywhere.
     async fn presence(&self, tenant_id: &str, peer_id: &str) -> Result<Option<Presence>>;
+    /// Where each of several (tenant, peer) is live, in the order asked (one round trip on
+    /// Redis).
+    async fn presences(&self, peers: &[(String, String)]) -> Result<Vec<Option<Presence>>> {
+        let mut out = Vec::with_capacity(peers.len());
+        for (tenant_id, peer_id) in peers {
+            out.push(self.presence(tenant_id, peer_id).await?);
+        }
+        Ok(out)
+    }
+    /// Sends events in this order (one round trip on Redis).
+    async fn send_all(&self, events: &[(Target, BusEvent)]) -> Result<()> {
+        for (target, event) in events {
+            match target {
+                Target::Pod(pod) => self.to_pod(pod, event).await?,
+                Target::All => self.to_all(event).await?,
+            }
+        }
+        Ok(())
+    }
     /// Every live peer of a tenant, on any pod.
     async fn tenant_presence(&self, tenant_id: &str) -> Result<Vec<Presence>>;
 }

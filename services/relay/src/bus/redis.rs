@@ -14,7 +14,7 @@ use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
 use tokio::sync::mpsc;
 
-use super::{Bus, BusError, BusEvent, Presence, Result};
+use super::{Bus, BusError, BusEvent, Presence, Result, Target};
 
 fn unavailable(e: redis::RedisError) -> BusError {
     BusError::Unavailable(e.to_string())
@@ -180,6 +180,45 @@ impl Bus for RedisBus {
 
     async fn to_all(&self, event: &BusEvent) -> Result<()> {
         self.publish(self.all_channel(), event).await
+    }
+
+    async fn presences(&self, peers: &[(String, String)]) -> Result<Vec<Option<Presence>>> {
+        if peers.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for (tenant_id, peer_id) in peers {
+            pipe.hget(self.presence_key(tenant_id, peer_id), "data");
+        }
+        let data: Vec<Option<String>> = pipe
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)?;
+        data.into_iter()
+            .map(|d| {
+                d.map(|d| serde_json::from_str(&d).map_err(|e| BusError::Corrupt(e.to_string())))
+                    .transpose()
+            })
+            .collect()
+    }
+
+    async fn send_all(&self, events: &[(Target, BusEvent)]) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for (target, event) in events {
+            let channel = match target {
+                Target::Pod(pod) => self.pod_channel(pod),
+                Target::All => self.all_channel(),
+            };
+            let payload =
+                serde_json::to_string(event).map_err(|e| BusError::Corrupt(e.to_string()))?;
+            pipe.publish(channel, payload).ignore();
+        }
+        pipe.query_async::<()>(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)
     }
 
     async fn subscribe(&self) -> Result<mpsc::UnboundedReceiver<BusEvent>> {
