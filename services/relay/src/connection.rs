@@ -139,8 +139,10 @@ pub async fn serve(
     _permit: OwnedSemaphorePermit,
 ) {
     let (mut sink, mut stream) = socket.split();
-    let hello = match hello(&state, &mut stream).await {
-        Ok(frame) => frame,
+    // Only the hello's id outlives this step: whatever is alive across an await below is part
+    // of every idle connection's task.
+    let hello_id = match hello(&state, &mut stream).await {
+        Ok(frame) => frame.id,
         Err(refused) => {
             if let Some(error) = refused.error {
                 let _ = sink.send(Message::Text(error)).await;
@@ -150,8 +152,8 @@ pub async fn serve(
         }
     };
     let conn = state.hub.next_conn_id();
-    let welcome = Frame::new(Body::Welcome(Welcome {
-        re: hello.id,
+    let welcome = repowire_protocol::encode(&Frame::new(Body::Welcome(Welcome {
+        re: hello_id,
         connection_id: format!("conn-{conn}"),
         tenant_id: auth.tenant_id.clone(),
         server: concat!("repowire-relay/", env!("CARGO_PKG_VERSION")).to_owned(),
@@ -159,12 +161,8 @@ pub async fn serve(
             max_frame_bytes: limits::MAX_FRAME_BYTES,
             max_text_bytes: limits::MAX_TEXT_BYTES,
         },
-    }));
-    if sink
-        .send(Message::Text(repowire_protocol::encode(&welcome).into()))
-        .await
-        .is_err()
-    {
+    })));
+    if sink.send(Message::Text(welcome.into())).await.is_err() {
         return;
     }
 
@@ -209,7 +207,8 @@ pub async fn serve(
                 break;
             }
             Some(out) = rx.recv() => {
-                if write_queued(&mut sink, &mut rx, out).await.is_err() {
+                // Boxed: an idle connection's task keeps no room for a write in progress.
+                if Box::pin(write_queued(&mut sink, &mut rx, out)).await.is_err() {
                     break;
                 }
             }
@@ -245,7 +244,8 @@ pub async fn serve(
     let gone = state.hub.remove_conn(&auth.tenant_id, conn);
     state.metrics.connections.dec();
     for record in gone {
-        route::went_offline(&state, record).await;
+        // Boxed: this state was the largest of the task's, so every idle connection paid for it.
+        Box::pin(route::went_offline(&state, record)).await;
     }
     tracing::debug!(tenant = %auth.tenant_id, conn, "connection closed");
 }
