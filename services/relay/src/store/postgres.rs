@@ -49,7 +49,8 @@ impl PgStore {
         conn: &mut sqlx::PgConnection,
         peers: &std::collections::BTreeSet<(&str, &str)>,
     ) -> super::Result<()> {
-        if peers.is_empty() {
+        if peers.len() < 2 {
+            // One row cannot be locked out of order: its update takes the lock.
             return Ok(());
         }
         let tenants: Vec<&str> = peers.iter().map(|(t, _)| *t).collect();
@@ -139,6 +140,17 @@ impl PgStore {
         conn: &mut sqlx::PgConnection,
         ms: &[(usize, &super::NewMessage)],
     ) -> super::Result<Vec<StoredId>> {
+        if let [(_, m)] = ms {
+            // Alone (light load): a plain lookup, which plans in a fraction of the time.
+            return Ok(sqlx::query_as(
+                "SELECT tenant_id, message_id, content_hash, correlation_id FROM messages \
+                 WHERE tenant_id = $1 AND message_id = $2",
+            )
+            .bind(&m.tenant_id)
+            .bind(&m.message_id)
+            .fetch_all(&mut *conn)
+            .await?);
+        }
         let tenants: Vec<&str> = ms.iter().map(|(_, m)| m.tenant_id.as_str()).collect();
         let ids: Vec<&str> = ms.iter().map(|(_, m)| m.message_id.as_str()).collect();
         Ok(sqlx::query_as(
@@ -165,6 +177,23 @@ impl PgStore {
         conn: &mut sqlx::PgConnection,
         keys: &[(usize, &super::ReceiptOp)],
     ) -> super::Result<Vec<EntryRow>> {
+        if let [(_, r)] = keys {
+            // Alone (light load): plain equalities, planned in a fraction of the time the
+            // lateral form takes (Postgres re-plans that one for each array it is given).
+            return Ok(sqlx::query_as(
+                "SELECT i.tenant_id, i.peer_id, i.message_id, i.seq, \
+                 CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END AS state, \
+                 i.state AS row_state, p.delivered_seq AS cursor, m.from_peer_id, m.correlation_id \
+                 FROM inbox i JOIN messages m ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id \
+                 JOIN peers p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
+                 WHERE i.tenant_id = $1 AND i.message_id = $2 AND i.peer_id = $3",
+            )
+            .bind(&r.tenant_id)
+            .bind(&r.message_id)
+            .bind(&r.peer_id)
+            .fetch_all(&mut *conn)
+            .await?);
+        }
         let column = |f: fn(&super::ReceiptOp) -> &str| -> Vec<&str> {
             keys.iter().map(|(_, r)| f(r)).collect()
         };
