@@ -107,6 +107,35 @@ async fn pods_recover_by_themselves_when_redis_comes_back() {
     let mut b = TestClient::connect(&b_pod.http, &b_pod.ws, &key).await;
     let alice = a.peer("alice", "dev").await;
     let bob = b.peer("bob", "dev").await;
+    // A second key, in use on pod b, is revoked while Redis is down (below).
+    let admin = |args: &[&str]| {
+        let out = Command::new(repowire_e2e::process::relay_bin())
+            .arg("admin")
+            .args(args)
+            .env("DATABASE_URL", &url)
+            .output()
+            .expect("admin command");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let created = admin(&["key", "create", "default", "--label", "carol"]);
+    let carol_key = created
+        .lines()
+        .find(|l| l.starts_with("rw_"))
+        .unwrap_or_else(|| panic!("no key printed: {created}"))
+        .to_owned();
+    let carol_key_id = admin(&["key", "list", "default"])
+        .lines()
+        .find(|l| l.ends_with("\tcarol"))
+        .and_then(|l| l.split('\t').next())
+        .expect("carol's key listed")
+        .to_owned();
+    let mut c = TestClient::connect(&b_pod.http, &b_pod.ws, &carol_key).await;
+    c.peer("carol", "dev").await;
     let first = a
         .notify(&alice, bob.peer_id.as_str(), "before")
         .await
@@ -138,6 +167,9 @@ async fn pods_recover_by_themselves_when_redis_comes_back() {
         during.push(sent.message_id);
     }
 
+    // Carol's key is revoked now: no pod can hear about it over Redis.
+    admin(&["key", "revoke", &carol_key_id]);
+
     // It comes back (empty: it keeps nothing on disk). Without any restart the pods are ready
     // again and bob, still connected to pod b, gets every message sent meanwhile.
     let _redis = Redis::start(port);
@@ -150,6 +182,9 @@ async fn pods_recover_by_themselves_when_redis_comes_back() {
         b.receipt(&bob.peer_id, d.message.message_id, ReceiptState::Delivered)
             .await;
     }
+    // Pod b checked its connections' keys when the bus came back: carol's is closed.
+    let close = c.closed().await.expect("a close frame");
+    assert_eq!(u16::from(close.code), CloseCode::KEY_REVOKED, "{close:?}");
     // And live forwarding works again.
     let after = a
         .notify(&alice, bob.peer_id.as_str(), "after")

@@ -310,9 +310,11 @@ pub async fn run(state: AppState) {
     }
 }
 
-/// The bus was down: presence may be gone and forwards lost. Record presence again, then push
-/// every live peer's pending inbox entries again (a fresh catch-up of the same binding).
+/// The bus was down: presence may be gone, forwards and revocations lost. Close connections
+/// whose key was revoked meanwhile (the database says), record presence again, then push every
+/// live peer's pending inbox entries again (a fresh catch-up of the same binding).
 async fn recover(state: &AppState) {
+    close_revoked(state).await;
     refresh(&state.cluster, &state.hub).await;
     for (tenant, live) in state.hub.all_live() {
         let peer = live.record.peer_id.clone();
@@ -324,6 +326,27 @@ async fn recover(state: &AppState) {
         }
     }
     tracing::info!("bus back: presence recorded again, pending entries pushed again");
+}
+
+/// Closes the connections of keys revoked (or expired) while this pod could not hear about it.
+async fn close_revoked(state: &AppState) {
+    let now = crate::ids::now_ms();
+    for key_id in state.hub.connected_keys() {
+        match state.store.get_api_key(&key_id).await {
+            Ok(Some(key)) if key.usable_at(now) => {}
+            Ok(_) => {
+                let closed = state.hub.kick_key(
+                    &key_id,
+                    repowire_protocol::CloseCode::KEY_REVOKED,
+                    "API key revoked",
+                );
+                tracing::info!(key = %key_id, closed, "key revoked while the bus was down: connections closed");
+            }
+            Err(error) => {
+                tracing::warn!(%error, key = %key_id, "cannot check a key after the bus came back");
+            }
+        }
+    }
 }
 
 async fn refresh(cluster: &Cluster, hub: &Hub) {

@@ -639,6 +639,17 @@ impl Hub {
         n
     }
 
+    /// The API keys of the open connections (each once).
+    pub fn connected_keys(&self) -> Vec<String> {
+        let keys: std::collections::BTreeSet<String> = self
+            .lock()
+            .values()
+            .flat_map(|t| t.conns.values())
+            .map(|c| c.key_id.clone())
+            .collect();
+        keys.into_iter().collect()
+    }
+
     /// Closes one connection.
     pub fn kick_conn(&self, tenant_id: &str, conn: ConnId, code: u16, reason: &str) {
         if let Some(c) = self.lock().get(tenant_id).and_then(|t| t.conns.get(&conn)) {
