@@ -515,3 +515,50 @@ async fn two_writers_crossing_the_same_peers_both_commit(db: Db) {
         );
     }
 }
+
+/// What the writer applies again whole: a real Postgres deadlock is a transient conflict; a
+/// constraint violation is not (it is about one write, retried alone).
+#[sqlx::test(migrations = false)]
+async fn a_deadlock_is_a_transient_conflict_and_a_constraint_violation_is_not(pool: sqlx::PgPool) {
+    sqlx::query("CREATE TABLE rows_ (id INT PRIMARY KEY)")
+        .execute(&pool)
+        .await
+        .expect("table");
+    sqlx::query("INSERT INTO rows_ VALUES (1), (2)")
+        .execute(&pool)
+        .await
+        .expect("rows");
+    let (mut one, mut two) = (
+        pool.begin().await.expect("tx"),
+        pool.begin().await.expect("tx"),
+    );
+    let lock = "UPDATE rows_ SET id = id WHERE id = $1";
+    sqlx::query(lock)
+        .bind(1)
+        .execute(&mut *one)
+        .await
+        .expect("lock 1");
+    sqlx::query(lock)
+        .bind(2)
+        .execute(&mut *two)
+        .await
+        .expect("lock 2");
+    // Each now wants the other's row: Postgres aborts one of them.
+    let (a, b) = tokio::join!(
+        sqlx::query(lock).bind(2).execute(&mut *one),
+        sqlx::query(lock).bind(1).execute(&mut *two),
+    );
+    let aborted = match (a, b) {
+        (Err(e), Ok(_)) | (Ok(_), Err(e)) => StoreError::from(e),
+        other => panic!("expected exactly one deadlock abort, got {other:?}"),
+    };
+    assert!(aborted.is_transient_conflict(), "{aborted}");
+    drop((one, two));
+    let duplicate = sqlx::query("INSERT INTO rows_ VALUES (1)")
+        .execute(&pool)
+        .await
+        .expect_err("duplicate key");
+    let duplicate = StoreError::from(duplicate);
+    assert!(!duplicate.is_transient_conflict(), "{duplicate}");
+    assert!(duplicate.may_be_one_write());
+}
