@@ -418,3 +418,56 @@ async fn one_message_across_two_pods_is_one_trace() {
     let back_a = find("pod-a", "forward frame");
     assert_eq!(back_a.parent_span_id, receipt_span);
 }
+
+/// A takeover whose notice a pod missed: Redis says pod b holds bob, pod a still has him bound.
+/// Pod a's next heartbeat finds the newer claim, writes nothing, and lets bob go (his connection
+/// is told), instead of taking him back and routing his messages to itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_that_finds_a_newer_claim_lets_the_peer_go() {
+    let db = TempDatabase::create("repowire_cluster");
+    let prefix = format!("repowire-test-{}", uuid::Uuid::new_v4().simple());
+    let redis = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let ttl = [("REPOWIRE_PRESENCE_TTL_SECS", "3")];
+    let a_pod = RelayProcess::start_pod(&db.url(), &redis, &prefix, "pod-a", &ttl).await;
+    let key = a_pod.first_key.clone().expect("key");
+    let mut a = TestClient::connect(&a_pod.http, &a_pod.ws, &key).await;
+    let bob = a.peer("bob", "dev").await;
+
+    // Pod b's claim, as it would record it; the notice to pod a is what got lost.
+    let presence_key = format!("{prefix}:t:{}:p:{}", a.tenant_id, bob.peer_id);
+    let data = serde_json::json!({
+        "pod": "pod-b", "peer_id": bob.peer_id.as_str(), "name": "bob", "circle": "dev",
+        "role": "agent", "turn_state": "idle", "last_seen_ms": 1
+    })
+    .to_string();
+    let status = std::process::Command::new("redis-cli")
+        .args([
+            "-u",
+            &redis,
+            "HSET",
+            &presence_key,
+            "pod",
+            "pod-b",
+            "data",
+            &data,
+        ])
+        .status()
+        .expect("redis-cli");
+    assert!(status.success());
+
+    let notice = a
+        .expect(|f| match &f.body {
+            Body::Error(e) if e.re.is_none() && e.code == ErrorCode::NotRegistered => {
+                Some(e.clone())
+            }
+            _ => None,
+        })
+        .await;
+    assert!(notice.message.contains(bob.peer_id.as_str()), "{notice:?}");
+    // Redis still says pod b: the heartbeat did not take him back.
+    let holder = std::process::Command::new("redis-cli")
+        .args(["-u", &redis, "HGET", &presence_key, "pod"])
+        .output()
+        .expect("redis-cli");
+    assert_eq!(String::from_utf8_lossy(&holder.stdout).trim(), "pod-b");
+}

@@ -17,7 +17,7 @@ use repowire_protocol::{PeerInfo, PeerStatus, TurnState};
 use tokio::sync::mpsc;
 
 use crate::bus::{Bus, BusEvent, Presence, Target};
-use crate::hub::{Hub, LivePeer, Outbound};
+use crate::hub::{LivePeer, Outbound};
 use crate::state::AppState;
 use crate::telemetry::Trace;
 
@@ -102,17 +102,30 @@ impl Cluster {
             Ok(_) => {}
             Err(error) => tracing::warn!(%error, "cannot read presence before a takeover"),
         }
-        self.announce(tenant_id, live).await;
-    }
-
-    /// Records that this pod holds `live` (awaited: callers rely on it being visible).
-    pub async fn announce(&self, tenant_id: &str, live: &LivePeer) {
+        // Awaited: callers rely on it being visible. Unconditional: this is the newest claim.
         if let Err(error) = self
             .bus
             .set_presence(tenant_id, &self.presence_of(live), self.ttl)
             .await
         {
             tracing::warn!(%error, peer = %live.record.peer_id, "could not record presence; other pods see the peer offline until the next heartbeat");
+        }
+    }
+
+    /// Refreshes the record that this pod holds `live`. False when another pod holds it now
+    /// (it claimed the peer after this pod did, and the takeover notice was missed or is still
+    /// on its way): nothing is written, so a late heartbeat never takes a peer back.
+    pub async fn announce(&self, tenant_id: &str, live: &LivePeer) -> bool {
+        match self
+            .bus
+            .refresh_presence(tenant_id, &self.presence_of(live), self.ttl)
+            .await
+        {
+            Ok(written) => written,
+            Err(error) => {
+                tracing::warn!(%error, peer = %live.record.peer_id, "could not record presence; other pods see the peer offline until the next heartbeat");
+                true
+            }
         }
     }
 
@@ -300,7 +313,7 @@ pub async fn run(state: AppState) {
     loop {
         tokio::select! {
             _ = state.shutdown.cancelled() => return,
-            _ = heartbeat.tick() => refresh(&cluster, &state.hub).await,
+            _ = heartbeat.tick() => refresh(&state).await,
             event = events.recv() => match event {
                 Some(BusEvent::Resubscribed) => recover(&state).await,
                 Some(event) => apply(&state, event),
@@ -315,7 +328,7 @@ pub async fn run(state: AppState) {
 /// live peer's pending inbox entries again (a fresh catch-up of the same binding).
 async fn recover(state: &AppState) {
     close_revoked(state).await;
-    refresh(&state.cluster, &state.hub).await;
+    refresh(state).await;
     for (tenant, live) in state.hub.all_live() {
         let peer = live.record.peer_id.clone();
         if let Some((conn, epoch)) = state.hub.restart_catch_up(&tenant, &peer) {
@@ -349,9 +362,13 @@ async fn close_revoked(state: &AppState) {
     }
 }
 
-async fn refresh(cluster: &Cluster, hub: &Hub) {
-    for (tenant, live) in hub.all_live() {
-        cluster.announce(&tenant, &live).await;
+/// The heartbeat: refreshes the presence of every peer held here; a peer another pod holds
+/// now is let go here, as a takeover notice would have.
+async fn refresh(state: &AppState) {
+    for (tenant, live) in state.hub.all_live() {
+        if !state.cluster.announce(&tenant, &live).await {
+            let_go(state, &tenant, &live.record.peer_id, None);
+        }
     }
 }
 
@@ -404,27 +421,31 @@ fn apply(state: &AppState, event: BusEvent) {
             tenant_id,
             peer_id,
             by_pod,
-        } => {
-            // The peer is live on another pod now: this binding ends without going offline.
-            let Some(live) = hub.live_peer(&tenant_id, &peer_id) else {
-                return;
-            };
-            if hub.unbind_peer(&tenant_id, live.conn, &peer_id).is_some() {
-                state.metrics.peers.dec();
-                let notice = repowire_protocol::ErrorFrame::new(
-                    None,
-                    repowire_protocol::ErrorCode::NotRegistered,
-                    format!(
-                        "peer {peer_id} was reclaimed by another connection; this connection no longer holds it"
-                    ),
-                );
-                hub.send_to_conn(
-                    &tenant_id,
-                    live.conn,
-                    crate::dispatch::frame_text(repowire_protocol::Body::Error(notice)),
-                );
-                tracing::info!(peer = %peer_id, %by_pod, "peer taken over by another pod");
-            }
-        }
+        } => let_go(state, &tenant_id, &peer_id, Some(&by_pod)),
+    }
+}
+
+/// The peer is live on another pod now: this binding ends without the peer going offline, and
+/// its connection is told.
+fn let_go(state: &AppState, tenant_id: &str, peer_id: &str, by_pod: Option<&str>) {
+    let hub = &state.hub;
+    let Some(live) = hub.live_peer(tenant_id, peer_id) else {
+        return;
+    };
+    if hub.unbind_peer(tenant_id, live.conn, peer_id).is_some() {
+        state.metrics.peers.dec();
+        let notice = repowire_protocol::ErrorFrame::new(
+            None,
+            repowire_protocol::ErrorCode::NotRegistered,
+            format!(
+                "peer {peer_id} was reclaimed by another connection; this connection no longer holds it"
+            ),
+        );
+        hub.send_to_conn(
+            tenant_id,
+            live.conn,
+            crate::dispatch::frame_text(repowire_protocol::Body::Error(notice)),
+        );
+        tracing::info!(peer = %peer_id, by_pod = by_pod.unwrap_or("(seen at heartbeat)"), "peer taken over by another pod");
     }
 }

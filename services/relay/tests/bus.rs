@@ -68,6 +68,54 @@ async fn presence_is_tenant_scoped_and_cleared_only_by_its_pod(a: &dyn Bus, b: &
     assert!(b.tenant_presence("tnt-one").await.expect("list").is_empty());
 }
 
+/// A heartbeat never takes back a peer that another pod claimed after this one (a takeover
+/// whose notice this pod missed): the refresh writes nothing and says so.
+async fn a_late_heartbeat_never_takes_a_claimed_peer_back(a: &dyn Bus, claimer: &dyn Bus) {
+    let ttl = Duration::from_secs(30);
+    assert!(
+        a.refresh_presence("t", &presence(a.pod(), "p"), ttl)
+            .await
+            .expect("refresh"),
+        "nobody holds it: recorded"
+    );
+    assert!(
+        a.refresh_presence("t", &presence(a.pod(), "p"), ttl)
+            .await
+            .expect("refresh"),
+        "its own: refreshed"
+    );
+    claimer
+        .set_presence("t", &presence("pod-b", "p"), ttl)
+        .await
+        .expect("claim");
+    assert!(
+        !a.refresh_presence("t", &presence(a.pod(), "p"), ttl)
+            .await
+            .expect("refresh"),
+        "pod-b holds it now"
+    );
+    let holder = a.presence("t", "p").await.expect("get").map(|p| p.pod);
+    assert_eq!(holder.as_deref(), Some("pod-b"));
+}
+
+#[tokio::test]
+async fn memory_late_heartbeat_never_takes_a_claimed_peer_back() {
+    let bus = MemoryBus::new("pod-a");
+    a_late_heartbeat_never_takes_a_claimed_peer_back(&bus, &bus).await;
+}
+
+#[tokio::test]
+async fn redis_late_heartbeat_never_takes_a_claimed_peer_back() {
+    let p = prefix();
+    let a = RedisBus::connect(&redis_url(), &p, "pod-a")
+        .await
+        .expect("redis");
+    let b = RedisBus::connect(&redis_url(), &p, "pod-b")
+        .await
+        .expect("redis");
+    a_late_heartbeat_never_takes_a_claimed_peer_back(&a, &b).await;
+}
+
 #[tokio::test]
 async fn memory_presence_is_tenant_scoped_and_cleared_only_by_its_pod() {
     let bus = MemoryBus::new("pod-a");

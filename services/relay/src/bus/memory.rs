@@ -84,6 +84,25 @@ impl Bus for MemoryBus {
         Ok(())
     }
 
+    async fn refresh_presence(
+        &self,
+        tenant_id: &str,
+        presence: &Presence,
+        ttl: Duration,
+    ) -> Result<bool> {
+        let mut map = self.presence.lock().unwrap();
+        let key = (tenant_id.to_owned(), presence.peer_id.clone());
+        let now = Instant::now();
+        if map
+            .get(&key)
+            .is_some_and(|(p, until)| *until > now && p.pod != self.pod)
+        {
+            return Ok(false);
+        }
+        map.insert(key, (presence.clone(), now + ttl));
+        Ok(true)
+    }
+
     async fn clear_presence(&self, tenant_id: &str, peer_id: &str) -> Result<bool> {
         let mut map = self.presence.lock().unwrap();
         let key = (tenant_id.to_owned(), peer_id.to_owned());

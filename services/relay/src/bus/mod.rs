@@ -132,6 +132,14 @@ pub trait Bus: Send + Sync + std::fmt::Debug {
     /// Records (or refreshes) a live peer of this pod for `ttl`.
     async fn set_presence(&self, tenant_id: &str, presence: &Presence, ttl: Duration)
     -> Result<()>;
+    /// Refreshes a live peer of this pod for `ttl` unless another pod holds it now (a newer
+    /// claim after a takeover): then nothing is written and the answer is false.
+    async fn refresh_presence(
+        &self,
+        tenant_id: &str,
+        presence: &Presence,
+        ttl: Duration,
+    ) -> Result<bool>;
     /// Removes a peer's presence, only if this pod still holds it; true if removed.
     async fn clear_presence(&self, tenant_id: &str, peer_id: &str) -> Result<bool>;
     /// Where a peer of a tenant is live, if anywhere.

@@ -34,6 +34,19 @@ end
 return 0
 "#;
 
+/// Refreshes a presence unless another pod holds the key (a newer claim).
+const REFRESH_IF_NOT_TAKEN: &str = r#"
+local holder = redis.call('HGET', KEYS[1], 'pod')
+if holder and holder ~= ARGV[1] then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'pod', ARGV[1], 'data', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[5])
+redis.call('PEXPIRE', KEYS[2], ARGV[6])
+return 1
+"#;
+
 /// Redis-backed bus.
 #[derive(Clone)]
 pub struct RedisBus {
@@ -259,6 +272,29 @@ impl Bus for RedisBus {
             .query_async::<()>(&mut conn)
             .await
             .map_err(unavailable)
+    }
+
+    async fn refresh_presence(
+        &self,
+        tenant_id: &str,
+        presence: &Presence,
+        ttl: Duration,
+    ) -> Result<bool> {
+        let data = serde_json::to_string(presence).map_err(|e| BusError::Corrupt(e.to_string()))?;
+        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1);
+        let written: i64 = redis::Script::new(REFRESH_IF_NOT_TAKEN)
+            .key(self.presence_key(tenant_id, &presence.peer_id))
+            .key(self.tenant_index(tenant_id))
+            .arg(&presence.pod)
+            .arg(data)
+            .arg(ttl_ms)
+            .arg(now_ms() + ttl_ms)
+            .arg(&presence.peer_id)
+            .arg(ttl_ms.saturating_mul(4))
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)?;
+        Ok(written == 1)
     }
 
     async fn clear_presence(&self, tenant_id: &str, peer_id: &str) -> Result<bool> {
