@@ -22,6 +22,18 @@ async fn next(rx: &mut tokio::sync::mpsc::UnboundedReceiver<BusEvent>) -> BusEve
         .expect("subscription open")
 }
 
+/// Pods `pod-a` and `pod-b` on real Redis, under a fresh prefix (returned too).
+async fn two_redis_pods() -> (String, RedisBus, RedisBus) {
+    let p = prefix();
+    let a = RedisBus::connect(&redis_url(), &p, "pod-a")
+        .await
+        .expect("redis");
+    let b = RedisBus::connect(&redis_url(), &p, "pod-b")
+        .await
+        .expect("redis");
+    (p, a, b)
+}
+
 fn presence(pod: &str, peer: &str) -> Presence {
     Presence {
         pod: pod.into(),
@@ -106,13 +118,7 @@ async fn memory_late_heartbeat_never_takes_a_claimed_peer_back() {
 
 #[tokio::test]
 async fn redis_late_heartbeat_never_takes_a_claimed_peer_back() {
-    let p = prefix();
-    let a = RedisBus::connect(&redis_url(), &p, "pod-a")
-        .await
-        .expect("redis");
-    let b = RedisBus::connect(&redis_url(), &p, "pod-b")
-        .await
-        .expect("redis");
+    let (_, a, b) = two_redis_pods().await;
     a_late_heartbeat_never_takes_a_claimed_peer_back(&a, &b).await;
 }
 
@@ -124,13 +130,7 @@ async fn memory_presence_is_tenant_scoped_and_cleared_only_by_its_pod() {
 
 #[tokio::test]
 async fn redis_presence_is_tenant_scoped_and_cleared_only_by_its_pod() {
-    let p = prefix();
-    let a = RedisBus::connect(&redis_url(), &p, "pod-a")
-        .await
-        .expect("redis");
-    let b = RedisBus::connect(&redis_url(), &p, "pod-b")
-        .await
-        .expect("redis");
+    let (p, a, b) = two_redis_pods().await;
     presence_is_tenant_scoped_and_cleared_only_by_its_pod(&a, &b).await;
     assert!(
         a.presence_key("tnt-one", "peer-1")
@@ -174,13 +174,7 @@ async fn redis_presence_of_a_pod_that_stops_refreshing_expires() {
 
 #[tokio::test]
 async fn redis_events_reach_the_addressed_pod_and_broadcasts_reach_all() {
-    let p = prefix();
-    let a = RedisBus::connect(&redis_url(), &p, "pod-a")
-        .await
-        .expect("redis");
-    let b = RedisBus::connect(&redis_url(), &p, "pod-b")
-        .await
-        .expect("redis");
+    let (_, a, b) = two_redis_pods().await;
     let other = RedisBus::connect(&redis_url(), &prefix(), "pod-b")
         .await
         .expect("redis");

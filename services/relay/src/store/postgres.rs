@@ -180,19 +180,12 @@ impl PgStore {
         if let [(_, r)] = keys {
             // Alone (light load): plain equalities, planned in a fraction of the time the
             // lateral form takes (Postgres re-plans that one for each array it is given).
-            return Ok(sqlx::query_as(
-                "SELECT i.tenant_id, i.peer_id, i.message_id, i.seq, \
-                 CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END AS state, \
-                 i.state AS row_state, p.delivered_seq AS cursor, m.from_peer_id, m.correlation_id \
-                 FROM inbox i JOIN messages m ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id \
-                 JOIN peers p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
-                 WHERE i.tenant_id = $1 AND i.message_id = $2 AND i.peer_id = $3",
-            )
-            .bind(&r.tenant_id)
-            .bind(&r.message_id)
-            .bind(&r.peer_id)
-            .fetch_all(&mut *conn)
-            .await?);
+            return Ok(sqlx::query_as(super::sql::ENTRY_BY_KEY)
+                .bind(&r.tenant_id)
+                .bind(&r.peer_id)
+                .bind(&r.message_id)
+                .fetch_all(&mut *conn)
+                .await?);
         }
         let column = |f: fn(&super::ReceiptOp) -> &str| -> Vec<&str> {
             keys.iter().map(|(_, r)| f(r)).collect()

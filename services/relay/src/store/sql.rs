@@ -59,6 +59,15 @@ pub(crate) fn is_simple(op: &super::WriteOp) -> bool {
     }
 }
 
+/// One inbox entry by (tenant, peer, message), with its effective state and its peer's cursor
+/// (an `EntryRow`).
+pub(crate) const ENTRY_BY_KEY: &str = "SELECT i.tenant_id, i.peer_id, i.message_id, i.seq, \
+     CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END AS state, \
+     i.state AS row_state, p.delivered_seq AS cursor, m.from_peer_id, m.correlation_id \
+     FROM inbox i JOIN messages m ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id \
+     JOIN peers p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
+     WHERE i.tenant_id = $1 AND i.peer_id = $2 AND i.message_id = $3";
+
 macro_rules! impl_store {
     ($store:ident, $db:ty, $backend:literal, $begin_write:literal, $lock_ask:literal) => {
         use $crate::store::sql::{
@@ -873,13 +882,7 @@ macro_rules! impl_store {
             }
 
             async fn receipt_one(conn: &mut Conn, r: &ReceiptOp) -> Result<ReceiptOutcome> {
-                let row = sqlx::query_as::<_, EntryRow>(
-                    "SELECT i.tenant_id, i.peer_id, i.message_id, i.seq, CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END AS state, \
-                     i.state AS row_state, p.delivered_seq AS cursor, m.from_peer_id, m.correlation_id \
-                     FROM inbox i JOIN messages m ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id \
-                     JOIN peers p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
-                     WHERE i.tenant_id = $1 AND i.peer_id = $2 AND i.message_id = $3",
-                )
+                let row = sqlx::query_as::<_, EntryRow>($crate::store::sql::ENTRY_BY_KEY)
                 .bind(&r.tenant_id)
                 .bind(&r.peer_id)
                 .bind(&r.message_id)
