@@ -471,3 +471,65 @@ async fn a_heartbeat_that_finds_a_newer_claim_lets_the_peer_go() {
         .expect("redis-cli");
     assert_eq!(String::from_utf8_lossy(&holder.stdout).trim(), "pod-b");
 }
+
+/// Pods keep stored peers for name resolution (a database read per message otherwise). A name
+/// that changes hands on another pod is seen at once: bob's session ends on pod b and a new
+/// session takes the name "bob" there; once alice (pod a) has seen the new bob come online, a
+/// message to "bob" goes to the new session, never to the old one's inbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_taken_by_a_new_session_on_another_pod_routes_to_it_at_once() {
+    let db = TempDatabase::create("repowire_cluster");
+    let prefix = format!("repowire-test-{}", uuid::Uuid::new_v4().simple());
+    let a_pod = pod(&db, &prefix, "pod-a").await;
+    let key = a_pod.first_key.clone().expect("key");
+    let b_pod = pod(&db, &prefix, "pod-b").await;
+
+    let mut a = TestClient::connect(&a_pod.http, &a_pod.ws, &key).await;
+    let alice = a.peer("alice", "dev").await;
+    let mut old = TestClient::connect(&b_pod.http, &b_pod.ws, &key).await;
+    let bob = old.peer("bob", "dev").await;
+    presence(&mut a, &bob.peer_id, PresenceEvent::Online).await;
+
+    // Pod a resolves "bob" (and keeps the answer).
+    let first = a
+        .notify(&alice, "bob", "to the first bob")
+        .await
+        .expect("accepted");
+    assert_eq!(first.recipients[0].peer_id, bob.peer_id);
+    assert_eq!(
+        old.delivered_to(&bob.peer_id).await.message.text,
+        "to the first bob"
+    );
+
+    // The first session ends; a new one (no reclaim: a new peer) takes the name on pod b.
+    drop(old);
+    presence(&mut a, &bob.peer_id, PresenceEvent::Offline).await;
+    let mut new = TestClient::connect(&b_pod.http, &b_pod.ws, &key).await;
+    let bob2 = new.peer("bob", "dev").await;
+    assert_eq!(bob2.name, "bob", "the name was free again");
+    assert_ne!(bob2.peer_id, bob.peer_id);
+    presence(&mut a, &bob2.peer_id, PresenceEvent::Online).await;
+
+    let second = a
+        .notify(&alice, "bob", "to the new bob")
+        .await
+        .expect("accepted");
+    assert_eq!(
+        second.recipients[0].peer_id, bob2.peer_id,
+        "resolved with a stale answer: routed to the old session's inbox"
+    );
+    assert_eq!(
+        new.delivered_to(&bob2.peer_id).await.message.text,
+        "to the new bob"
+    );
+}
+
+/// Waits for a presence frame about `peer`.
+async fn presence(client: &mut TestClient, peer: &PeerId, event: PresenceEvent) {
+    client
+        .expect(|f| match &f.body {
+            Body::Presence(p) if &p.peer.peer_id == peer && p.event == event => Some(()),
+            _ => None,
+        })
+        .await
+}

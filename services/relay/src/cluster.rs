@@ -150,6 +150,18 @@ impl Cluster {
         }));
     }
 
+    /// A peer of the tenant was stored: every pod's directory drops the tenant's answers.
+    /// This pod's is dropped at once; the others hear it on the ordered channel, before any
+    /// presence frame the caller sends next.
+    pub fn peers_changed(&self, directory: &crate::directory::Directory, tenant_id: &str) {
+        directory.changed(tenant_id);
+        if self.shared() {
+            let _ = self.forwards.send(Outgoing::Tenant(BusEvent::PeersChanged {
+                tenant_id: tenant_id.to_owned(),
+            }));
+        }
+    }
+
     /// Tells every pod (this one too) that a key was revoked.
     pub async fn revoked(&self, key_id: &str) {
         let event = BusEvent::KeyRevoked {
@@ -309,13 +321,19 @@ pub async fn run(state: AppState) {
             return;
         }
     };
+    // Subscribed: from here on no change notice is missed, so answers may be kept.
+    state.directory.resume();
     let mut heartbeat = tokio::time::interval(cluster.ttl / 3);
     loop {
         tokio::select! {
             _ = state.shutdown.cancelled() => return,
             _ = heartbeat.tick() => refresh(&state).await,
             event = events.recv() => match event {
-                Some(BusEvent::Resubscribed) => recover(&state).await,
+                Some(BusEvent::Resubscribed) => {
+                    state.directory.resume();
+                    recover(&state).await;
+                }
+                Some(BusEvent::SubscriptionLost) => state.directory.suspend(),
                 Some(event) => apply(&state, event),
                 None => return,
             },
@@ -416,7 +434,8 @@ fn apply(state: &AppState, event: BusEvent) {
                 tracing::info!(key = %key_id, closed, "revoked on another pod: connections closed");
             }
         }
-        BusEvent::Resubscribed => {}
+        BusEvent::PeersChanged { tenant_id } => state.directory.changed(&tenant_id),
+        BusEvent::Resubscribed | BusEvent::SubscriptionLost => {}
         BusEvent::TakenOver {
             tenant_id,
             peer_id,

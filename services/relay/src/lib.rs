@@ -24,6 +24,7 @@ pub mod bus;
 pub mod cluster;
 pub mod config;
 pub mod connection;
+pub mod directory;
 pub mod dispatch;
 pub mod error;
 pub mod hub;

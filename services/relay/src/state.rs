@@ -13,6 +13,7 @@ use crate::bus::Bus;
 use crate::bus::memory::MemoryBus;
 use crate::cluster::Cluster;
 use crate::config::RelayConfig;
+use crate::directory::Directory;
 use crate::dispatch::Dispatcher;
 use crate::hub::Hub;
 use crate::metrics::Metrics;
@@ -47,6 +48,8 @@ pub struct Inner {
     pub conn_slots: Arc<Semaphore>,
     /// The other pods (presence, forwarding); a single-process bus when there are none.
     pub cluster: Arc<Cluster>,
+    /// Stored peers kept for name resolution, dropped when a registration may change them.
+    pub directory: Directory,
     draining: AtomicBool,
 }
 
@@ -85,6 +88,8 @@ impl AppState {
         bus: Arc<dyn Bus>,
     ) -> (Self, JoinHandle<()>) {
         let hub = Arc::new(Hub::default());
+        // In a cluster, answers are kept only once change notices are heard (cluster::run).
+        let directory = Directory::new(!bus.shared());
         let metrics = Arc::new(Metrics::new());
         let cluster = Cluster::start(bus, config.presence_ttl());
         let dispatcher = Arc::new(Dispatcher::new(
@@ -110,6 +115,7 @@ impl AppState {
             tracker: TaskTracker::new(),
             conn_slots,
             cluster,
+            directory,
             draining: AtomicBool::new(false),
         }));
         (state, writer_task)

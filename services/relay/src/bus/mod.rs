@@ -65,6 +65,16 @@ pub enum BusEvent {
         /// The key.
         key_id: String,
     },
+    /// A peer of this tenant was stored (registered, renamed, moved): names may resolve
+    /// differently now.
+    PeersChanged {
+        /// The tenant.
+        tenant_id: String,
+    },
+    /// Local only, never sent: the subscription broke; events may be missed until
+    /// [`BusEvent::Resubscribed`].
+    #[serde(skip)]
+    SubscriptionLost,
     /// Local only, never sent: the subscription was re-established after a break, so events
     /// (forwards) may have been missed and presence may be gone (a restarted Redis).
     #[serde(skip)]

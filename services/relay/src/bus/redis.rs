@@ -150,6 +150,9 @@ async fn pump(
                 return;
             }
             tracing::warn!("bus subscription ended; re-subscribing");
+            if tx.send(BusEvent::SubscriptionLost).is_err() {
+                return;
+            }
         }
         tokio::select! {
             _ = tx.closed() => return,

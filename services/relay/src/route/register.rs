@@ -129,6 +129,10 @@ pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled
         }
         return Err(e.into());
     }
+    // Before the `online` frame: whoever sees the peer come online resolves names with it.
+    s.state
+        .cluster
+        .peers_changed(&s.state.directory, &s.tenant_id);
     if let Some(previous) = bound.previous_conn {
         tracing::info!(peer = %peer_id, previous, conn = s.conn, "peer reclaimed from another connection");
         let notice = ErrorFrame::new(

@@ -9,6 +9,7 @@
 use repowire_protocol::{ErrorCode, PeerId, PeerSummary};
 
 use super::{Refusal, Session};
+use crate::directory::Lookup;
 use crate::hub::{self, LivePeer, summary};
 
 pub(super) async fn resolve(
@@ -21,8 +22,22 @@ pub(super) async fn resolve(
         if let Some(live) = s.state.hub.live_peer(&s.tenant_id, to) {
             return Ok(live.summary());
         }
-        return match s.state.store.get_peer(&s.tenant_id, to).await? {
-            Some(p) => Ok(summary(&p)),
+        let store = &s.state.store;
+        let stored = s
+            .state
+            .directory
+            .get(&s.tenant_id, Lookup::Id, to, || async {
+                Ok::<_, crate::store::StoreError>(
+                    store
+                        .get_peer(&s.tenant_id, to)
+                        .await?
+                        .into_iter()
+                        .collect(),
+                )
+            })
+            .await?;
+        return match stored.first() {
+            Some(p) => Ok(summary(p)),
             None => Err(Refusal::new(
                 ErrorCode::UnknownPeer,
                 format!("no peer with id {to}"),
@@ -39,13 +54,16 @@ pub(super) async fn resolve(
         .filter(|p| in_scope(&p.record.circle, &p.record.role))
         .map(LivePeer::summary)
         .collect();
-    // The stored peers of that name: the offline candidates, and in a cluster the ones to
-    // look up on other pods (a few presence reads, not the whole tenant's).
+    // The stored peers of that name (kept by the directory): the offline candidates, and in
+    // a cluster the ones to look up on other pods.
     let cluster = &s.state.cluster;
+    let store = &s.state.store;
     let stored: Vec<PeerSummary> = if live.is_empty() || cluster.shared() {
         s.state
-            .store
-            .peers_named(&s.tenant_id, to)
+            .directory
+            .get(&s.tenant_id, Lookup::Name, to, || {
+                store.peers_named(&s.tenant_id, to)
+            })
             .await?
             .iter()
             .filter(|p| in_scope(&p.circle, &p.role))
@@ -54,7 +72,10 @@ pub(super) async fn resolve(
     } else {
         Vec::new()
     };
-    for p in &stored {
+    // With nothing live here and one stored candidate, that candidate is the answer whether
+    // it is live elsewhere or not: presence is read only when it can change the answer.
+    let decided = live.is_empty() && stored.len() == 1;
+    for p in stored.iter().filter(|_| !decided) {
         if !live.iter().any(|l| l.peer_id == p.peer_id)
             && cluster
                 .live_elsewhere(&s.tenant_id, p.peer_id.as_str())
