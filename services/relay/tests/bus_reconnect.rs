@@ -35,11 +35,16 @@ async fn a_dropped_subscription_comes_back_by_itself() {
         key_id: "key-after-kill".into(),
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let mut told = false;
+    let (mut lost, mut told) = (false, false);
     loop {
         bus.to_all(&event).await.expect("publish");
         match tokio::time::timeout(Duration::from_millis(100), events.recv()).await {
-            // The pod is told the subscription broke and came back (it then recovers).
+            // The pod is told the subscription broke (it stops trusting what it kept) and came
+            // back (it then recovers), in that order.
+            Ok(Some(BusEvent::SubscriptionLost)) => {
+                assert!(!told, "loss reported after the re-subscription");
+                lost = true;
+            }
             Ok(Some(BusEvent::Resubscribed)) => told = true,
             Ok(Some(got)) => {
                 assert_eq!(got, event);
@@ -53,5 +58,6 @@ async fn a_dropped_subscription_comes_back_by_itself() {
             "the subscription never came back"
         );
     }
+    assert!(lost, "the broken subscription was not reported");
     assert!(told, "the re-subscription was not reported");
 }
