@@ -1,12 +1,13 @@
-//! The write path: one task that commits writes in batches (group commit) and, after each
-//! commit, hands every outcome to the [`AfterCommit`] dispatcher in commit order.
+//! The write path: one task that commits writes in batches (group commit), and one that hands
+//! every outcome to the [`AfterCommit`] dispatcher, in commit order.
 //!
 //! Batching needs no timer: the task takes the first waiting job, then whatever else is
 //! already queued (up to the batch limit), and commits them in one transaction. Under light
 //! load a batch is one write; under heavy load the queue fills while a commit is in flight and
 //! the next batch is large. Nothing is acknowledged before its transaction commits.
-//! Dispatching from this task (not from the submitters) keeps deliveries to each recipient in
-//! inbox order.
+//! Dispatching from one task in commit order (not from the submitters) keeps deliveries to
+//! each recipient in inbox order; it is not the committing task, so encoding and pushing one
+//! batch's frames overlaps the next batch's transaction instead of delaying it.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -81,7 +82,14 @@ impl Writer {
         // `inflight_writes` permits for its queued writes (the reader waits for one), and
         // connections are capped, so the queue is bounded by what the relay admitted.
         let (tx, rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run(rx, store, after, metrics, max_batch.max(1)));
+        // Settled writes wait for dispatch in the same way: each holds its connection's permit.
+        let (settled_tx, settled_rx) = mpsc::unbounded_channel();
+        let dispatching = tokio::spawn(dispatch(settled_rx, after));
+        let task = tokio::spawn(async move {
+            run(rx, store, settled_tx, metrics, max_batch.max(1)).await;
+            // The commit side is done; what it settled is dispatched before the writer ends.
+            let _ = dispatching.await;
+        });
         (Self { tx }, task)
     }
 
@@ -118,10 +126,45 @@ impl Writer {
 /// connection's in-flight permit (released once the outcome is dispatched).
 type Meta = (Option<Origin>, Option<Done>, Option<OwnedSemaphorePermit>);
 
+/// How a write ended, on its way to the dispatcher.
+#[allow(clippy::large_enum_variant)] // nearly every write is `Committed`: boxing it would only add an allocation
+enum Ending {
+    /// Committed with this outcome.
+    Committed(WriteOutcome),
+    /// Committed, but the store gave no outcome for it (a store bug, logged).
+    NoOutcome,
+    /// Nothing of it was stored (shared by a batch that failed whole).
+    Failed(Arc<StoreError>),
+}
+
+/// What the committing task hands to the dispatching one, in commit order.
+enum Settled {
+    /// Writes that ended, in their commit order.
+    Writes(Vec<(WriteOp, Meta, Ending)>),
+    /// Every write queued before this flush is dispatched once this is reached.
+    Flush(oneshot::Sender<()>),
+}
+
+/// Dispatches settled writes in the order they were settled.
+async fn dispatch(mut rx: mpsc::UnboundedReceiver<Settled>, after: Arc<dyn AfterCommit>) {
+    while let Some(settled) = rx.recv().await {
+        match settled {
+            Settled::Writes(writes) => {
+                for (op, (origin, done, _permit), result) in writes {
+                    finish(after.as_ref(), op, origin, done, result);
+                }
+            }
+            Settled::Flush(done) => {
+                let _ = done.send(());
+            }
+        }
+    }
+}
+
 async fn run(
     mut rx: mpsc::UnboundedReceiver<Job>,
     store: Arc<dyn Store>,
-    after: Arc<dyn AfterCommit>,
+    settled: mpsc::UnboundedSender<Settled>,
     metrics: Arc<Metrics>,
     max_batch: usize,
 ) {
@@ -171,45 +214,43 @@ async fn run(
             metrics
                 .write_batch_seconds
                 .observe(started.elapsed().as_secs_f64());
+            let mut writes = Vec::with_capacity(ops.len());
             match applied {
                 Ok(outcomes) => {
-                    for ((op, (origin, done, _permit)), outcome) in
-                        ops.drain(..).zip(metas.drain(..)).zip(outcomes)
-                    {
-                        finish(after.as_ref(), op, origin, done, Ok(Some(outcome)));
+                    let mut outcomes = outcomes.into_iter();
+                    for (op, meta) in ops.drain(..).zip(metas.drain(..)) {
+                        let result = outcomes.next().map_or(Ending::NoOutcome, Ending::Committed);
+                        writes.push((op, meta, result));
                     }
                 }
                 Err(error) if ops.len() > 1 && error.may_be_one_write() => {
                     // One bad write must not fail the others (they may belong to other
                     // tenants): the transaction rolled back whole, so retry each alone.
                     tracing::warn!(%error, writes = ops.len(), "write batch failed; retrying each write alone");
-                    for (op, (origin, done, _permit)) in ops.drain(..).zip(metas.drain(..)) {
-                        let result = store.apply(std::slice::from_ref(&op)).await;
-                        finish(
-                            after.as_ref(),
-                            op,
-                            origin,
-                            done,
-                            result.map(|mut o| o.pop()),
-                        );
+                    for (op, meta) in ops.drain(..).zip(metas.drain(..)) {
+                        let result = match store.apply(std::slice::from_ref(&op)).await {
+                            Ok(mut o) => o.pop().map_or(Ending::NoOutcome, Ending::Committed),
+                            Err(error) => Ending::Failed(Arc::new(error)),
+                        };
+                        writes.push((op, meta, result));
                     }
                 }
                 Err(error) => {
                     // The database is unreachable (or one write failed alone): every write of
                     // the batch gets the failure at once instead of a retry that would stall.
                     tracing::warn!(%error, writes = ops.len(), "write batch failed; nothing of it was stored");
-                    let message = error.to_string();
-                    for (op, (origin, done, _permit)) in ops.drain(..).zip(metas.drain(..)) {
-                        after.failed(&op, &error, origin.as_ref());
-                        if let Some(done) = done {
-                            let _ = done.send(Err(message.clone()));
-                        }
+                    let error = Arc::new(error);
+                    for (op, meta) in ops.drain(..).zip(metas.drain(..)) {
+                        writes.push((op, meta, Ending::Failed(error.clone())));
                     }
                 }
             }
+            if settled.send(Settled::Writes(writes)).is_err() {
+                return;
+            }
         }
         for done in flushes.drain(..) {
-            let _ = done.send(());
+            let _ = settled.send(Settled::Flush(done));
         }
     }
 }
@@ -223,17 +264,17 @@ fn finish(
     op: WriteOp,
     origin: Option<Origin>,
     done: Option<Done>,
-    result: Result<Option<WriteOutcome>, StoreError>,
+    result: Ending,
 ) {
     match result {
-        Ok(Some(outcome)) => {
+        Ending::Committed(outcome) => {
             after.committed(&op, &outcome, origin.as_ref());
             if let Some(done) = done {
                 let _ = done.send(Ok(outcome));
             }
         }
-        Ok(None) => tracing::error!(?op, "store returned no outcome for a write"),
-        Err(error) => {
+        Ending::NoOutcome => tracing::error!(?op, "store returned no outcome for a write"),
+        Ending::Failed(error) => {
             after.failed(&op, &error, origin.as_ref());
             if let Some(done) = done {
                 let _ = done.send(Err(error.to_string()));
