@@ -418,25 +418,33 @@ macro_rules! impl_store {
             }
 
             /// Grouped compare-and-set updates of inbox rows: for each (row state, new state),
-            /// the listed entries still in that row state move. Returns the entries that moved.
+            /// the listed entries (indices into `rows`) still in that row state move. Returns
+            /// the indices of the entries that moved.
             async fn update_rows(
                 conn: &mut Conn,
-                groups: &BTreeMap<(&str, &'static str), Vec<&Key>>,
+                rows: &[EntryRow],
+                groups: &BTreeMap<(&str, &'static str), Vec<usize>>,
                 now_ms: i64,
-            ) -> Result<Vec<Key>> {
+            ) -> Result<Vec<usize>> {
+                let index: HashMap<(&str, &str, &str), usize> = groups
+                    .values()
+                    .flatten()
+                    .map(|&i| ((rows[i].tenant_id.as_str(), rows[i].peer_id.as_str(), rows[i].message_id.as_str()), i))
+                    .collect();
                 let mut moved = Vec::new();
-                for ((from, to), keys) in groups {
-                    for chunk in keys.chunks(CHUNK) {
+                for ((from, to), entries) in groups {
+                    for chunk in entries.chunks(CHUNK) {
                         let mut qb = sqlx::QueryBuilder::<$db>::new("UPDATE inbox SET state = ");
                         qb.push_bind(*to).push(", reason = NULL, updated_at_ms = ").push_bind(now_ms);
                         qb.push(" WHERE state = ").push_bind(*from);
                         qb.push(" AND (tenant_id, peer_id, message_id) IN (");
-                        qb.push_values(chunk, |mut b, k| {
-                            b.push_bind(k.0.as_str()).push_bind(k.1.as_str()).push_bind(k.2.as_str());
+                        qb.push_values(chunk, |mut b, &i| {
+                            let r = &rows[i];
+                            b.push_bind(r.tenant_id.as_str()).push_bind(r.peer_id.as_str()).push_bind(r.message_id.as_str());
                         });
                         qb.push(") RETURNING tenant_id, peer_id, message_id");
-                        let rows: Vec<Key> = qb.build_query_as().fetch_all(&mut *conn).await?;
-                        moved.extend(rows);
+                        let keys: Vec<Key> = qb.build_query_as().fetch_all(&mut *conn).await?;
+                        moved.extend(keys.iter().filter_map(|k| index.get(&(k.0.as_str(), k.1.as_str(), k.2.as_str())).copied()));
                     }
                 }
                 Ok(moved)
@@ -447,32 +455,28 @@ macro_rules! impl_store {
                 rs: &[(usize, &ReceiptOp)],
                 outcomes: &mut [Option<WriteOutcome>],
             ) -> Result<()> {
-                let key = |r: &ReceiptOp| (r.tenant_id.clone(), r.peer_id.clone(), r.message_id.clone());
-                let mut entries: HashMap<Key, EntryRow> = HashMap::new();
+                // The entries the receipts name, each once; everything below refers to them by
+                // index (no key is cloned or hashed twice).
+                let mut rows: Vec<EntryRow> = Vec::with_capacity(rs.len());
                 for chunk in rs.chunks(CHUNK) {
                     // Per dialect (postgres.rs, sqlite.rs): the lookup must go key by key
                     // through the unique (tenant, message, peer) index whatever the statistics say.
-                    let rows: Vec<EntryRow> = Self::receipt_entries(conn, chunk).await?;
-                    for row in rows {
-                        entries.insert((row.tenant_id.clone(), row.peer_id.clone(), row.message_id.clone()), row);
-                    }
+                    rows.extend(Self::receipt_entries(conn, chunk).await?);
+                }
+                let mut index: HashMap<(&str, &str, &str), usize> = HashMap::with_capacity(rows.len());
+                for (i, row) in rows.iter().enumerate() {
+                    index.insert((row.tenant_id.as_str(), row.peer_id.as_str(), row.message_id.as_str()), i);
                 }
                 // Walk the receipts in order against the states as they evolve in this run.
-                let mut original: HashMap<Key, DeliveryState> = HashMap::new();
-                let mut current: HashMap<Key, DeliveryState> = HashMap::new();
-                for (k, row) in &entries {
-                    let st = state(&row.state)?;
-                    original.insert(k.clone(), st);
-                    current.insert(k.clone(), st);
-                }
-                let mut planned: Vec<(usize, Key, DeliveryState)> = Vec::new();
+                let original: Vec<DeliveryState> = rows.iter().map(|row| state(&row.state)).collect::<Result<_>>()?;
+                let mut current = original.clone();
+                let mut planned: Vec<(usize, usize, DeliveryState)> = Vec::new();
                 for (i, r) in rs {
-                    let k = key(r);
-                    match current.get(&k).copied() {
+                    match index.get(&(r.tenant_id.as_str(), r.peer_id.as_str(), r.message_id.as_str())) {
                         None => outcomes[*i] = Some(WriteOutcome::Receipt(ReceiptOutcome::Unknown)),
-                        Some(from) if receipt_allowed(from, r.state) => {
-                            current.insert(k.clone(), r.state);
-                            planned.push((*i, k, r.state));
+                        Some(&e) if receipt_allowed(current[e], r.state) => {
+                            current[e] = r.state;
+                            planned.push((*i, e, r.state));
                         }
                         Some(_) => outcomes[*i] = Some(WriteOutcome::Receipt(ReceiptOutcome::Unchanged)),
                     }
@@ -481,28 +485,28 @@ macro_rules! impl_store {
                 // Entries going from (effectively) accepted to delivered advance their peer's
                 // delivered cursor when they are next in line: no row is rewritten. The rest
                 // (injected, out-of-order delivered) are row updates, grouped by row state.
-                let mut advance: BTreeMap<(&str, &str), Vec<&Key>> = BTreeMap::new();
-                let mut groups: BTreeMap<(&str, &'static str), Vec<&Key>> = BTreeMap::new();
-                for (k, to) in &current {
-                    let from = original[k];
-                    if from == *to {
+                let mut advance: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
+                let mut groups: BTreeMap<(&str, &'static str), Vec<usize>> = BTreeMap::new();
+                for (e, row) in rows.iter().enumerate() {
+                    let (from, to) = (original[e], current[e]);
+                    if from == to {
                         continue;
                     }
-                    if from == DeliveryState::Accepted && *to == DeliveryState::Delivered {
-                        advance.entry((k.0.as_str(), k.1.as_str())).or_default().push(k);
+                    if from == DeliveryState::Accepted && to == DeliveryState::Delivered {
+                        advance.entry((row.tenant_id.as_str(), row.peer_id.as_str())).or_default().push(e);
                     } else {
-                        groups.entry((entries[k].row_state.as_str(), to.as_str())).or_default().push(k);
+                        groups.entry((row.row_state.as_str(), to.as_str())).or_default().push(e);
                     }
                 }
                 // Row updates first, so entries they move past `accepted` do not stop a cursor.
-                let mut moved_rows = Self::update_rows(conn, &groups, now_ms).await?;
-                let mut leftovers: BTreeMap<(&str, &'static str), Vec<&Key>> = BTreeMap::new();
-                let mut moved: HashSet<Key> = HashSet::new();
-                for ((tenant_id, peer_id), mut keys) in advance {
-                    keys.sort_by_key(|k| entries[*k].seq);
-                    let cursor = entries[keys[0]].cursor;
-                    let last = entries[keys[keys.len() - 1]].seq;
-                    let wanted: HashSet<i64> = keys.iter().map(|k| entries[*k].seq).collect();
+                let mut moved_rows = Self::update_rows(conn, &rows, &groups, now_ms).await?;
+                let mut leftovers: BTreeMap<(&str, &'static str), Vec<usize>> = BTreeMap::new();
+                let mut moved = vec![false; rows.len()];
+                for ((tenant_id, peer_id), mut es) in advance {
+                    es.sort_by_key(|&e| rows[e].seq);
+                    let cursor = rows[es[0]].cursor;
+                    let last = rows[es[es.len() - 1]].seq;
+                    let wanted: HashSet<i64> = es.iter().map(|&e| rows[e].seq).collect();
                     let between: Vec<(i64, String)> = sqlx::query_as(
                         "SELECT seq, state FROM inbox WHERE tenant_id = $1 AND peer_id = $2 \
                          AND seq > $3 AND seq <= $4 ORDER BY seq",
@@ -540,25 +544,25 @@ macro_rules! impl_store {
                         .await?
                         .rows_affected()
                             == 1;
-                    for k in keys {
-                        if advanced && entries[k].seq <= reach {
-                            moved.insert(k.clone());
+                    for e in es {
+                        if advanced && rows[e].seq <= reach {
+                            moved[e] = true;
                         } else {
-                            leftovers.entry(("accepted", DeliveryState::Delivered.as_str())).or_default().push(k);
+                            leftovers.entry(("accepted", DeliveryState::Delivered.as_str())).or_default().push(e);
                         }
                     }
                 }
                 // Receipted entries the cursor could not cover (out of order) move row by row.
-                moved_rows.extend(Self::update_rows(conn, &leftovers, now_ms).await?);
+                moved_rows.extend(Self::update_rows(conn, &rows, &leftovers, now_ms).await?);
                 // Row updates of entries that were effectively accepted free room in their peer's
                 // inbox (cursor advances already counted theirs).
                 let mut freed: BTreeMap<(&str, &str), i64> = BTreeMap::new();
-                for k in &moved_rows {
-                    if original.get(k) == Some(&DeliveryState::Accepted) {
-                        *freed.entry((k.0.as_str(), k.1.as_str())).or_default() += 1;
+                for &e in &moved_rows {
+                    moved[e] = true;
+                    if original[e] == DeliveryState::Accepted {
+                        *freed.entry((rows[e].tenant_id.as_str(), rows[e].peer_id.as_str())).or_default() += 1;
                     }
                 }
-                moved.extend(moved_rows.iter().cloned());
                 for ((tenant_id, peer_id), n) in freed {
                     sqlx::query("UPDATE peers SET pending = pending - $1 WHERE tenant_id = $2 AND peer_id = $3")
                         .bind(n)
@@ -567,11 +571,12 @@ macro_rules! impl_store {
                         .execute(&mut *conn)
                         .await?;
                 }
-                for (i, k, to) in planned {
-                    outcomes[i] = Some(WriteOutcome::Receipt(match (moved.contains(&k), entries.get(&k)) {
-                        (true, Some(row)) => ReceiptOutcome::Changed(row.change(to, None)),
+                for (i, e, to) in planned {
+                    outcomes[i] = Some(WriteOutcome::Receipt(if moved[e] {
+                        ReceiptOutcome::Changed(rows[e].change(to, None))
+                    } else {
                         // Another writer moved it first: nothing changed here.
-                        _ => ReceiptOutcome::Unchanged,
+                        ReceiptOutcome::Unchanged
                     }));
                 }
                 Ok(())
@@ -609,7 +614,12 @@ macro_rules! impl_store {
                 let mut repeats: Vec<(usize, usize)> = Vec::new();
                 let mut fresh: Vec<usize> = Vec::new();
                 for (pos, (i, m)) in ms.iter().enumerate() {
-                    if let Some((hash, cid)) = existing.get(&(m.tenant_id.clone(), m.message_id.clone())) {
+                    let stored = if existing.is_empty() {
+                        None
+                    } else {
+                        existing.get(&(m.tenant_id.clone(), m.message_id.clone()))
+                    };
+                    if let Some((hash, cid)) = stored {
                         let outcome = if *hash == m.content_hash {
                             let recipients = Self::entry_peers(conn, &m.tenant_id, &m.message_id).await?;
                             AcceptOutcome::Duplicate { recipients, correlation_id: cid.clone() }
@@ -626,14 +636,14 @@ macro_rules! impl_store {
                 }
                 // 3. Inbox slots: per recipient, in op order. Peers are locked in key order within this
                 // run only; other writes of the batch may lock in another order (see apply).
-                let mut wanted: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
+                let mut wanted: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
                 for &pos in &fresh {
                     let m = ms[pos].1;
-                    let mut rs = m.recipients.clone();
-                    rs.sort();
+                    let mut rs: Vec<&str> = m.recipients.iter().map(String::as_str).collect();
+                    rs.sort_unstable();
                     rs.dedup();
                     for r in rs {
-                        wanted.entry((m.tenant_id.clone(), r)).or_default().push(pos);
+                        wanted.entry((m.tenant_id.as_str(), r)).or_default().push(pos);
                     }
                 }
                 let mut slots: HashMap<usize, Vec<Enqueued>> = HashMap::new();
@@ -658,31 +668,37 @@ macro_rules! impl_store {
                     let unknown = granted.is_empty() && !Self::peer_exists(conn, tenant_id, peer_id).await?;
                     for (n, &pos) in positions.iter().enumerate() {
                         let single = ms[pos].1.kind != MessageKind::Broadcast;
+                        let peer_id = (*peer_id).to_owned();
                         match granted.get(n) {
-                            Some(&seq) => slots.entry(pos).or_default().push(Enqueued { peer_id: peer_id.clone(), seq }),
+                            Some(&seq) => slots.entry(pos).or_default().push(Enqueued { peer_id, seq }),
                             None if unknown && single => {
-                                failed.insert(pos, AcceptOutcome::UnknownRecipient { peer_id: peer_id.clone() });
+                                failed.insert(pos, AcceptOutcome::UnknownRecipient { peer_id });
                             }
                             None if unknown => {}
                             None if single => {
-                                failed.insert(pos, AcceptOutcome::InboxFull { peer_id: peer_id.clone() });
+                                failed.insert(pos, AcceptOutcome::InboxFull { peer_id });
                             }
-                            None => refused.entry(pos).or_default().push(peer_id.clone()),
+                            None => refused.entry(pos).or_default().push(peer_id),
                         }
                     }
                 }
                 // 4. Message rows, then inbox entries.
                 let insert: Vec<usize> = fresh.iter().copied().filter(|p| !failed.contains_key(p)).collect();
                 let mut inserted: HashSet<(String, String)> = HashSet::new();
+                let mut all_inserted = true;
                 for chunk in insert.chunks(CHUNK) {
                     let rows: Vec<&NewMessage> = chunk.iter().map(|&pos| ms[pos].1).collect();
                     // Per dialect: returns the (tenant, id) of the rows inserted.
-                    inserted.extend(Self::insert_messages(conn, &rows).await?);
+                    let done = Self::insert_messages(conn, &rows).await?;
+                    // Ids are distinct here (repeats were set aside), so a full count means
+                    // every row went in; only a short one needs looking at row by row.
+                    all_inserted &= done.len() == rows.len();
+                    inserted.extend(done);
                 }
                 let mut cids: HashMap<usize, Option<String>> = HashMap::new();
                 for &pos in &insert {
                     let m = ms[pos].1;
-                    let cid = if inserted.contains(&(m.tenant_id.clone(), m.message_id.clone())) {
+                    let cid = if all_inserted || inserted.contains(&(m.tenant_id.clone(), m.message_id.clone())) {
                         m.correlation_id.clone()
                     } else {
                         // A correlation-id collision: re-mint and insert this one alone.
