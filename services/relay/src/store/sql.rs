@@ -922,18 +922,9 @@ macro_rules! impl_store {
             }
 
             async fn expire_due(conn: &mut Conn, now_ms: i64, limit: i64) -> Result<Vec<StateChange>> {
-                let rows = sqlx::query_as::<_, EntryRow>(
-                    "SELECT i.tenant_id, i.peer_id, i.message_id, i.seq, CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END AS state, \
-                     i.state AS row_state, p.delivered_seq AS cursor, m.from_peer_id, m.correlation_id \
-                     FROM inbox i JOIN messages m ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id \
-                     JOIN peers p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
-                     WHERE i.state = 'accepted' AND i.seq > p.delivered_seq AND i.expires_at_ms <= $1 \
-                     ORDER BY i.expires_at_ms LIMIT $2",
-                )
-                .bind(now_ms)
-                .bind(limit)
-                .fetch_all(&mut *conn)
-                .await?;
+                // Per dialect (postgres.rs, sqlite.rs): only the entries past each peer's cursor
+                // can still be waiting, so only those are read.
+                let rows = Self::due_entries(conn, now_ms, limit).await?;
                 let mut changes = Vec::with_capacity(rows.len());
                 for row in rows {
                     let reason = "not delivered before the message TTL";

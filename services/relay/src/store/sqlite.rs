@@ -124,6 +124,28 @@ impl SqliteStore {
         Ok(qb.build_query_as().fetch_all(&mut *conn).await?)
     }
 
+    /// Entries still waiting past their expiry, oldest first: for each peer with entries past
+    /// its cursor, a range of the inbox primary key (SQLite's nested loops use it as written).
+    async fn due_entries(
+        conn: &mut sqlx::SqliteConnection,
+        now_ms: i64,
+        limit: i64,
+    ) -> super::Result<Vec<EntryRow>> {
+        Ok(sqlx::query_as(
+            "SELECT i.tenant_id, i.peer_id, i.message_id, i.seq, i.state AS state, \
+             i.state AS row_state, p.delivered_seq AS cursor, m.from_peer_id, m.correlation_id \
+             FROM peers p \
+             JOIN inbox i ON i.tenant_id = p.tenant_id AND i.peer_id = p.peer_id AND i.seq > p.delivered_seq \
+             JOIN messages m ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id \
+             WHERE p.last_seq > p.delivered_seq AND i.state = 'accepted' AND i.expires_at_ms <= $1 \
+             ORDER BY i.expires_at_ms LIMIT $2",
+        )
+        .bind(now_ms)
+        .bind(limit)
+        .fetch_all(&mut *conn)
+        .await?)
+    }
+
     /// The inbox entries receipts name, with their effective state and their peer's cursor.
     async fn receipt_entries(
         conn: &mut sqlx::SqliteConnection,
