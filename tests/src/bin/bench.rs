@@ -332,7 +332,6 @@ async fn throughput(
         let mut r = connect(r_http, r_ws, key).await?;
         let from = s.register(&format!("{tag}-tx-{p}")).await?;
         let to_id = r.register(&format!("{tag}-rx-{p}")).await?;
-        let to_id_str = to_id.to_string();
         // Receiver: count, de-duplicate, receipt.
         {
             let (delivered, seen, duplicates) =
@@ -400,15 +399,7 @@ async fn throughput(
                 }
             });
         }
-        let (stop, tx, to) = (
-            stop.clone(),
-            s.tx.clone(),
-            if std::env::var("BYID").is_ok() {
-                to_id_str
-            } else {
-                format!("{tag}-rx-{p}")
-            },
-        );
+        let (stop, tx, to) = (stop.clone(), s.tx.clone(), format!("{tag}-rx-{p}"));
         let mut pace = match load {
             Load::Paced { rate } => {
                 let period = Duration::from_secs_f64(pairs as f64 / rate.max(1) as f64);
