@@ -321,6 +321,9 @@ async fn one_message_across_two_pods_is_one_trace() {
     let mut b = TestClient::connect(&b_pod.http, &b_pod.ws, &key).await;
     let alice = a.peer("alice", "dev").await;
     let bob = b.peer("bob", "dev").await;
+    // A message that lands while bob's inbox catch-up runs reaches him through the catch-up,
+    // read back from the database without a trace: wait until deliveries to bob are live.
+    live_path_open(&mut a, &alice, &mut b, &bob).await;
 
     // The sender's own span: a trace id and span id of this run.
     let trace_id = uuid::Uuid::new_v4().simple().to_string();
@@ -532,4 +535,34 @@ async fn presence(client: &mut TestClient, peer: &PeerId, event: PresenceEvent) 
             _ => None,
         })
         .await
+}
+
+/// Sends traced notifies from `from` to `to` until one arrives live (with its trace, which a
+/// delivery by the inbox catch-up, read back from the database, does not carry): from then on
+/// this binding's deliveries are live.
+async fn live_path_open(a: &mut TestClient, from: &PeerInfo, b: &mut TestClient, to: &PeerInfo) {
+    for _ in 0..50 {
+        let probe = Frame::new(Body::Notify(Notify {
+            from: from.peer_id.clone(),
+            to: to.peer_id.to_string(),
+            circle: None,
+            text: "probe".into(),
+        }))
+        .traced(Some(format!(
+            "00-{}-{}-01",
+            uuid::Uuid::new_v4().simple(),
+            &uuid::Uuid::new_v4().simple().to_string()[..16]
+        )));
+        a.send_frame(&probe).await;
+        let traced = b
+            .expect(|f| match &f.body {
+                Body::Deliver(d) if d.message.text == "probe" => Some(f.traceparent.is_some()),
+                _ => None,
+            })
+            .await;
+        if traced {
+            return;
+        }
+    }
+    panic!("deliveries to {} never went live", to.peer_id);
 }
