@@ -243,16 +243,46 @@ pub fn with_presence(mut info: PeerInfo, p: &Presence) -> PeerInfo {
 /// costs two Redis round trips (presence of every peer named, then every publish), not two per
 /// frame. Per frame they could not keep up with the writer under load, and the backlog reached
 /// the receiving pod in bursts that overflowed its connections' queues.
+///
+/// Peer-change notices a failed publish did not deliver are sent again, first in the next batch
+/// (so still before anything sent after them) or alone after [`NOTICE_RETRY`]: without them the
+/// other pods would resolve names against an outdated answer until it ages out.
 async fn forward_in_order(bus: Arc<dyn Bus>, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
     let mut batch = Vec::with_capacity(FORWARD_BATCH);
-    while rx.recv_many(&mut batch, FORWARD_BATCH).await > 0 {
-        forward_batch(bus.as_ref(), std::mem::take(&mut batch)).await;
+    let mut unsent: Vec<BusEvent> = Vec::new();
+    loop {
+        let received = if unsent.is_empty() {
+            rx.recv_many(&mut batch, FORWARD_BATCH).await
+        } else {
+            match tokio::time::timeout(NOTICE_RETRY, rx.recv_many(&mut batch, FORWARD_BATCH)).await
+            {
+                Ok(received) => received,
+                Err(_) => usize::MAX, // nothing new: retry the notices alone
+            }
+        };
+        if received == 0 {
+            return;
+        }
+        unsent = forward_batch(
+            bus.as_ref(),
+            std::mem::take(&mut unsent),
+            std::mem::take(&mut batch),
+        )
+        .await;
     }
 }
 
 const FORWARD_BATCH: usize = 512;
 
-async fn forward_batch(bus: &dyn Bus, batch: Vec<Outgoing>) {
+/// How long peer-change notices that could not be published wait before being tried again.
+const NOTICE_RETRY: Duration = Duration::from_millis(200);
+
+/// Publishes `notices` then `batch`, in order; returns the peer-change notices not delivered.
+async fn forward_batch(
+    bus: &dyn Bus,
+    notices: Vec<BusEvent>,
+    batch: Vec<Outgoing>,
+) -> Vec<BusEvent> {
     let mut peers: Vec<(String, String)> = Vec::new();
     let mut index: HashMap<(String, String), usize> = HashMap::new();
     for out in &batch {
@@ -275,7 +305,9 @@ async fn forward_batch(bus: &dyn Bus, batch: Vec<Outgoing>) {
             vec![None; peers.len()]
         }
     };
-    let mut events = Vec::with_capacity(batch.len());
+    let mut events: Vec<(Target, BusEvent)> =
+        notices.into_iter().map(|n| (Target::All, n)).collect();
+    events.reserve(batch.len());
     for out in batch {
         match out {
             Outgoing::Forward {
@@ -305,8 +337,18 @@ async fn forward_batch(bus: &dyn Bus, batch: Vec<Outgoing>) {
             Outgoing::Tenant(event) => events.push((Target::All, event)),
         }
     }
-    if let Err(error) = bus.send_all(&events).await {
-        tracing::warn!(%error, events = events.len(), "could not forward; the entries wait in the inboxes");
+    match bus.send_all(&events).await {
+        Ok(()) => Vec::new(),
+        Err(error) => {
+            tracing::warn!(%error, events = events.len(), "could not forward; the entries wait in the inboxes");
+            let mut unsent: Vec<BusEvent> = Vec::new();
+            for (_, event) in events {
+                if matches!(event, BusEvent::PeersChanged { .. }) && !unsent.contains(&event) {
+                    unsent.push(event);
+                }
+            }
+            unsent
+        }
     }
 }
 
@@ -466,5 +508,140 @@ fn let_go(state: &AppState, tenant_id: &str, peer_id: &str, by_pod: Option<&str>
             crate::dispatch::frame_text(repowire_protocol::Body::Error(notice)),
         );
         tracing::info!(peer = %peer_id, by_pod = by_pod.unwrap_or("(seen at heartbeat)"), "peer taken over by another pod");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::bus::Result;
+    use crate::bus::memory::MemoryBus;
+    use crate::directory::Directory;
+
+    /// An in-process bus whose publishes fail while `down` is set.
+    #[derive(Debug)]
+    struct Flaky {
+        inner: MemoryBus,
+        down: AtomicBool,
+        refused: AtomicUsize,
+    }
+
+    impl Flaky {
+        fn check(&self) -> Result<()> {
+            if self.down.load(Ordering::SeqCst) {
+                self.refused.fetch_add(1, Ordering::SeqCst);
+                return Err(crate::bus::BusError::Unavailable("publish refused".into()));
+            }
+            Ok(())
+        }
+    }
+
+    #[async_trait]
+    impl Bus for Flaky {
+        fn pod(&self) -> &str {
+            self.inner.pod()
+        }
+        async fn ping(&self) -> Result<()> {
+            self.inner.ping().await
+        }
+        async fn to_pod(&self, pod: &str, event: &BusEvent) -> Result<()> {
+            self.check()?;
+            self.inner.to_pod(pod, event).await
+        }
+        async fn to_all(&self, event: &BusEvent) -> Result<()> {
+            self.check()?;
+            self.inner.to_all(event).await
+        }
+        async fn subscribe(&self) -> Result<mpsc::UnboundedReceiver<BusEvent>> {
+            self.inner.subscribe().await
+        }
+        async fn set_presence(&self, t: &str, p: &Presence, ttl: Duration) -> Result<()> {
+            self.inner.set_presence(t, p, ttl).await
+        }
+        async fn refresh_presence(&self, t: &str, p: &Presence, ttl: Duration) -> Result<bool> {
+            self.inner.refresh_presence(t, p, ttl).await
+        }
+        async fn clear_presence(&self, t: &str, peer: &str) -> Result<bool> {
+            self.inner.clear_presence(t, peer).await
+        }
+        async fn presence(&self, t: &str, peer: &str) -> Result<Option<Presence>> {
+            self.inner.presence(t, peer).await
+        }
+        async fn tenant_presence(&self, t: &str) -> Result<Vec<Presence>> {
+            self.inner.tenant_presence(t).await
+        }
+    }
+
+    /// The next event heard, or `None` if nothing comes within a (paused-clock) second.
+    async fn next(heard: &mut mpsc::UnboundedReceiver<BusEvent>) -> Option<BusEvent> {
+        tokio::time::timeout(Duration::from_secs(1), heard.recv())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    fn changed(tenant: &str) -> BusEvent {
+        BusEvent::PeersChanged {
+            tenant_id: tenant.into(),
+        }
+    }
+
+    /// A peer-change notice whose publish failed is sent again: first in the next batch,
+    /// ahead of what was sent after it, or alone once the retry delay passes.
+    #[tokio::test(start_paused = true)]
+    async fn a_change_notice_that_could_not_be_published_is_sent_again_first() {
+        let bus = Arc::new(Flaky {
+            inner: MemoryBus::new("pod-a"),
+            down: AtomicBool::new(true),
+            refused: AtomicUsize::new(0),
+        });
+        // Lets the forwarding task run until the bus has refused `n` publishes in all.
+        let refused = |n: usize| {
+            let bus = bus.clone();
+            async move {
+                while bus.refused.load(Ordering::SeqCst) < n {
+                    tokio::task::yield_now().await;
+                }
+            }
+        };
+        let mut heard = bus.subscribe().await.expect("subscribe");
+        let cluster = Cluster::start(bus.clone(), Duration::from_secs(30));
+        let directory = Directory::new(true);
+
+        // Refused, along with the presence frame after it.
+        cluster.peers_changed(&directory, "t1");
+        cluster.to_tenant("t1", &Outbound::from("lost"));
+        refused(1).await;
+        tokio::task::yield_now().await;
+        bus.down.store(false, Ordering::SeqCst);
+
+        // The next frame goes out behind the notice.
+        cluster.to_tenant("t1", &Outbound::from("after"));
+        assert_eq!(next(&mut heard).await, Some(changed("t1")));
+        assert!(matches!(
+            next(&mut heard).await,
+            Some(BusEvent::ToTenant { frame, .. }) if frame == "after"
+        ));
+
+        // Refused again, and nothing else to send: it goes alone after the retry delay.
+        bus.down.store(true, Ordering::SeqCst);
+        let before = bus.refused.load(Ordering::SeqCst);
+        cluster.peers_changed(&directory, "t2");
+        cluster.peers_changed(&directory, "t2");
+        refused(before + 1).await;
+        tokio::task::yield_now().await;
+        bus.down.store(false, Ordering::SeqCst);
+        tokio::time::advance(NOTICE_RETRY).await;
+        assert_eq!(
+            next(&mut heard).await,
+            Some(changed("t2")),
+            "sent again, once"
+        );
+        tokio::task::yield_now().await;
+        assert!(heard.try_recv().is_err(), "nothing else was sent");
     }
 }

@@ -11,8 +11,11 @@
 //!   client that saw a peer come online resolves names with it;
 //! - while the bus subscription is down, notices may be missed: nothing is cached, and the
 //!   whole cache is dropped when the subscription comes back;
-//! - every answer is dropped after [`MAX_AGE`] anyway, bounding the harm of a notice lost
-//!   while the subscription stayed up (a failed publish).
+//! - a notice whose publish failed is sent again, ahead of anything sent after it
+//!   (`cluster::forward_in_order`);
+//! - every answer is dropped after [`MAX_AGE`] anyway, bounding the harm of a notice that never
+//!   went out: the registering pod died between its commit and the publish, or runs an older
+//!   version that sends none (during a rolling upgrade).
 //!
 //! Answers are keyed by tenant first; a lookup never sees another tenant's entries.
 

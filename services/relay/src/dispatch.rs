@@ -1,7 +1,7 @@
 //! After-commit fan-out: turns write outcomes into frames — `accepted` or `error` for the
 //! submitter, `deliver` for recipients, `delivery` state changes for senders.
 //!
-//! Runs on the writer task, in commit order, and never blocks: every push is a `try_send`
+//! Runs on the writer's dispatching task, in commit order, and never blocks: every push is a `try_send`
 //! through the hub. A recipient that is not live here simply keeps the entry in its inbox.
 
 use std::sync::Arc;

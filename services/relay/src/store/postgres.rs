@@ -1,7 +1,7 @@
 //! Postgres storage (production): the durable truth shared by every relay pod.
 
 use sqlx::PgPool;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::PgPoolOptions;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
 
@@ -14,15 +14,11 @@ pub struct PgStore {
 impl PgStore {
     /// Connects and applies pending migrations.
     pub async fn connect(url: &str, max_connections: u32) -> super::Result<Self> {
-        // No JIT: every statement here is short, and a plan whose row estimate is large (the
-        // expiry sweep's, which cannot know how few entries are past the cursors) was compiled
-        // for ~110 ms each sweep, inside the writer's transaction, to run for a fraction of a ms.
-        let options = url.parse::<PgConnectOptions>()?.options([("jit", "off")]);
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             // Fail fast while the database is down: requests get `unavailable` instead of waiting.
             .acquire_timeout(std::time::Duration::from_secs(5))
-            .connect_with(options)
+            .connect(url)
             .await?;
         Self::new(pool).await
     }
@@ -180,6 +176,13 @@ impl PgStore {
         now_ms: i64,
         limit: i64,
     ) -> super::Result<Vec<EntryRow>> {
+        // No JIT for this transaction (the sweep's own): the plan's row estimate is large (the
+        // planner cannot know how short the ranges are), so JIT compiled it for ~110 ms per
+        // sweep, inside the writer's transaction, to run it in a fraction of a millisecond.
+        // `SET LOCAL`, not a connection option: poolers such as PgBouncer refuse those.
+        sqlx::query("SET LOCAL jit = off")
+            .execute(&mut *conn)
+            .await?;
         Ok(sqlx::query_as(
             "SELECT i.tenant_id, i.peer_id, i.message_id, i.seq, i.state AS state, \
              i.state AS row_state, p.delivered_seq AS cursor, m.from_peer_id, m.correlation_id \

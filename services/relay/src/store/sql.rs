@@ -455,8 +455,9 @@ macro_rules! impl_store {
                 rs: &[(usize, &ReceiptOp)],
                 outcomes: &mut [Option<WriteOutcome>],
             ) -> Result<()> {
-                // The entries the receipts name, each once; everything below refers to them by
-                // index (no key is cloned or hashed twice).
+                // The entries the receipts name; everything below refers to them by index (no
+                // key is cloned or hashed twice). A key receipted twice comes back twice: the
+                // index keeps one copy, and the others never change state, so they are skipped.
                 let mut rows: Vec<EntryRow> = Vec::with_capacity(rs.len());
                 for chunk in rs.chunks(CHUNK) {
                     // Per dialect (postgres.rs, sqlite.rs): the lookup must go key by key
