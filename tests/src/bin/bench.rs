@@ -69,6 +69,58 @@ fn rss_kib(pid: u32) -> anyhow::Result<u64> {
         .context("no VmRSS in /proc status")
 }
 
+/// A relay process the throughput phase reports the cost of: its pid and its HTTP address.
+type Observed<'a> = (u32, &'a str);
+
+/// What a relay had spent at one moment: CPU seconds (user + system, from /proc: time the
+/// process ran, whatever the machine's steal), and its writer's totals from `/metrics`.
+#[derive(Default, Clone, Copy)]
+struct Spent {
+    cpu_s: f64,
+    apply_s: f64,
+    writes: f64,
+    batches: f64,
+}
+
+impl Spent {
+    async fn of((pid, http): Observed<'_>) -> anyhow::Result<Self> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+        // Fields after the command name (which may hold spaces): utime and stime are 14 and 15.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        let ticks = |i: usize| -> f64 { fields.get(i).and_then(|v| v.parse().ok()).unwrap_or(0.0) };
+        let metrics = reqwest::get(format!("{http}/metrics")).await?.text().await?;
+        let metric = |name: &str| -> f64 {
+            metrics
+                .lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+                .unwrap_or(0.0)
+        };
+        Ok(Self {
+            cpu_s: (ticks(11) + ticks(12)) / clock_ticks_per_second(),
+            apply_s: metric("repowire_write_batch_seconds_sum"),
+            writes: metric("repowire_write_batch_size_sum"),
+            batches: metric("repowire_write_batch_size_count"),
+        })
+    }
+}
+
+/// The kernel's clock tick (`getconf CLK_TCK`), 100 where it cannot be read.
+fn clock_ticks_per_second() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(100.0)
+    })
+}
+
 /// Opens `n` authenticated connections (hello answered with welcome), measures the relay's RSS
 /// growth, then closes them.
 async fn idle_memory(http: &str, ws: &str, key: &str, pid: u32, n: usize) -> anyhow::Result<()> {
@@ -301,6 +353,7 @@ type Sides<'a> = &'a [(Endpoint<'a>, Endpoint<'a>)];
 #[allow(clippy::too_many_arguments)] // one benchmark phase's knobs
 async fn throughput(
     sides: Sides<'_>,
+    observed: &[Observed<'_>],
     name: &str,
     key: &str,
     pairs: usize,
@@ -430,7 +483,19 @@ async fn throughput(
         }));
     }
     let started = Instant::now();
+    let acc_at_start = accepted.load(Ordering::Relaxed);
+    let mut before = Vec::with_capacity(observed.len());
+    for &o in observed {
+        before.push(Spent::of(o).await?);
+    }
+    let sampled = Instant::now();
     tokio::time::sleep(Duration::from_secs(seconds)).await; // the measurement window itself
+    let mut after = Vec::with_capacity(observed.len());
+    for &o in observed {
+        after.push(Spent::of(o).await?);
+    }
+    let acc_in_window = accepted.load(Ordering::Relaxed) - acc_at_start;
+    let between = sampled.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
     let active = started.elapsed();
     let acc_at_stop = accepted.load(Ordering::Relaxed);
@@ -475,6 +540,19 @@ async fn throughput(
         h.value_at_quantile(0.99) as f64 / 1000.0,
         h.max() as f64 / 1000.0
     );
+    // Where the time went, per relay process: what one accepted message cost it in CPU, and how
+    // busy its writer (one transaction at a time) was; a writer busy all the time is the limit.
+    for ((&(_, http), b), a) in observed.iter().zip(&before).zip(&after) {
+        let (writes, batches) = (a.writes - b.writes, a.batches - b.batches);
+        println!(
+            "cost     {http}: CPU {:.1} us per accepted message; writer in a transaction {:.0} % of the time, {:.0} batches/s of {:.0} writes, {:.1} us per write",
+            (a.cpu_s - b.cpu_s) / acc_in_window.max(1) as f64 * 1e6,
+            (a.apply_s - b.apply_s) / between * 100.0,
+            batches / between,
+            writes / batches.max(1.0),
+            (a.apply_s - b.apply_s) / writes.max(1.0) * 1e6,
+        );
+    }
     let by_code = codes.lock().map(|c| format!("{c:?}")).unwrap_or_default();
     println!(
         "integrity: sent {sent}, accepted {acc}, refused {err} {by_code}, delivered {del}, lost {}, duplicates {dup}",
@@ -558,6 +636,7 @@ async fn main() -> anyhow::Result<()> {
     )];
     throughput(
         &one,
+        &[(relay.pid(), relay.http.as_str())],
         "",
         &key,
         args.pairs,
@@ -570,6 +649,7 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     throughput(
         &one,
+        &[(relay.pid(), relay.http.as_str())],
         "",
         &key,
         args.pairs,
@@ -621,6 +701,7 @@ async fn cross_pod(db: &str, redis: &str, key: &str, args: &Args) -> anyhow::Res
     );
     throughput(
         &[(ea, eb), (eb, ea)],
+        &[(a.pid(), a.http.as_str()), (b.pid(), b.http.as_str())],
         "x",
         key,
         args.pairs,
