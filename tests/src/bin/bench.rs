@@ -91,7 +91,10 @@ impl Spent {
             .map(|(_, rest)| rest.split_whitespace().collect())
             .unwrap_or_default();
         let ticks = |i: usize| -> f64 { fields.get(i).and_then(|v| v.parse().ok()).unwrap_or(0.0) };
-        let metrics = reqwest::get(format!("{http}/metrics")).await?.text().await?;
+        let metrics = reqwest::get(format!("{http}/metrics"))
+            .await?
+            .text()
+            .await?;
         let metric = |name: &str| -> f64 {
             metrics
                 .lines()

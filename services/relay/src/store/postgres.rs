@@ -166,6 +166,94 @@ impl PgStore {
         .await?)
     }
 
+    /// Grants each (tenant, peer, count, cap) its `count` consecutive inbox slots if its inbox
+    /// has room for all of them: the peer's new `last_seq`, or `None` (full, or no such peer).
+    /// One round trip (migration 0005's function loops over the single-row updates).
+    async fn take_slots(
+        conn: &mut sqlx::PgConnection,
+        asks: &[(&str, &str, i64, i64)],
+    ) -> super::Result<Vec<Option<i64>>> {
+        let mut lasts = vec![None; asks.len()];
+        if asks.is_empty() {
+            return Ok(lasts);
+        }
+        let granted: Vec<(i32, i64)> =
+            sqlx::query_as("SELECT k, last FROM repowire_take_slots($1, $2, $3, $4)")
+                .bind(asks.iter().map(|a| a.0).collect::<Vec<_>>())
+                .bind(asks.iter().map(|a| a.1).collect::<Vec<_>>())
+                .bind(asks.iter().map(|a| a.2).collect::<Vec<_>>())
+                .bind(asks.iter().map(|a| a.3).collect::<Vec<_>>())
+                .fetch_all(&mut *conn)
+                .await?;
+        for (k, last) in granted {
+            // `k` counts from 1, as SQL arrays do.
+            if let Some(slot) = usize::try_from(k - 1).ok().and_then(|i| lasts.get_mut(i)) {
+                *slot = Some(last);
+            }
+        }
+        Ok(lasts)
+    }
+
+    /// The (seq, row state) of each peer's inbox entries in (from, to], in seq order, for
+    /// each (tenant, peer, from, to): one statement, a fenced primary-key range per peer.
+    async fn inbox_ranges(
+        conn: &mut sqlx::PgConnection,
+        spans: &[(&str, &str, i64, i64)],
+    ) -> super::Result<Vec<Vec<(i64, String)>>> {
+        let mut ranges = vec![Vec::new(); spans.len()];
+        if spans.is_empty() {
+            return Ok(ranges);
+        }
+        let rows: Vec<(i64, i64, String)> = sqlx::query_as(
+            "SELECT k.n, e.seq, e.state \
+             FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) WITH ORDINALITY AS k(t, p, lo, hi, n) \
+             CROSS JOIN LATERAL ( \
+               SELECT seq, state FROM inbox \
+               WHERE tenant_id = k.t AND peer_id = k.p AND seq > k.lo AND seq <= k.hi OFFSET 0) e \
+             ORDER BY k.n, e.seq",
+        )
+        .bind(spans.iter().map(|s| s.0).collect::<Vec<_>>())
+        .bind(spans.iter().map(|s| s.1).collect::<Vec<_>>())
+        .bind(spans.iter().map(|s| s.2).collect::<Vec<_>>())
+        .bind(spans.iter().map(|s| s.3).collect::<Vec<_>>())
+        .fetch_all(&mut *conn)
+        .await?;
+        for (n, seq, state) in rows {
+            if let Some(range) = usize::try_from(n - 1).ok().and_then(|i| ranges.get_mut(i)) {
+                range.push((seq, state));
+            }
+        }
+        Ok(ranges)
+    }
+
+    /// Moves each (tenant, peer, from, to, freed) cursor from `from` to `to` if it is still at
+    /// `from`, releasing `freed` inbox slots; true for each moved. One round trip (migration
+    /// 0005's function).
+    async fn advance_cursors(
+        conn: &mut sqlx::PgConnection,
+        moves: &[(&str, &str, i64, i64, i64)],
+    ) -> super::Result<Vec<bool>> {
+        let mut moved = vec![false; moves.len()];
+        if moves.is_empty() {
+            return Ok(moved);
+        }
+        let done: Vec<i32> =
+            sqlx::query_scalar("SELECT k FROM repowire_advance_cursors($1, $2, $3, $4, $5)")
+                .bind(moves.iter().map(|m| m.0).collect::<Vec<_>>())
+                .bind(moves.iter().map(|m| m.1).collect::<Vec<_>>())
+                .bind(moves.iter().map(|m| m.2).collect::<Vec<_>>())
+                .bind(moves.iter().map(|m| m.3).collect::<Vec<_>>())
+                .bind(moves.iter().map(|m| m.4).collect::<Vec<_>>())
+                .fetch_all(&mut *conn)
+                .await?;
+        for k in done {
+            if let Some(m) = usize::try_from(k - 1).ok().and_then(|i| moved.get_mut(i)) {
+                *m = true;
+            }
+        }
+        Ok(moved)
+    }
+
     /// Entries still waiting past their expiry, oldest first. Only the entries past each
     /// peer's cursor can still be waiting (rows the cursor covered say `accepted` forever): for
     /// each peer with any, a range of the inbox primary key, then one message lookup per entry.

@@ -503,25 +503,26 @@ macro_rules! impl_store {
                 let mut moved_rows = Self::update_rows(conn, &rows, &groups, now_ms).await?;
                 let mut leftovers: BTreeMap<(&str, &'static str), Vec<usize>> = BTreeMap::new();
                 let mut moved = vec![false; rows.len()];
-                for ((tenant_id, peer_id), mut es) in advance {
+                // Per peer: the entries in its range (cursor, last receipted], read for every peer
+                // at once, then every cursor moved at once (per dialect: one round trip each on
+                // Postgres).
+                let mut advance: Vec<((&str, &str), Vec<usize>)> = advance.into_iter().collect();
+                for (_, es) in &mut advance {
                     es.sort_by_key(|&e| rows[e].seq);
-                    let cursor = rows[es[0]].cursor;
-                    let last = rows[es[es.len() - 1]].seq;
+                }
+                let spans: Vec<(&str, &str, i64, i64)> = advance
+                    .iter()
+                    .map(|((t, p), es)| (*t, *p, rows[es[0]].cursor, rows[es[es.len() - 1]].seq))
+                    .collect();
+                let betweens = Self::inbox_ranges(conn, &spans).await?;
+                let mut moves: Vec<(&str, &str, i64, i64, i64)> = Vec::new();
+                let mut reaches: Vec<Option<(usize, i64)>> = Vec::with_capacity(advance.len());
+                for ((_, es), (&(t, p, cursor, _), between)) in advance.iter().zip(spans.iter().zip(&betweens)) {
                     let wanted: HashSet<i64> = es.iter().map(|&e| rows[e].seq).collect();
-                    let between: Vec<(i64, String)> = sqlx::query_as(
-                        "SELECT seq, state FROM inbox WHERE tenant_id = $1 AND peer_id = $2 \
-                         AND seq > $3 AND seq <= $4 ORDER BY seq",
-                    )
-                    .bind(tenant_id)
-                    .bind(peer_id)
-                    .bind(cursor)
-                    .bind(last)
-                    .fetch_all(&mut *conn)
-                    .await?;
                     // Walk forward: entries already past `accepted` are skipped over; an
                     // accepted entry nobody receipted stops the cursor.
                     let (mut reach, mut count) = (cursor, 0i64);
-                    for (seq, row_state) in &between {
+                    for (seq, row_state) in between {
                         if row_state != "accepted" {
                             reach = *seq;
                         } else if wanted.contains(seq) {
@@ -531,22 +532,18 @@ macro_rules! impl_store {
                             break;
                         }
                     }
-                    let advanced = reach > cursor
-                        && sqlx::query(
-                            "UPDATE peers SET delivered_seq = $1, pending = pending - $2 \
-                             WHERE tenant_id = $3 AND peer_id = $4 AND delivered_seq = $5",
-                        )
-                        .bind(reach)
-                        .bind(count)
-                        .bind(tenant_id)
-                        .bind(peer_id)
-                        .bind(cursor)
-                        .execute(&mut *conn)
-                        .await?
-                        .rows_affected()
-                            == 1;
+                    if reach > cursor {
+                        reaches.push(Some((moves.len(), reach)));
+                        moves.push((t, p, cursor, reach, count));
+                    } else {
+                        reaches.push(None);
+                    }
+                }
+                let advanced = Self::advance_cursors(conn, &moves).await?;
+                for ((_, es), reach) in advance.into_iter().zip(reaches) {
+                    let reach = reach.filter(|(m, _)| advanced[*m]).map(|(_, r)| r);
                     for e in es {
-                        if advanced && rows[e].seq <= reach {
+                        if reach.is_some_and(|r| rows[e].seq <= r) {
                             moved[e] = true;
                         } else {
                             leftovers.entry(("accepted", DeliveryState::Delivered.as_str())).or_default().push(e);
@@ -650,10 +647,17 @@ macro_rules! impl_store {
                 let mut slots: HashMap<usize, Vec<Enqueued>> = HashMap::new();
                 let mut refused: HashMap<usize, Vec<String>> = HashMap::new();
                 let mut failed: HashMap<usize, AcceptOutcome> = HashMap::new();
-                for ((tenant_id, peer_id), positions) in &wanted {
+                // Every recipient's run of slots at once (per dialect: one round trip on Postgres);
+                // a recipient without room for all of its run is served slot by slot below.
+                let asks: Vec<(&str, &str, i64, i64)> = wanted
+                    .iter()
+                    .map(|((t, p), positions)| (*t, *p, positions.len() as i64, ms[positions[0]].1.inbox_cap))
+                    .collect();
+                let lasts = Self::take_slots(conn, &asks).await?;
+                for (((tenant_id, peer_id), positions), last) in wanted.iter().zip(lasts) {
                     let k = positions.len() as i64;
                     let cap = ms[positions[0]].1.inbox_cap;
-                    let granted: Vec<i64> = match Self::allocate_slots(conn, tenant_id, peer_id, k, cap).await? {
+                    let granted: Vec<i64> = match last {
                         Some(last) => (last - k + 1..=last).collect(),
                         None => {
                             let mut some = Vec::new();

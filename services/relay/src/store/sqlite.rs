@@ -124,6 +124,67 @@ impl SqliteStore {
         Ok(qb.build_query_as().fetch_all(&mut *conn).await?)
     }
 
+    /// Grants each (tenant, peer, count, cap) its `count` consecutive inbox slots if its inbox
+    /// has room for all of them: the peer's new `last_seq`, or `None`. In process, so one
+    /// statement per peer costs no round trip.
+    async fn take_slots(
+        conn: &mut sqlx::SqliteConnection,
+        asks: &[(&str, &str, i64, i64)],
+    ) -> super::Result<Vec<Option<i64>>> {
+        let mut lasts = Vec::with_capacity(asks.len());
+        for &(tenant_id, peer_id, k, cap) in asks {
+            lasts.push(Self::allocate_slots(conn, tenant_id, peer_id, k, cap).await?);
+        }
+        Ok(lasts)
+    }
+
+    /// The (seq, row state) of each peer's inbox entries in (from, to], in seq order.
+    async fn inbox_ranges(
+        conn: &mut sqlx::SqliteConnection,
+        spans: &[(&str, &str, i64, i64)],
+    ) -> super::Result<Vec<Vec<(i64, String)>>> {
+        let mut ranges = Vec::with_capacity(spans.len());
+        for &(tenant_id, peer_id, from, to) in spans {
+            ranges.push(
+                sqlx::query_as(
+                    "SELECT seq, state FROM inbox WHERE tenant_id = $1 AND peer_id = $2 \
+                     AND seq > $3 AND seq <= $4 ORDER BY seq",
+                )
+                .bind(tenant_id)
+                .bind(peer_id)
+                .bind(from)
+                .bind(to)
+                .fetch_all(&mut *conn)
+                .await?,
+            );
+        }
+        Ok(ranges)
+    }
+
+    /// Moves each (tenant, peer, from, to, freed) cursor from `from` to `to` if it is still at
+    /// `from`, releasing `freed` inbox slots; true for each moved.
+    async fn advance_cursors(
+        conn: &mut sqlx::SqliteConnection,
+        moves: &[(&str, &str, i64, i64, i64)],
+    ) -> super::Result<Vec<bool>> {
+        let mut moved = Vec::with_capacity(moves.len());
+        for &(tenant_id, peer_id, from, to, freed) in moves {
+            let done = sqlx::query(
+                "UPDATE peers SET delivered_seq = $1, pending = pending - $2 \
+                 WHERE tenant_id = $3 AND peer_id = $4 AND delivered_seq = $5",
+            )
+            .bind(to)
+            .bind(freed)
+            .bind(tenant_id)
+            .bind(peer_id)
+            .bind(from)
+            .execute(&mut *conn)
+            .await?;
+            moved.push(done.rows_affected() == 1);
+        }
+        Ok(moved)
+    }
+
     /// Entries still waiting past their expiry, oldest first: for each peer with entries past
     /// its cursor, a range of the inbox primary key (SQLite's nested loops use it as written).
     async fn due_entries(
