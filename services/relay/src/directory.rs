@@ -167,21 +167,7 @@ mod tests {
     use super::*;
 
     fn peer(tenant: &str, id: &str, name: &str) -> PeerRecord {
-        PeerRecord {
-            tenant_id: tenant.into(),
-            peer_id: id.into(),
-            name: name.into(),
-            circle: "dev".into(),
-            backend: "test".into(),
-            role: "agent".into(),
-            path: None,
-            machine: None,
-            description: None,
-            description_at_ms: None,
-            created_at_ms: 0,
-            last_seen_ms: 0,
-            last_seq: 0,
-        }
+        PeerRecord::for_tests(tenant, id, name, "dev")
     }
 
     /// A fake store: answers `peers` for any lookup and counts the reads.

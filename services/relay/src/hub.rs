@@ -682,21 +682,7 @@ mod tests {
     }
 
     fn record(peer_id: &str, circle: &str) -> PeerRecord {
-        PeerRecord {
-            tenant_id: "t".into(),
-            peer_id: peer_id.into(),
-            name: String::new(),
-            circle: circle.into(),
-            backend: "claude-code".into(),
-            role: "agent".into(),
-            path: None,
-            machine: None,
-            description: None,
-            description_at_ms: None,
-            created_at_ms: 0,
-            last_seen_ms: 0,
-            last_seq: 0,
-        }
+        PeerRecord::for_tests("t", peer_id, "", circle)
     }
 
     #[test]

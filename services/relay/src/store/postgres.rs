@@ -38,6 +38,13 @@ super::sql::impl_store!(
     " FOR UPDATE OF m"
 );
 
+/// The element a SQL ordinal names (SQL arrays and `WITH ORDINALITY` count from 1).
+fn nth<T>(items: &mut [T], ordinal: i64) -> Option<&mut T> {
+    usize::try_from(ordinal - 1)
+        .ok()
+        .and_then(|i| items.get_mut(i))
+}
+
 /// A stored message's tenant, id, content hash and correlation id.
 type StoredId = (String, String, String, Option<String>);
 
@@ -186,8 +193,7 @@ impl PgStore {
                 .fetch_all(&mut *conn)
                 .await?;
         for (k, last) in granted {
-            // `k` counts from 1, as SQL arrays do.
-            if let Some(slot) = usize::try_from(k - 1).ok().and_then(|i| lasts.get_mut(i)) {
+            if let Some(slot) = nth(&mut lasts, k.into()) {
                 *slot = Some(last);
             }
         }
@@ -219,7 +225,7 @@ impl PgStore {
         .fetch_all(&mut *conn)
         .await?;
         for (n, seq, state) in rows {
-            if let Some(range) = usize::try_from(n - 1).ok().and_then(|i| ranges.get_mut(i)) {
+            if let Some(range) = nth(&mut ranges, n) {
                 range.push((seq, state));
             }
         }
@@ -247,7 +253,7 @@ impl PgStore {
                 .fetch_all(&mut *conn)
                 .await?;
         for k in done {
-            if let Some(m) = usize::try_from(k - 1).ok().and_then(|i| moved.get_mut(i)) {
+            if let Some(m) = nth(&mut moved, k.into()) {
                 *m = true;
             }
         }

@@ -77,6 +77,28 @@ pub struct PeerRecord {
     pub last_seq: i64,
 }
 
+#[cfg(test)]
+impl PeerRecord {
+    /// A fresh agent peer for unit tests.
+    pub(crate) fn for_tests(tenant_id: &str, peer_id: &str, name: &str, circle: &str) -> Self {
+        Self {
+            tenant_id: tenant_id.into(),
+            peer_id: peer_id.into(),
+            name: name.into(),
+            circle: circle.into(),
+            backend: "claude-code".into(),
+            role: "agent".into(),
+            path: None,
+            machine: None,
+            description: None,
+            description_at_ms: None,
+            created_at_ms: 0,
+            last_seen_ms: 0,
+            last_seq: 0,
+        }
+    }
+}
+
 /// A message to persist and enqueue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewMessage {
