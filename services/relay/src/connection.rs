@@ -273,7 +273,7 @@ where
 
 /// How much a batch of queued frames may hold before it is flushed (the socket's write buffer
 /// keeps this capacity afterwards, so it stays small).
-const WRITE_BATCH_BYTES: usize = 16 * 1024;
+pub(crate) const WRITE_BATCH_BYTES: usize = 16 * 1024;
 
 async fn on_text(s: &Session, limiter: Option<&Limiter>, text: &str) {
     let started = Instant::now();
