@@ -30,11 +30,16 @@ impl PgStore {
     }
 }
 
+// Write batches use generic plans (one round trip with the BEGIN). Left to the default,
+// Postgres re-planned the batch statements on every execution (their array parameters make a
+// custom plan look cheaper), and planning was most of a small batch's time in the database:
+// 1.5 ms per batch at 1 000 messages/s, of which ~0.6 ms was `bind`. The statements are written
+// so that one plan fits every batch (fenced per-key lookups, primary-key updates).
 super::sql::impl_store!(
     PgStore,
     sqlx::Postgres,
     "postgres",
-    "BEGIN",
+    "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan",
     " FOR UPDATE OF m"
 );
 
@@ -74,9 +79,19 @@ impl PgStore {
         Ok(())
     }
 
-    /// Inserts message rows (skipping ids already stored); returns the (tenant, id) inserted.
+    /// Inserts message rows whose correlation id is free; returns the (tenant, id) inserted.
     /// One statement whatever the batch size: columns go as arrays, so it is prepared once and
     /// binds 14 parameters instead of 14 per row.
+    ///
+    /// The caller has set aside ids already stored (`stored_messages`), so this is a plain
+    /// insert: `ON CONFLICT DO NOTHING` made every row a speculative insertion, which measured
+    /// nearly twice the cost of the row itself (12.2 against 6.7 us per row), and the message
+    /// row is the most expensive write of a routed message. A correlation id already taken is
+    /// skipped by a fenced per-row probe of the correlation index instead, so the caller
+    /// re-mints it as before. Only a concurrent transaction inserting the same id or
+    /// correlation id at the same moment (another pod) can still collide: that is a unique
+    /// violation, the batch rolls back, and the writer applies its writes one by one, where the
+    /// other row is then visible.
     async fn insert_messages(
         conn: &mut sqlx::PgConnection,
         ms: &[&super::NewMessage],
@@ -93,7 +108,11 @@ impl PgStore {
              body, correlation_id, reply_to, question, answer, content_hash, created_at_ms, expires_at_ms) \
              SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
              $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::bigint[], $14::bigint[]) \
-             ON CONFLICT DO NOTHING RETURNING tenant_id, message_id",
+             AS k(t, id, kind, fp, fname, fc, body, cid, rt, q, a, h, c, x) \
+             WHERE k.cid IS NULL OR k.kind = 'reply' OR NOT EXISTS ( \
+               SELECT 1 FROM messages m WHERE m.tenant_id = k.t AND m.correlation_id = k.cid \
+               AND m.kind <> 'reply' OFFSET 0) \
+             RETURNING tenant_id, message_id",
         )
         .bind(text(|m| &m.tenant_id))
         .bind(text(|m| &m.message_id))
