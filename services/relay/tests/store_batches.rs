@@ -14,6 +14,7 @@ both_backends!(
     batches_never_cross_tenants,
     delivered_receipts_advance_a_cursor_and_every_path_agrees_with_it,
     two_writers_crossing_the_same_peers_both_commit,
+    a_taken_correlation_id_is_minted_again_and_the_batch_goes_on,
 );
 
 fn peer(tenant: &str, id: &str) -> PeerRecord {
@@ -205,6 +206,55 @@ async fn a_batch_gives_each_write_its_own_outcome_in_order(db: Db) {
             (3, DeliveryState::Accepted)
         ]
     );
+}
+
+/// A new message whose correlation id is already taken by a stored one (a random id that
+/// collided) is stored under a fresh id, and the writes around it in the batch are unaffected.
+async fn a_taken_correlation_id_is_minted_again_and_the_batch_goes_on(db: Db) {
+    let store = db.store().await;
+    setup(store.as_ref(), "t1", &["a", "b"]).await;
+    store
+        .apply(&[notify("t1", "m1", "b", "one")])
+        .await
+        .expect("first batch");
+    let mut collides = msg("t1", "m2", MessageKind::Notify, &["b"], "two", 100);
+    collides.correlation_id = Some("notif-m1".into());
+    let out = store
+        .apply(&[
+            notify("t1", "m0", "b", "before"),
+            WriteOp::Accept(collides),
+            notify("t1", "m3", "b", "after"),
+        ])
+        .await
+        .expect("batch");
+    assert_eq!(accepted(&out[0]), own(&[("b", 2)]));
+    let minted = match &out[1] {
+        WriteOutcome::Accept(AcceptOutcome::Accepted {
+            enqueued,
+            correlation_id: Some(cid),
+            ..
+        }) => {
+            assert_eq!(enqueued.len(), 1, "{enqueued:?}");
+            cid.clone()
+        }
+        other => panic!("expected accepted with a correlation id, got {other:?}"),
+    };
+    assert_ne!(minted, "notif-m1");
+    assert!(minted.starts_with("notif-"), "{minted}");
+    assert_eq!(accepted(&out[2]), own(&[("b", 4)]));
+    let status = |key: &str| {
+        let store = store.clone();
+        let key = MessageKey::Correlation(key.to_owned());
+        async move {
+            store
+                .message_status("t1", "a", &key)
+                .await
+                .expect("status")
+                .map(|s| s.message.message_id)
+        }
+    };
+    assert_eq!(status("notif-m1").await.as_deref(), Some("m1"));
+    assert_eq!(status(&minted).await.as_deref(), Some("m2"));
 }
 
 async fn the_inbox_cap_holds_inside_one_batch(db: Db) {
