@@ -109,7 +109,7 @@ pub struct RelayConfig {
     /// PEM private key for `--tls-cert`.
     #[arg(long, env = "REPOWIRE_TLS_KEY", requires = "tls_cert", global = true)]
     pub tls_key: Option<PathBuf>,
-    /// Postgres pool size.
+    /// Postgres pool size (requests, catch-up, admin); the writer has two more of its own.
     #[arg(long, env = "REPOWIRE_DB_POOL", default_value_t = 16, global = true)]
     pub db_pool: u32,
     /// HMAC secret for JWTs (required with Postgres so every pod verifies the same tokens;

@@ -1,5 +1,5 @@
-//! The write path: one task that commits writes in batches (group commit), and one that hands
-//! every outcome to the [`AfterCommit`] dispatcher, in commit order.
+//! The write path: one task that commits writes in batches (group commit), on a thread of its
+//! own, and one that hands every outcome to the [`AfterCommit`] dispatcher, in commit order.
 //!
 //! Batching needs no timer: the task takes the first waiting job, then whatever else is
 //! already queued (up to the batch limit), and commits them in one transaction. Under light
@@ -85,8 +85,9 @@ impl Writer {
         // Settled writes wait for dispatch in the same way: each holds its connection's permit.
         let (settled_tx, settled_rx) = mpsc::unbounded_channel();
         let dispatching = tokio::spawn(dispatch(settled_rx, after));
+        let committing = commit_on_own_thread(rx, store, settled_tx, metrics, max_batch.max(1));
         let task = tokio::spawn(async move {
-            run(rx, store, settled_tx, metrics, max_batch.max(1)).await;
+            let _ = committing.await;
             // The commit side is done; what it settled is dispatched before the writer ends.
             let _ = dispatching.await;
         });
@@ -159,6 +160,63 @@ async fn dispatch(mut rx: mpsc::UnboundedReceiver<Settled>, after: Arc<dyn After
             }
         }
     }
+}
+
+/// Runs the committing task on a thread of its own, with its own single-threaded runtime; the
+/// returned receiver resolves when it has ended. Where the store gives the writer a store of its
+/// own (Postgres: a pool of its own), that store's connections are made on this runtime, so the
+/// database's every answer wakes the writer at once. Sharing the connection-serving workers, an
+/// answer waited until one of them, busy with sockets, polled for it: a batch makes about ten
+/// round trips, and one pod went from 16.0k to 17.7k-18.3k messages/s (and notify p50 from 2.4
+/// to 2.0 ms) with this thread, measured back to back. If the thread cannot be started, the
+/// task runs on the current runtime as before.
+fn commit_on_own_thread(
+    rx: mpsc::UnboundedReceiver<Job>,
+    store: Arc<dyn Store>,
+    settled: mpsc::UnboundedSender<Settled>,
+    metrics: Arc<Metrics>,
+    max_batch: usize,
+) -> oneshot::Receiver<()> {
+    let (ended, ended_rx) = oneshot::channel();
+    let commit = async move {
+        let own = store.writer_store();
+        run(
+            rx,
+            own.clone().unwrap_or(store),
+            settled,
+            metrics,
+            max_batch,
+        )
+        .await;
+        if let Some(own) = own {
+            own.close().await;
+        }
+        let _ = ended.send(());
+    };
+    // Taken by the thread, or back here if no thread could be made.
+    let job = Arc::new(std::sync::Mutex::new(Some(commit)));
+    let take =
+        |job: &std::sync::Mutex<Option<_>>| job.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let started = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .and_then(|runtime| {
+            let job = job.clone();
+            std::thread::Builder::new()
+                .name("repowire-writer".into())
+                .spawn(move || {
+                    if let Some(commit) = take(&job) {
+                        runtime.block_on(commit);
+                    }
+                })
+        });
+    if let Err(error) = started {
+        tracing::warn!(%error, "no thread for the writer; it shares the runtime");
+        if let Some(commit) = take(&job) {
+            tokio::spawn(commit);
+        }
+    }
+    ended_rx
 }
 
 async fn run(

@@ -612,3 +612,64 @@ async fn a_deadlock_is_a_transient_conflict_and_a_constraint_violation_is_not(po
     assert!(!duplicate.is_transient_conflict(), "{duplicate}");
     assert!(duplicate.may_be_one_write());
 }
+
+/// The writer commits through a pool of its own on Postgres (made on its thread, see
+/// `writer.rs`): its connections are closed when the writer ends, not left behind until the
+/// process exits (a pod's shutdown, and `#[sqlx::test]`, which drops the database after).
+#[sqlx::test(migrations = false)]
+async fn the_writers_own_connections_close_when_it_ends(pool: sqlx::PgPool) {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use repowire_relay::metrics::Metrics;
+    use repowire_relay::writer::{AfterCommit, Origin, Writer};
+
+    struct Quiet;
+    impl AfterCommit for Quiet {
+        fn committed(&self, _: &WriteOp, _: &WriteOutcome, _: Option<&Origin>) {}
+        fn failed(&self, _: &WriteOp, _: &StoreError, _: Option<&Origin>) {}
+    }
+    // Backends on this test's database other than the one asking.
+    let others = || {
+        let pool = pool.clone();
+        async move {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            )
+            .fetch_one(&pool)
+            .await
+            .expect("count");
+            n
+        }
+    };
+    let store: Arc<dyn Store> = Arc::new(
+        repowire_relay::store::postgres::PgStore::new(pool.clone())
+            .await
+            .expect("store"),
+    );
+    setup(store.as_ref(), "t1", &["a", "b"]).await;
+    // Hold the test pool's connections still: only the writer's come and go.
+    let before = others().await;
+    let (writer, task) = Writer::spawn(store, Arc::new(Quiet), Arc::new(Metrics::new()), 16);
+    writer
+        .write(notify("t1", "m1", "b", "one"))
+        .await
+        .expect("writer running")
+        .expect("committed");
+    assert!(
+        others().await > before,
+        "the write went through a connection of the writer's own"
+    );
+    drop(writer);
+    task.await.expect("writer ended");
+    // The writer closed its pool before ending; the server takes a moment to drop the backend.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while others().await > before {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the writer's connection is still open after it ended"
+        );
+        tokio::task::yield_now().await;
+    }
+}

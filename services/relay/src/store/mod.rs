@@ -10,6 +10,8 @@
 //! Writes that move inbox state go through [`Store::apply`] as a batch of [`WriteOp`]s in one
 //! transaction (group commit); the relay's writer task builds the batches.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 
 pub mod postgres;
@@ -74,6 +76,15 @@ pub trait Store: Send + Sync + 'static {
     fn backend(&self) -> &'static str;
     /// Cheap liveness check for `/readyz`.
     async fn ping(&self) -> Result<()>;
+
+    /// A store of the writer's own, if this backend wants one. Called on the writer's thread
+    /// (see [`crate::writer`]); `None`: the writer shares this store.
+    fn writer_store(&self) -> Option<Arc<dyn Store>> {
+        None
+    }
+
+    /// Closes this store's connections (the writer's own store, when the writer ends).
+    async fn close(&self) {}
 
     /// Creates a tenant; `Conflict` if the name is taken.
     async fn create_tenant(&self, tenant: &TenantRecord) -> Result<()>;

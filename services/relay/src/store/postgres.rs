@@ -16,8 +16,7 @@ impl PgStore {
     pub async fn connect(url: &str, max_connections: u32) -> super::Result<Self> {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
-            // Fail fast while the database is down: requests get `unavailable` instead of waiting.
-            .acquire_timeout(std::time::Duration::from_secs(5))
+            .acquire_timeout(ACQUIRE_TIMEOUT)
             .connect(url)
             .await?;
         Self::new(pool).await
@@ -359,3 +358,22 @@ impl PgStore {
         .await?)
     }
 }
+
+impl PgStore {
+    /// The writer's own pool (see [`crate::writer`]), made lazily: its connections open on the
+    /// writer's runtime, the first time the writer needs one. It holds at most two (the writer
+    /// uses one at a time), on top of the shared pool's `max_connections`.
+    fn own_writer_store(&self) -> Option<std::sync::Arc<dyn super::Store>> {
+        let pool = PgPoolOptions::new()
+            .max_connections(WRITER_CONNECTIONS)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_lazy_with((*self.pool.connect_options()).clone());
+        Some(std::sync::Arc::new(Self { pool }))
+    }
+}
+
+/// Connections of the writer's own pool.
+pub const WRITER_CONNECTIONS: u32 = 2;
+/// How long a request waits for a connection: fail fast while the database is down, so requests
+/// get `unavailable` instead of waiting.
+const ACQUIRE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);

@@ -952,6 +952,14 @@ macro_rules! impl_store {
                 $backend
             }
 
+            fn writer_store(&self) -> Option<std::sync::Arc<dyn Store>> {
+                self.own_writer_store()
+            }
+
+            async fn close(&self) {
+                self.pool.close().await;
+            }
+
             async fn ping(&self) -> Result<()> {
                 sqlx::query("SELECT 1").execute(&self.pool).await?;
                 Ok(())

@@ -228,3 +228,12 @@ impl SqliteStore {
         Ok(qb.build_query_as().fetch_all(&mut *conn).await?)
     }
 }
+
+impl SqliteStore {
+    /// The writer shares this store: SQLite connections run on threads of their own and answer
+    /// through channels, whichever runtime waits; a second pool of a `:memory:` database
+    /// would be another database.
+    fn own_writer_store(&self) -> Option<std::sync::Arc<dyn super::Store>> {
+        None
+    }
+}
