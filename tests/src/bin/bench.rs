@@ -217,10 +217,20 @@ async fn connect(http: &str, ws: &str, key: &str) -> anyhow::Result<Conn> {
     let (mut sink, mut stream) = socket.split();
     let (tx, mut out) = mpsc::unbounded_channel::<String>();
     let (inc, rx) = mpsc::unbounded_channel::<Frame>();
+    // Whatever is queued leaves with one flush (as the relay writes): the load generator shares
+    // the machine's cores with the relay and Postgres, so a send system call per frame would be
+    // measured as the relay's slowness.
     tokio::spawn(async move {
         while let Some(text) = out.recv().await {
-            if sink.send(WsMessage::Text(text.into())).await.is_err() {
-                break;
+            let mut next = Some(text);
+            while let Some(text) = next.take() {
+                if sink.feed(WsMessage::Text(text.into())).await.is_err() {
+                    return;
+                }
+                next = out.try_recv().ok();
+            }
+            if sink.flush().await.is_err() {
+                return;
             }
         }
     });
