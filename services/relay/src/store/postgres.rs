@@ -58,6 +58,7 @@ impl PgStore {
     /// locks through here takes them in the same order.
     async fn lock_peers(
         conn: &mut sqlx::PgConnection,
+        rows: super::sql::PeerRows,
         peers: &std::collections::BTreeSet<(&str, &str)>,
     ) -> super::Result<()> {
         if peers.len() < 2 {
@@ -66,15 +67,23 @@ impl PgStore {
         }
         let tenants: Vec<&str> = peers.iter().map(|(t, _)| *t).collect();
         let ids: Vec<&str> = peers.iter().map(|(_, p)| *p).collect();
-        sqlx::query(
-            "SELECT 1 FROM peers p JOIN unnest($1::text[], $2::text[]) AS k(tenant_id, peer_id) \
-             ON p.tenant_id = k.tenant_id AND p.peer_id = k.peer_id \
-             ORDER BY p.tenant_id, p.peer_id FOR NO KEY UPDATE OF p",
-        )
-        .bind(tenants)
-        .bind(ids)
-        .execute(&mut *conn)
-        .await?;
+        let sql = match rows {
+            super::sql::PeerRows::Slots => {
+                "SELECT 1 FROM peers p JOIN unnest($1::text[], $2::text[]) AS k(tenant_id, peer_id) \
+                 ON p.tenant_id = k.tenant_id AND p.peer_id = k.peer_id \
+                 ORDER BY p.tenant_id, p.peer_id FOR NO KEY UPDATE OF p"
+            }
+            super::sql::PeerRows::Cursors => {
+                "SELECT 1 FROM peer_cursors p JOIN unnest($1::text[], $2::text[]) AS k(tenant_id, peer_id) \
+                 ON p.tenant_id = k.tenant_id AND p.peer_id = k.peer_id \
+                 ORDER BY p.tenant_id, p.peer_id FOR NO KEY UPDATE OF p"
+            }
+        };
+        sqlx::query(sql)
+            .bind(tenants)
+            .bind(ids)
+            .execute(&mut *conn)
+            .await?;
         Ok(())
     }
 
@@ -297,16 +306,16 @@ impl PgStore {
             .await?;
         Ok(sqlx::query_as(
             "SELECT i.tenant_id, i.peer_id, i.message_id, i.seq, i.state AS state, \
-             i.state AS row_state, p.delivered_seq AS cursor, m.from_peer_id, m.correlation_id \
-             FROM peers p \
+             i.state AS row_state, c.delivered_seq AS cursor, m.from_peer_id, m.correlation_id \
+             FROM peers p JOIN peer_cursors c ON c.tenant_id = p.tenant_id AND c.peer_id = p.peer_id \
              CROSS JOIN LATERAL ( \
                SELECT e.tenant_id, e.peer_id, e.message_id, e.seq, e.state, e.expires_at_ms FROM inbox e \
-               WHERE e.tenant_id = p.tenant_id AND e.peer_id = p.peer_id AND e.seq > p.delivered_seq \
+               WHERE e.tenant_id = p.tenant_id AND e.peer_id = p.peer_id AND e.seq > c.delivered_seq \
                AND e.state = 'accepted' AND e.expires_at_ms <= $1 OFFSET 0) i \
              CROSS JOIN LATERAL ( \
                SELECT from_peer_id, correlation_id FROM messages \
                WHERE tenant_id = i.tenant_id AND message_id = i.message_id OFFSET 0) m \
-             WHERE p.last_seq > p.delivered_seq \
+             WHERE p.last_seq > c.delivered_seq \
              ORDER BY i.expires_at_ms LIMIT $2",
         )
         .bind(now_ms)
@@ -349,7 +358,7 @@ impl PgStore {
                FROM inbox i JOIN messages m ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id \
                WHERE i.tenant_id = k.tenant_id AND i.message_id = k.message_id AND i.peer_id = k.peer_id \
                OFFSET 0) e \
-             JOIN peers p ON p.tenant_id = e.tenant_id AND p.peer_id = e.peer_id",
+             JOIN peer_cursors p ON p.tenant_id = e.tenant_id AND p.peer_id = e.peer_id",
         )
         .bind(column(|r| &r.tenant_id))
         .bind(column(|r| &r.peer_id))

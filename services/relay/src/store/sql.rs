@@ -44,6 +44,17 @@ pub(crate) fn receipt_allowed(
     )
 }
 
+/// Which of their rows a write batch locks for a set of peers: a peer's delivered cursor and its
+/// inbox slots are rows of different tables (`peer_cursors`, `peers`), so the pod serving a
+/// peer's receipts and a pod accepting messages for it do not wait for each other.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum PeerRows {
+    /// `peer_cursors`: what receipts update.
+    Cursors,
+    /// `peers` (`last_seq`, `admitted`): what accepts update.
+    Slots,
+}
+
 /// Rows per multi-row statement: well under SQLite's bound-parameter limit at 14 columns.
 pub(crate) const CHUNK: usize = 256;
 
@@ -65,13 +76,14 @@ pub(crate) const ENTRY_BY_KEY: &str = "SELECT i.tenant_id, i.peer_id, i.message_
      CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END AS state, \
      i.state AS row_state, p.delivered_seq AS cursor, m.from_peer_id, m.correlation_id \
      FROM inbox i JOIN messages m ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id \
-     JOIN peers p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
+     JOIN peer_cursors p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
      WHERE i.tenant_id = $1 AND i.peer_id = $2 AND i.message_id = $3";
 
 macro_rules! impl_store {
     ($store:ident, $db:ty, $backend:literal, $begin_write:literal, $lock_ask:literal) => {
         use $crate::store::sql::{
-            CHUNK, INBOX_FULL_REASON, KEY_COLS, MSG_COLS, PEER_COLS, TENANT_COLS, is_simple, receipt_allowed, state,
+            CHUNK, INBOX_FULL_REASON, KEY_COLS, MSG_COLS, PEER_COLS, PeerRows, TENANT_COLS, is_simple, receipt_allowed,
+            state,
         };
         use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
         type Key = (String, String, String);
@@ -230,7 +242,7 @@ macro_rules! impl_store {
                     == 1;
                 if moved && counted {
                     sqlx::query(
-                        "UPDATE peers SET pending = pending - 1 WHERE tenant_id = $1 AND peer_id = $2",
+                        "UPDATE peer_cursors SET released = released + 1 WHERE tenant_id = $1 AND peer_id = $2",
                     )
                     .bind(tenant_id)
                     .bind(peer_id)
@@ -326,7 +338,7 @@ macro_rules! impl_store {
                     "SELECT m.message_id, m.from_peer_id, m.from_name, m.from_circle, m.closed_at_ms, m.closed_by, m.question, \
                      i.peer_id AS recipient, i.state AS row_state, CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END AS state \
                      FROM messages m JOIN inbox i ON i.tenant_id = m.tenant_id AND i.message_id = m.message_id \
-                     JOIN peers p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
+                     JOIN peer_cursors p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
                      WHERE m.tenant_id = $1 AND m.correlation_id = $2 AND m.kind = 'ask'",
                     $lock_ask
                 ))
@@ -395,19 +407,23 @@ macro_rules! impl_store {
                     })
                     .collect();
                 // Every peer row this run will update, locked first and in one order (per
-                // dialect): two pods' writers touching the same peers then wait for each other
-                // instead of deadlocking (pod a's receipts lock its receivers, then its accepts
-                // lock pod b's receivers, and pod b's writer the other way round).
-                let mut peers: BTreeSet<(&str, &str)> = BTreeSet::new();
+                // dialect): two pods' writers touching the same rows then wait for each other
+                // instead of deadlocking. Receipts update their peers' cursor rows, accepts their
+                // recipients' slot rows (`peer_cursors`, `peers`; cursors first, then slots), so
+                // the pod serving a peer's receipts and a pod accepting messages for it lock
+                // different rows.
+                let mut cursors: BTreeSet<(&str, &str)> = BTreeSet::new();
                 for (_, r) in &receipts {
-                    peers.insert((r.tenant_id.as_str(), r.peer_id.as_str()));
+                    cursors.insert((r.tenant_id.as_str(), r.peer_id.as_str()));
                 }
+                let mut slots: BTreeSet<(&str, &str)> = BTreeSet::new();
                 for (_, m) in &accepts {
                     for to in &m.recipients {
-                        peers.insert((m.tenant_id.as_str(), to.as_str()));
+                        slots.insert((m.tenant_id.as_str(), to.as_str()));
                     }
                 }
-                Self::lock_peers(conn, &peers).await?;
+                Self::lock_peers(conn, PeerRows::Cursors, &cursors).await?;
+                Self::lock_peers(conn, PeerRows::Slots, &slots).await?;
                 if !receipts.is_empty() {
                     Self::bulk_receipts(conn, &receipts, outcomes).await?;
                 }
@@ -562,7 +578,7 @@ macro_rules! impl_store {
                     }
                 }
                 for ((tenant_id, peer_id), n) in freed {
-                    sqlx::query("UPDATE peers SET pending = pending - $1 WHERE tenant_id = $2 AND peer_id = $3")
+                    sqlx::query("UPDATE peer_cursors SET released = released + $1 WHERE tenant_id = $2 AND peer_id = $3")
                         .bind(n)
                         .bind(tenant_id)
                         .bind(peer_id)
@@ -583,8 +599,9 @@ macro_rules! impl_store {
             /// Grants `k` consecutive slots to a peer if its inbox has room for all of them.
             async fn allocate_slots(conn: &mut Conn, tenant_id: &str, peer_id: &str, k: i64, cap: i64) -> Result<Option<i64>> {
                 Ok(sqlx::query_scalar(
-                    "UPDATE peers SET last_seq = last_seq + $1, pending = pending + $1 \
-                     WHERE tenant_id = $2 AND peer_id = $3 AND pending + $1 <= $4 RETURNING last_seq",
+                    "UPDATE peers SET last_seq = last_seq + $1, admitted = admitted + $1 \
+                     WHERE tenant_id = $2 AND peer_id = $3 AND admitted + $1 - (SELECT c.released FROM peer_cursors c \
+                     WHERE c.tenant_id = $2 AND c.peer_id = $3) <= $4 RETURNING last_seq",
                 )
                 .bind(k)
                 .bind(tenant_id)
@@ -1042,6 +1059,8 @@ macro_rules! impl_store {
             }
 
             async fn upsert_peer(&self, p: &PeerRecord) -> Result<()> {
+                // The peer and its delivered cursor (a row of its own, see migration 0007) together.
+                let mut tx = self.pool.begin().await?;
                 sqlx::query(
                     "INSERT INTO peers (tenant_id, peer_id, name, circle, backend, role, path, machine, \
                      description, description_at_ms, created_at_ms, last_seen_ms) \
@@ -1062,8 +1081,14 @@ macro_rules! impl_store {
                 .bind(p.description_at_ms)
                 .bind(p.created_at_ms)
                 .bind(p.last_seen_ms)
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await?;
+                sqlx::query("INSERT INTO peer_cursors (tenant_id, peer_id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+                    .bind(&p.tenant_id)
+                    .bind(&p.peer_id)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
                 Ok(())
             }
 
@@ -1230,7 +1255,7 @@ macro_rules! impl_store {
                 };
                 let sql = format!(
                     "SELECT i.seq, CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END AS state, {MSG_COLS} FROM inbox i JOIN messages m \
-                     ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id JOIN peers p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
+                     ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id JOIN peer_cursors p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
                      WHERE i.tenant_id = $1 AND i.peer_id = $2 AND i.seq > $3 AND {filter} \
                      ORDER BY i.seq LIMIT $4"
                 );
@@ -1268,7 +1293,7 @@ macro_rules! impl_store {
                     .await?;
                 let Some(message) = message else { return Ok(None) };
                 let rows: Vec<(String, String, Option<String>)> = sqlx::query_as(
-                    "SELECT i.peer_id, CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END, i.reason FROM inbox i JOIN peers p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
+                    "SELECT i.peer_id, CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END, i.reason FROM inbox i JOIN peer_cursors p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
                      WHERE i.tenant_id = $1 AND i.message_id = $2 ORDER BY i.peer_id",
                 )
                 .bind(tenant_id)

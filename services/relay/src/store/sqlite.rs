@@ -51,6 +51,7 @@ impl SqliteStore {
     /// Nothing to do: a SQLite write transaction (`BEGIN IMMEDIATE`) holds the whole database.
     async fn lock_peers(
         _conn: &mut sqlx::SqliteConnection,
+        _rows: super::sql::PeerRows,
         _peers: &std::collections::BTreeSet<(&str, &str)>,
     ) -> super::Result<()> {
         Ok(())
@@ -170,7 +171,7 @@ impl SqliteStore {
         let mut moved = Vec::with_capacity(moves.len());
         for &(tenant_id, peer_id, from, to, freed) in moves {
             let done = sqlx::query(
-                "UPDATE peers SET delivered_seq = $1, pending = pending - $2 \
+                "UPDATE peer_cursors SET delivered_seq = $1, released = released + $2 \
                  WHERE tenant_id = $3 AND peer_id = $4 AND delivered_seq = $5",
             )
             .bind(to)
@@ -194,11 +195,12 @@ impl SqliteStore {
     ) -> super::Result<Vec<EntryRow>> {
         Ok(sqlx::query_as(
             "SELECT i.tenant_id, i.peer_id, i.message_id, i.seq, i.state AS state, \
-             i.state AS row_state, p.delivered_seq AS cursor, m.from_peer_id, m.correlation_id \
+             i.state AS row_state, c.delivered_seq AS cursor, m.from_peer_id, m.correlation_id \
              FROM peers p \
-             JOIN inbox i ON i.tenant_id = p.tenant_id AND i.peer_id = p.peer_id AND i.seq > p.delivered_seq \
+             JOIN peer_cursors c ON c.tenant_id = p.tenant_id AND c.peer_id = p.peer_id \
+             JOIN inbox i ON i.tenant_id = p.tenant_id AND i.peer_id = p.peer_id AND i.seq > c.delivered_seq \
              JOIN messages m ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id \
-             WHERE p.last_seq > p.delivered_seq AND i.state = 'accepted' AND i.expires_at_ms <= $1 \
+             WHERE p.last_seq > c.delivered_seq AND i.state = 'accepted' AND i.expires_at_ms <= $1 \
              ORDER BY i.expires_at_ms LIMIT $2",
         )
         .bind(now_ms)
@@ -216,7 +218,7 @@ impl SqliteStore {
             "SELECT i.tenant_id, i.peer_id, i.message_id, i.seq, CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END AS state, \
              i.state AS row_state, p.delivered_seq AS cursor, m.from_peer_id, m.correlation_id \
              FROM inbox i JOIN messages m ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id \
-             JOIN peers p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
+             JOIN peer_cursors p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
              WHERE (i.tenant_id, i.peer_id, i.message_id) IN (",
         );
         qb.push_values(keys, |mut b, (_, r)| {
