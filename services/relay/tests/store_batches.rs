@@ -673,3 +673,59 @@ async fn the_writers_own_connections_close_when_it_ends(pool: sqlx::PgPool) {
         tokio::task::yield_now().await;
     }
 }
+
+/// The pod serving a peer's receipts and a pod accepting messages for that peer do not wait for
+/// each other: a receipt moves the peer's cursor row, an accept its slot row. Each side is held
+/// open here in a transaction of its own (as another pod's writer would be, mid-batch) while
+/// the other side's batch commits.
+#[sqlx::test(migrations = false)]
+async fn receipts_and_accepts_for_one_peer_lock_different_rows(pool: sqlx::PgPool) {
+    use std::time::Duration;
+
+    let store: std::sync::Arc<dyn Store> = std::sync::Arc::new(
+        repowire_relay::store::postgres::PgStore::new(pool.clone())
+            .await
+            .expect("store"),
+    );
+    setup(store.as_ref(), "t", &["a", "b"]).await;
+    store
+        .apply(&[notify("t", "m1", "b", "one")])
+        .await
+        .expect("first");
+    // A deadline for a failure that would otherwise hang; nothing here waits for it to pass.
+    let bounded = |what: &'static str, batch: Vec<WriteOp>| {
+        let store = store.clone();
+        async move {
+            tokio::time::timeout(Duration::from_secs(10), store.apply(&batch))
+                .await
+                .unwrap_or_else(|_| panic!("{what} waited for the other side's lock"))
+                .expect(what)
+        }
+    };
+
+    // Another writer mid-batch holds b's cursor (receipts): an accept for b still commits.
+    let mut held = pool.begin().await.expect("tx");
+    sqlx::query(
+        "SELECT 1 FROM peer_cursors WHERE tenant_id = 't' AND peer_id = 'b' FOR NO KEY UPDATE",
+    )
+    .execute(&mut *held)
+    .await
+    .expect("lock cursor");
+    let out = bounded("an accept", vec![notify("t", "m2", "b", "two")]).await;
+    assert_eq!(accepted(&out[0]), own(&[("b", 2)]));
+    held.rollback().await.expect("release");
+
+    // Another writer mid-batch holds b's slots (accepts): b's receipt still commits.
+    let mut held = pool.begin().await.expect("tx");
+    sqlx::query("SELECT 1 FROM peers WHERE tenant_id = 't' AND peer_id = 'b' FOR NO KEY UPDATE")
+        .execute(&mut *held)
+        .await
+        .expect("lock slots");
+    let out = bounded(
+        "a receipt",
+        vec![receipt("t", "b", "m1", DeliveryState::Delivered)],
+    )
+    .await;
+    assert_eq!(changed(&out[0]), DeliveryState::Delivered);
+    held.rollback().await.expect("release");
+}
