@@ -1,5 +1,12 @@
-//! The write path: one task that commits writes in batches (group commit), on a thread of its
+//! The write path: tasks that commit writes in batches (group commit), on a thread of their
 //! own, and one that hands every outcome to the [`AfterCommit`] dispatcher, in commit order.
+//!
+//! Where the store allows it ([`Store::parallel_receipts`]: Postgres), writes go down two lanes,
+//! each one transaction at a time: messages (accepts, closes) and receipts (receipts, expiry).
+//! They update different rows of a peer (its inbox slots, its delivered cursor), so a receipt
+//! no longer makes the next message wait for its commit. Each lane keeps its own order, which is
+//! the order that matters: a recipient's deliveries follow the message lane's commits, and a
+//! receipt can only name a message whose delivery (hence its commit) came first.
 //!
 //! Batching needs no timer: the task takes the first waiting job, then whatever else is
 //! already queued (up to the batch limit), and commits them in one transaction. Under light
@@ -56,7 +63,8 @@ enum Job {
 /// Handle to the writer task.
 #[derive(Clone)]
 pub struct Writer {
-    tx: mpsc::UnboundedSender<Job>,
+    /// One queue per lane: messages first, then receipts if they have a lane of their own.
+    lanes: Arc<[mpsc::UnboundedSender<Job>]>,
 }
 
 impl std::fmt::Debug for Writer {
@@ -78,20 +86,28 @@ impl Writer {
         metrics: Arc<Metrics>,
         max_batch: usize,
     ) -> (Self, JoinHandle<()>) {
-        // Unbounded channel, bounded content: every connection holds at most
+        // Unbounded channels, bounded content: every connection holds at most
         // `inflight_writes` permits for its queued writes (the reader waits for one), and
-        // connections are capped, so the queue is bounded by what the relay admitted.
-        let (tx, rx) = mpsc::unbounded_channel();
+        // connections are capped, so the queues are bounded by what the relay admitted.
+        let lanes = if store.parallel_receipts() { 2 } else { 1 };
+        let (txs, rxs): (Vec<_>, Vec<_>) = (0..lanes).map(|_| mpsc::unbounded_channel()).unzip();
         // Settled writes wait for dispatch in the same way: each holds its connection's permit.
         let (settled_tx, settled_rx) = mpsc::unbounded_channel();
         let dispatching = tokio::spawn(dispatch(settled_rx, after));
-        let committing = commit_on_own_thread(rx, store, settled_tx, metrics, max_batch.max(1));
+        let committing = commit_on_own_thread(rxs, store, settled_tx, metrics, max_batch.max(1));
         let task = tokio::spawn(async move {
             let _ = committing.await;
             // The commit side is done; what it settled is dispatched before the writer ends.
             let _ = dispatching.await;
         });
-        (Self { tx }, task)
+        (Self { lanes: txs.into() }, task)
+    }
+
+    /// The queue of the lane that commits `op`.
+    fn lane(&self, op: &WriteOp) -> &mpsc::UnboundedSender<Job> {
+        let receipts = matches!(op, WriteOp::Receipt(_) | WriteOp::Expire { .. });
+        let lane = if receipts { self.lanes.len() - 1 } else { 0 };
+        &self.lanes[lane]
     }
 
     /// Queues a write; its outcome goes to the dispatcher (answering `origin`).
@@ -101,7 +117,7 @@ impl Writer {
         origin: Option<Origin>,
         permit: Option<OwnedSemaphorePermit>,
     ) -> Result<(), WriterClosed> {
-        self.tx
+        self.lane(&op)
             .send(Job::Write(Box::new((op, (origin, None, permit)))))
             .map_err(|_| WriterClosed)
     }
@@ -109,17 +125,24 @@ impl Writer {
     /// Writes and waits for the outcome (also dispatched). `Err` carries the storage error.
     pub async fn write(&self, op: WriteOp) -> Result<Result<WriteOutcome, String>, WriterClosed> {
         let (done, rx) = oneshot::channel();
-        self.tx
+        self.lane(&op)
             .send(Job::Write(Box::new((op, (None, Some(done), None)))))
             .map_err(|_| WriterClosed)?;
         rx.await.map_err(|_| WriterClosed)
     }
 
-    /// Waits until every write queued before this call is committed or failed.
+    /// Waits until every write queued before this call is committed or failed, and dispatched.
     pub async fn flush(&self) -> Result<(), WriterClosed> {
-        let (done, rx) = oneshot::channel();
-        self.tx.send(Job::Flush(done)).map_err(|_| WriterClosed)?;
-        rx.await.map_err(|_| WriterClosed)
+        let mut waits = Vec::with_capacity(self.lanes.len());
+        for lane in self.lanes.iter() {
+            let (done, rx) = oneshot::channel();
+            lane.send(Job::Flush(done)).map_err(|_| WriterClosed)?;
+            waits.push(rx);
+        }
+        for rx in waits {
+            rx.await.map_err(|_| WriterClosed)?;
+        }
+        Ok(())
     }
 }
 
@@ -162,8 +185,8 @@ async fn dispatch(mut rx: mpsc::UnboundedReceiver<Settled>, after: Arc<dyn After
     }
 }
 
-/// Runs the committing task on a thread of its own, with its own single-threaded runtime; the
-/// returned receiver resolves when it has ended. Where the store gives the writer a store of its
+/// Runs the committing tasks (one per lane) on a thread of their own, with its own
+/// single-threaded runtime; the returned receiver resolves when they have ended. Where the store gives the writer a store of its
 /// own (Postgres: a pool of its own), that store's connections are made on this runtime, so the
 /// database's every answer wakes the writer at once. Sharing the connection-serving workers, an
 /// answer waited until one of them, busy with sockets, polled for it: a batch makes about ten
@@ -171,7 +194,7 @@ async fn dispatch(mut rx: mpsc::UnboundedReceiver<Settled>, after: Arc<dyn After
 /// to 2.0 ms) with this thread, measured back to back. If the thread cannot be started, the
 /// task runs on the current runtime as before.
 fn commit_on_own_thread(
-    rx: mpsc::UnboundedReceiver<Job>,
+    lanes: Vec<mpsc::UnboundedReceiver<Job>>,
     store: Arc<dyn Store>,
     settled: mpsc::UnboundedSender<Settled>,
     metrics: Arc<Metrics>,
@@ -180,13 +203,16 @@ fn commit_on_own_thread(
     let (ended, ended_rx) = oneshot::channel();
     let commit = async move {
         let own = store.writer_store();
-        run(
-            rx,
-            own.clone().unwrap_or(store),
-            settled,
-            metrics,
-            max_batch,
-        )
+        let store = own.clone().unwrap_or(store);
+        futures::future::join_all(lanes.into_iter().map(|rx| {
+            run(
+                rx,
+                store.clone(),
+                settled.clone(),
+                metrics.clone(),
+                max_batch,
+            )
+        }))
         .await;
         if let Some(own) = own {
             own.close().await;
@@ -358,6 +384,10 @@ mod tests {
     struct PoisonStore {
         down: bool,
         calls: std::sync::atomic::AtomicUsize,
+        /// Receipts get a lane of their own.
+        parallel: bool,
+        /// A batch with an accept waits for a permit here before it commits.
+        hold_accepts: Option<Arc<tokio::sync::Semaphore>>,
     }
 
     fn unused<T>() -> crate::store::Result<T> {
@@ -371,6 +401,9 @@ mod tests {
         }
         async fn ping(&self) -> crate::store::Result<()> {
             Ok(())
+        }
+        fn parallel_receipts(&self) -> bool {
+            self.parallel
         }
         async fn create_tenant(&self, _: &TenantRecord) -> crate::store::Result<()> {
             unused()
@@ -448,6 +481,11 @@ mod tests {
         }
         async fn apply(&self, ops: &[WriteOp]) -> crate::store::Result<Vec<WriteOutcome>> {
             self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if let Some(gate) = &self.hold_accepts
+                && ops.iter().any(|op| matches!(op, WriteOp::Accept(_)))
+            {
+                gate.acquire().await.expect("gate open").forget();
+            }
             if self.down {
                 return Err(StoreError::Unavailable(sqlx::Error::PoolTimedOut));
             }
@@ -495,6 +533,7 @@ mod tests {
     fn id_of(op: &WriteOp) -> String {
         match op {
             WriteOp::Accept(m) => m.message_id.clone(),
+            WriteOp::Receipt(r) => format!("receipt of {}", r.message_id),
             _ => String::new(),
         }
     }
@@ -585,6 +624,49 @@ mod tests {
             store.calls.load(std::sync::atomic::Ordering::SeqCst),
             1,
             "one attempt, not one per write"
+        );
+    }
+
+    /// With a lane of their own, receipts do not wait for a message write's transaction: the
+    /// receipt commits and is dispatched while the accept is still held in its transaction, and
+    /// a flush waits for both lanes.
+    #[tokio::test]
+    async fn a_receipt_commits_while_a_message_write_is_still_in_its_transaction() {
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let store = Arc::new(PoisonStore {
+            parallel: true,
+            hold_accepts: Some(gate.clone()),
+            ..PoisonStore::default()
+        });
+        let record = Arc::new(Record::default());
+        let (writer, _task) = Writer::spawn(store, record.clone(), Arc::new(Metrics::new()), 16);
+        writer
+            .submit(accept("m1"), None, None)
+            .expect("writer running");
+        let receipt = WriteOp::Receipt(ReceiptOp {
+            tenant_id: "t".into(),
+            peer_id: "b".into(),
+            message_id: "m0".into(),
+            state: repowire_protocol::DeliveryState::Delivered,
+            reason: None,
+            now_ms: 0,
+        });
+        // A deadline only for the failure (one lane: the receipt waits behind the held accept).
+        let outcome =
+            tokio::time::timeout(std::time::Duration::from_secs(10), writer.write(receipt))
+                .await
+                .expect("the receipt waited for the message lane")
+                .expect("writer running");
+        assert!(outcome.is_ok(), "{outcome:?}");
+        assert_eq!(
+            record.0.lock().expect("lock").clone(),
+            seen(&[("receipt of m0", true)])
+        );
+        gate.add_permits(1);
+        writer.flush().await.expect("flushed");
+        assert_eq!(
+            record.0.lock().expect("lock").clone(),
+            seen(&[("receipt of m0", true), ("m1", true)])
         );
     }
 }

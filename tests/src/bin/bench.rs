@@ -554,11 +554,12 @@ async fn throughput(
         h.max() as f64 / 1000.0
     );
     // Where the time went, per relay process: what one accepted message cost it in CPU, and how
-    // busy its writer (one transaction at a time) was; a writer busy all the time is the limit.
+    // busy its writer was (each lane runs one transaction at a time, so the figure is summed over
+    // the lanes: up to 100 % per lane; a lane busy all the time is the limit).
     for ((&(_, http), b), a) in observed.iter().zip(&before).zip(&after) {
         let (writes, batches) = (a.writes - b.writes, a.batches - b.batches);
         println!(
-            "cost     {http}: CPU {:.1} us per accepted message; writer in a transaction {:.0} % of the time, {:.0} batches/s of {:.0} writes, {:.1} us per write",
+            "cost     {http}: CPU {:.1} us per accepted message; writer lanes in a transaction {:.0} % of the time, {:.0} batches/s of {:.0} writes, {:.1} us per write",
             (a.cpu_s - b.cpu_s) / acc_in_window.max(1) as f64 * 1e6,
             (a.apply_s - b.apply_s) / between * 100.0,
             batches / between,

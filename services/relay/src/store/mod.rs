@@ -86,6 +86,13 @@ pub trait Store: Send + Sync + 'static {
     /// Closes this store's connections (the writer's own store, when the writer ends).
     async fn close(&self) {}
 
+    /// True if receipts may commit in transactions of their own alongside message writes (see
+    /// [`crate::writer`]): the database runs concurrent transactions, and the two kinds update
+    /// different rows of a peer.
+    fn parallel_receipts(&self) -> bool {
+        false
+    }
+
     /// Creates a tenant; `Conflict` if the name is taken.
     async fn create_tenant(&self, tenant: &TenantRecord) -> Result<()>;
     /// All tenants, oldest first.

@@ -369,9 +369,12 @@ impl PgStore {
 }
 
 impl PgStore {
+    /// Receipts commit in a writer lane of their own (see [`crate::writer`]).
+    const PARALLEL_RECEIPTS: bool = true;
+
     /// The writer's own pool (see [`crate::writer`]), made lazily: its connections open on the
     /// writer's runtime, the first time the writer needs one. It holds at most two (the writer
-    /// uses one at a time), on top of the shared pool's `max_connections`.
+    /// uses one per lane), on top of the shared pool's `max_connections`.
     fn own_writer_store(&self) -> Option<std::sync::Arc<dyn super::Store>> {
         let pool = PgPoolOptions::new()
             .max_connections(WRITER_CONNECTIONS)

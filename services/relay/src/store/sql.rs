@@ -977,6 +977,10 @@ macro_rules! impl_store {
                 self.pool.close().await;
             }
 
+            fn parallel_receipts(&self) -> bool {
+                Self::PARALLEL_RECEIPTS
+            }
+
             async fn ping(&self) -> Result<()> {
                 sqlx::query("SELECT 1").execute(&self.pool).await?;
                 Ok(())

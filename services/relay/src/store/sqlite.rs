@@ -232,6 +232,9 @@ impl SqliteStore {
 }
 
 impl SqliteStore {
+    /// One writer lane: SQLite runs one write transaction at a time anyway.
+    const PARALLEL_RECEIPTS: bool = false;
+
     /// The writer shares this store: SQLite connections run on threads of their own and answer
     /// through channels, whichever runtime waits; a second pool of a `:memory:` database
     /// would be another database.
