@@ -103,11 +103,16 @@ impl Writer {
         (Self { lanes: txs.into() }, task)
     }
 
+    /// The lane that commits `op`: 0 for messages; receipts and expiry go to the last lane
+    /// (the same one when there is only one).
+    pub fn lane_of(&self, op: &WriteOp) -> usize {
+        let receipts = matches!(op, WriteOp::Receipt(_) | WriteOp::Expire { .. });
+        if receipts { self.lanes.len() - 1 } else { 0 }
+    }
+
     /// The queue of the lane that commits `op`.
     fn lane(&self, op: &WriteOp) -> &mpsc::UnboundedSender<Job> {
-        let receipts = matches!(op, WriteOp::Receipt(_) | WriteOp::Expire { .. });
-        let lane = if receipts { self.lanes.len() - 1 } else { 0 };
-        &self.lanes[lane]
+        &self.lanes[self.lane_of(op)]
     }
 
     /// Queues a write; its outcome goes to the dispatcher (answering `origin`).

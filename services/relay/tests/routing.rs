@@ -21,7 +21,53 @@ both_backends!(
     an_ack_reusing_another_messages_id_is_refused_and_harms_nothing,
     a_retried_ack_is_recognised_and_a_changed_one_refused,
     a_connection_over_its_inflight_writes_waits_instead_of_failing,
+    receipts_then_an_ack_from_one_connection_take_effect_in_that_order,
 );
+
+/// Frames sent back to back take effect in the order sent, even where the relay commits them in
+/// different writer lanes (receipts, messages): the asker sees delivered, injected, then acked.
+async fn receipts_then_an_ack_from_one_connection_take_effect_in_that_order(db: Db) {
+    let Duo {
+        relay,
+        key: _,
+        mut a,
+        alice,
+        mut b,
+        bob,
+    } = Duo::start(&db).await;
+    let accepted = a.ask(&alice, "bob", "ready?").await.expect("ask accepted");
+    let cid = accepted.correlation_id.clone().expect("correlation id");
+    let got = b.delivered_to(&bob.peer_id).await;
+    // Pipelined: neither receipt is waited for before the ack goes.
+    b.receipt(
+        &bob.peer_id,
+        got.message.message_id,
+        ReceiptState::Delivered,
+    )
+    .await;
+    b.receipt(&bob.peer_id, got.message.message_id, ReceiptState::Injected)
+        .await;
+    b.submit(Body::Ack(Ack {
+        from: bob.peer_id.clone(),
+        correlation_id: cid,
+        reply: None,
+    }))
+    .await
+    .expect("ack accepted");
+    let mut states = Vec::new();
+    for _ in 0..3 {
+        states.push(a.state_of(accepted.message_id).await.state);
+    }
+    assert_eq!(
+        states,
+        vec![
+            DeliveryState::Delivered,
+            DeliveryState::Injected,
+            DeliveryState::Acked
+        ]
+    );
+    relay.stop().await;
+}
 
 async fn ask_then_ack_with_reply_walks_every_delivery_state(db: Db) {
     let Duo {

@@ -16,6 +16,7 @@ pub use peers::went_offline;
 pub(crate) use register::catch_up;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use tokio::sync::Semaphore;
@@ -41,7 +42,12 @@ pub struct Session {
     /// Writes this connection may have queued and not yet committed: waiting for a permit
     /// stops the connection's reader, so a client cannot grow the shared writer queue at will.
     pub writes: Arc<Semaphore>,
+    /// The writer lane of this connection's last write (`NO_LANE` before the first).
+    last_lane: Arc<AtomicUsize>,
 }
+
+/// `Session::last_lane` before any write.
+const NO_LANE: usize = usize::MAX;
 
 impl Session {
     /// A session for a new connection.
@@ -52,6 +58,7 @@ impl Session {
             tenant_id,
             conn,
             writes,
+            last_lane: Arc::new(AtomicUsize::new(NO_LANE)),
         }
     }
 }
@@ -145,6 +152,20 @@ impl Session {
                 "the relay is shutting down; reconnect",
             )
         };
+        // A connection's frames take effect in the order received. Its writes in one writer lane
+        // commit in order; before its first write in the other lane (a receipt after an ask,
+        // an ack after receipts), the ones still in flight commit.
+        let lane = self.state.writer.lane_of(&op);
+        let previous = self.last_lane.swap(lane, Ordering::Relaxed);
+        if previous != lane && previous != NO_LANE {
+            let all = self.state.config.inflight_writes.max(1);
+            let settled = self
+                .writes
+                .acquire_many(u32::try_from(all).unwrap_or(u32::MAX))
+                .await
+                .map_err(|_| shutting_down())?;
+            drop(settled);
+        }
         let permit = self
             .writes
             .clone()
