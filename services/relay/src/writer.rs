@@ -191,13 +191,13 @@ async fn dispatch(mut rx: mpsc::UnboundedReceiver<Settled>, after: Arc<dyn After
 }
 
 /// Runs the committing tasks (one per lane) on a thread of their own, with its own
-/// single-threaded runtime; the returned receiver resolves when they have ended. Where the store gives the writer a store of its
-/// own (Postgres: a pool of its own), that store's connections are made on this runtime, so the
-/// database's every answer wakes the writer at once. Sharing the connection-serving workers, an
-/// answer waited until one of them, busy with sockets, polled for it: a batch makes about ten
-/// round trips, and one pod went from 16.0k to 17.7k-18.3k messages/s (and notify p50 from 2.4
-/// to 2.0 ms) with this thread, measured back to back. If the thread cannot be started, the
-/// task runs on the current runtime as before.
+/// single-threaded runtime; the returned receiver resolves when they have ended. Where the store
+/// gives the writer a store of its own (Postgres: a pool of its own), that store's connections
+/// are made on this runtime, so the database's every answer wakes the writer at once. Sharing
+/// the connection-serving workers, an answer waited until one of them, busy with sockets, polled
+/// for it: a batch makes about ten round trips, and one pod went from 16.0k to 17.7k-18.3k
+/// messages/s (and notify p50 from 2.4 to 2.0 ms) with this thread, measured back to back. If
+/// the thread cannot be started, the tasks run on the current runtime instead.
 fn commit_on_own_thread(
     lanes: Vec<mpsc::UnboundedReceiver<Job>>,
     store: Arc<dyn Store>,

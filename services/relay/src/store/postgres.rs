@@ -67,19 +67,16 @@ impl PgStore {
         }
         let tenants: Vec<&str> = peers.iter().map(|(t, _)| *t).collect();
         let ids: Vec<&str> = peers.iter().map(|(_, p)| *p).collect();
-        let sql = match rows {
-            super::sql::PeerRows::Slots => {
-                "SELECT 1 FROM peers p JOIN unnest($1::text[], $2::text[]) AS k(tenant_id, peer_id) \
-                 ON p.tenant_id = k.tenant_id AND p.peer_id = k.peer_id \
-                 ORDER BY p.tenant_id, p.peer_id FOR NO KEY UPDATE OF p"
-            }
-            super::sql::PeerRows::Cursors => {
-                "SELECT 1 FROM peer_cursors p JOIN unnest($1::text[], $2::text[]) AS k(tenant_id, peer_id) \
-                 ON p.tenant_id = k.tenant_id AND p.peer_id = k.peer_id \
-                 ORDER BY p.tenant_id, p.peer_id FOR NO KEY UPDATE OF p"
-            }
+        let table = match rows {
+            super::sql::PeerRows::Slots => "peers",
+            super::sql::PeerRows::Cursors => "peer_cursors",
         };
-        sqlx::query(sql)
+        let sql = format!(
+            "SELECT 1 FROM {table} p JOIN unnest($1::text[], $2::text[]) AS k(tenant_id, peer_id) \
+             ON p.tenant_id = k.tenant_id AND p.peer_id = k.peer_id \
+             ORDER BY p.tenant_id, p.peer_id FOR NO KEY UPDATE OF p"
+        );
+        sqlx::query(&sql)
             .bind(tenants)
             .bind(ids)
             .execute(&mut *conn)
@@ -385,7 +382,7 @@ impl PgStore {
 }
 
 /// Connections of the writer's own pool.
-pub const WRITER_CONNECTIONS: u32 = 2;
+const WRITER_CONNECTIONS: u32 = 2;
 /// How long a request waits for a connection: fail fast while the database is down, so requests
 /// get `unavailable` instead of waiting.
 const ACQUIRE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
