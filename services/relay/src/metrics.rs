@@ -29,6 +29,16 @@ pub struct StateLabel {
     pub state: &'static str,
 }
 
+/// A `lane` label: the writer lane a batch was committed in (see `writer.rs`).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LaneLabel {
+    /// `messages` or `receipts` (`all` where one lane commits everything).
+    pub lane: &'static str,
+}
+
+/// A histogram family whose histograms share one set of buckets.
+pub type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
 /// Every metric of a relay process.
 #[derive(Debug)]
 pub struct Metrics {
@@ -51,10 +61,10 @@ pub struct Metrics {
     pub write_conflicts: Counter,
     /// Time from a message frame's arrival to its durable accept.
     pub accept_seconds: Histogram,
-    /// Writes per committed transaction.
-    pub write_batch_size: Histogram,
-    /// Time to apply and commit one write batch.
-    pub write_batch_seconds: Histogram,
+    /// Writes per committed transaction, by writer lane.
+    pub write_batch_size: Histograms<LaneLabel>,
+    /// Time to apply and commit one write batch, by writer lane.
+    pub write_batch_seconds: Histograms<LaneLabel>,
 }
 
 impl Default for Metrics {
@@ -77,8 +87,12 @@ impl Metrics {
             slow_consumers: Counter::default(),
             write_conflicts: Counter::default(),
             accept_seconds: Histogram::new(exponential_buckets(0.000_1, 2.0, 16)),
-            write_batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
-            write_batch_seconds: Histogram::new(exponential_buckets(0.000_1, 2.0, 16)),
+            write_batch_size: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(1.0, 2.0, 11))
+            }),
+            write_batch_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.000_1, 2.0, 16))
+            }),
             registry: Registry::default(),
         };
         registry.register(

@@ -24,7 +24,7 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::hub::ConnId;
-use crate::metrics::Metrics;
+use crate::metrics::{LaneLabel, Metrics};
 use crate::store::{Store, StoreError, WriteOp, WriteOutcome};
 
 /// Who submitted a write and how to answer them.
@@ -209,12 +209,18 @@ fn commit_on_own_thread(
     let commit = async move {
         let own = store.writer_store();
         let store = own.clone().unwrap_or(store);
-        futures::future::join_all(lanes.into_iter().map(|rx| {
+        let names: &[&'static str] = match lanes.len() {
+            1 => &["all"],
+            _ => &["messages", "receipts"],
+        };
+        futures::future::join_all(lanes.into_iter().zip(names).map(|(rx, &name)| {
+            let lane = LaneLabel { lane: name };
             run(
                 rx,
                 store.clone(),
                 settled.clone(),
                 metrics.clone(),
+                lane,
                 max_batch,
             )
         }))
@@ -255,6 +261,7 @@ async fn run(
     store: Arc<dyn Store>,
     settled: mpsc::UnboundedSender<Settled>,
     metrics: Arc<Metrics>,
+    lane: LaneLabel,
     max_batch: usize,
 ) {
     // Ops and their metadata side by side: the store borrows the ops, nothing is cloned.
@@ -280,7 +287,10 @@ async fn run(
             }
         }
         if !ops.is_empty() {
-            metrics.write_batch_size.observe(ops.len() as f64);
+            metrics
+                .write_batch_size
+                .get_or_create(&lane)
+                .observe(ops.len() as f64);
             let started = Instant::now();
             let mut applied = store.apply(&ops).await;
             // Another pod's transaction got in the way: nothing was stored, apply it again
@@ -302,6 +312,7 @@ async fn run(
             }
             metrics
                 .write_batch_seconds
+                .get_or_create(&lane)
                 .observe(started.elapsed().as_secs_f64());
             let mut writes = Vec::with_capacity(ops.len());
             match applied {
@@ -611,8 +622,8 @@ mod tests {
         );
         let rendered = metrics.render();
         assert!(
-            rendered.contains("repowire_write_batch_size_sum 3.0")
-                && rendered.contains("repowire_write_batch_size_count 1"),
+            rendered.contains("repowire_write_batch_size_sum{lane=\"all\"} 3.0")
+                && rendered.contains("repowire_write_batch_size_count{lane=\"all\"} 1"),
             "the three writes were one batch before the retry:\n{rendered}"
         );
     }

@@ -73,10 +73,17 @@ fn rss_kib(pid: u32) -> anyhow::Result<u64> {
 type Observed<'a> = (u32, &'a str);
 
 /// What a relay had spent at one moment: CPU seconds (user + system, from /proc: time the
-/// process ran, whatever the machine's steal), and its writer's totals from `/metrics`.
-#[derive(Default, Clone, Copy)]
+/// process ran, whatever the machine's steal), and its writer lanes' totals from `/metrics`.
+#[derive(Default, Clone)]
 struct Spent {
     cpu_s: f64,
+    lanes: Vec<Lane>,
+}
+
+/// One writer lane's totals: time in transactions, writes, batches.
+#[derive(Default, Clone)]
+struct Lane {
+    name: String,
     apply_s: f64,
     writes: f64,
     batches: f64,
@@ -95,17 +102,36 @@ impl Spent {
             .await?
             .text()
             .await?;
-        let metric = |name: &str| -> f64 {
+        // `name{lane="x"} value` for each lane, in the order the relay lists them.
+        let by_lane = |name: &str| -> Vec<(String, f64)> {
             metrics
                 .lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-                .unwrap_or(0.0)
+                .filter_map(|l| {
+                    let rest = l.strip_prefix(name)?.strip_prefix("{lane=\"")?;
+                    let (lane, value) = rest.split_once("\"} ")?;
+                    Some((lane.to_owned(), value.trim().parse().ok()?))
+                })
+                .collect()
+        };
+        let (seconds, writes, batches) = (
+            by_lane("repowire_write_batch_seconds_sum"),
+            by_lane("repowire_write_batch_size_sum"),
+            by_lane("repowire_write_batch_size_count"),
+        );
+        let of = |v: &[(String, f64)], lane: &str| {
+            v.iter().find(|(l, _)| l == lane).map_or(0.0, |(_, x)| *x)
         };
         Ok(Self {
             cpu_s: (ticks(11) + ticks(12)) / clock_ticks_per_second(),
-            apply_s: metric("repowire_write_batch_seconds_sum"),
-            writes: metric("repowire_write_batch_size_sum"),
-            batches: metric("repowire_write_batch_size_count"),
+            lanes: seconds
+                .iter()
+                .map(|(lane, apply_s)| Lane {
+                    name: lane.clone(),
+                    apply_s: *apply_s,
+                    writes: of(&writes, lane),
+                    batches: of(&batches, lane),
+                })
+                .collect(),
         })
     }
 }
@@ -554,17 +580,29 @@ async fn throughput(
         h.max() as f64 / 1000.0
     );
     // Where the time went, per relay process: what one accepted message cost it in CPU, and how
-    // busy its writer was (each lane runs one transaction at a time, so the figure is summed over
-    // the lanes: up to 100 % per lane; a lane busy all the time is the limit).
+    // busy each writer lane was (one transaction at a time; a lane busy all the time is the limit).
     for ((&(_, http), b), a) in observed.iter().zip(&before).zip(&after) {
-        let (writes, batches) = (a.writes - b.writes, a.batches - b.batches);
+        let lanes: Vec<String> = a
+            .lanes
+            .iter()
+            .map(|la| {
+                let lb = b.lanes.iter().find(|l| l.name == la.name).cloned().unwrap_or_default();
+                let (writes, batches) = (la.writes - lb.writes, la.batches - lb.batches);
+                let apply_s = la.apply_s - lb.apply_s;
+                format!(
+                    "writer lane {} in a transaction {:.0} % of the time, {:.0} batches/s of {:.0} writes, {:.1} us per write",
+                    la.name,
+                    apply_s / between * 100.0,
+                    batches / between,
+                    writes / batches.max(1.0),
+                    apply_s / writes.max(1.0) * 1e6,
+                )
+            })
+            .collect();
         println!(
-            "cost     {http}: CPU {:.1} us per accepted message; writer lanes in a transaction {:.0} % of the time, {:.0} batches/s of {:.0} writes, {:.1} us per write",
+            "cost     {http}: CPU {:.1} us per accepted message; {}",
             (a.cpu_s - b.cpu_s) / acc_in_window.max(1) as f64 * 1e6,
-            (a.apply_s - b.apply_s) / between * 100.0,
-            batches / between,
-            writes / batches.max(1.0),
-            (a.apply_s - b.apply_s) / writes.max(1.0) * 1e6,
+            lanes.join("; "),
         );
     }
     let by_code = codes.lock().map(|c| format!("{c:?}")).unwrap_or_default();
