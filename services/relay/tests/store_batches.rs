@@ -643,11 +643,7 @@ async fn the_writers_own_connections_close_when_it_ends(pool: sqlx::PgPool) {
             n
         }
     };
-    let store: Arc<dyn Store> = Arc::new(
-        repowire_relay::store::postgres::PgStore::new(pool.clone())
-            .await
-            .expect("store"),
-    );
+    let store = Db::Postgres(pool.clone()).store().await;
     setup(store.as_ref(), "t1", &["a", "b"]).await;
     // Hold the test pool's connections still: only the writer's come and go.
     let before = others().await;
@@ -682,11 +678,7 @@ async fn the_writers_own_connections_close_when_it_ends(pool: sqlx::PgPool) {
 async fn receipts_and_accepts_for_one_peer_lock_different_rows(pool: sqlx::PgPool) {
     use std::time::Duration;
 
-    let store: std::sync::Arc<dyn Store> = std::sync::Arc::new(
-        repowire_relay::store::postgres::PgStore::new(pool.clone())
-            .await
-            .expect("store"),
-    );
+    let store = Db::Postgres(pool.clone()).store().await;
     setup(store.as_ref(), "t", &["a", "b"]).await;
     store
         .apply(&[notify("t", "m1", "b", "one")])
