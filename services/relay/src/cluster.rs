@@ -390,12 +390,10 @@ async fn recover(state: &AppState) {
     close_revoked(state).await;
     refresh(state).await;
     for (tenant, live) in state.hub.all_live() {
-        let peer = live.record.peer_id.clone();
-        if let Some((conn, epoch)) = state.hub.restart_catch_up(&tenant, &peer) {
-            let st = state.clone();
+        if let Some(c) = state.hub.restart_catch_up(&tenant, &live.record.peer_id) {
             state
                 .tracker
-                .spawn(async move { crate::route::catch_up(st, tenant, conn, peer, epoch).await });
+                .spawn(crate::route::catch_up(state.clone(), c));
         }
     }
     tracing::info!("bus back: presence recorded again, pending entries pushed again");

@@ -12,7 +12,7 @@ use repowire_protocol::{
 };
 
 use crate::cluster::Cluster;
-use crate::hub::{Hub, Outbound};
+use crate::hub::{Hub, Live, Outbound};
 use crate::metrics::{Metrics, StateLabel, TypeLabel};
 use crate::store::INBOX_FULL_REASON;
 use crate::store::*;
@@ -201,12 +201,12 @@ impl Dispatcher {
     fn enqueue(&self, m: &NewMessage, cid: Option<String>, slots: &[Enqueued]) {
         let message = to_wire(&stored(m, cid));
         for slot in slots {
-            let pushed = self
+            let live = self
                 .hub
                 .deliver_live(&m.tenant_id, &slot.peer_id, slot.seq, || {
                     deliver_frame(&slot.peer_id, slot.seq, false, message.clone())
                 });
-            if !pushed && self.hub.live_peer(&m.tenant_id, &slot.peer_id).is_none() {
+            if live == Live::NotHere {
                 // Not live in this process: the pod holding it (if any) pushes it.
                 self.cluster.forward(
                     &m.tenant_id,

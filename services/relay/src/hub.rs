@@ -10,6 +10,14 @@
 //! (they are safe in its inbox) until the catch-up task has pushed every pending entry and
 //! [`Hub::finish_catch_up`] confirms nothing newer was committed meanwhile; from then on live
 //! deliveries flow in commit order.
+//!
+//! In a cluster, a peer's entries are committed by every pod, and a forwarded one can arrive
+//! after a later entry committed here. So the hub remembers the highest `seq` it pushed for
+//! each binding: an entry at or below it was already pushed (by a catch-up) and is not pushed
+//! again, and an entry that skips past the next `seq` puts the peer back into catch-up, which
+//! pushes the missing entries from the inbox in order (a request on
+//! [`Hub::take_catch_up_requests`]). `seq` per binding therefore only ever increases
+//! (protocol.md §10.9).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -80,6 +88,8 @@ pub struct LivePeer {
     pub last_seen_ms: i64,
     catching_up: bool,
     latest_seq: i64,
+    /// The highest `seq` pushed to the connection in this binding, or known not to be pending.
+    pushed_seq: i64,
     /// Which binding this is: a re-register or takeover makes a new one, so tasks started for
     /// an older binding (catch-up) can tell they are stale.
     pub epoch: u64,
@@ -187,15 +197,59 @@ struct TenantHub {
     peers: HashMap<String, LivePeer>,
 }
 
+/// A catch-up to run: the pending inbox entries of `peer_id` with `seq > after_seq`, pushed
+/// in order on `conn` while binding `epoch` holds the peer (`route::catch_up`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatchUp {
+    /// Tenant.
+    pub tenant_id: String,
+    /// The peer.
+    pub peer_id: String,
+    /// The connection holding it.
+    pub conn: ConnId,
+    /// The binding.
+    pub epoch: u64,
+    /// Entries up to this seq were pushed in this binding already.
+    pub after_seq: i64,
+}
+
+/// What became of a live delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Live {
+    /// Pushed to the connection holding the peer.
+    Pushed,
+    /// The peer is here, but this push is not needed or not yet in order: a catch-up pushes
+    /// (or pushed) the entry from the inbox.
+    Held,
+    /// The peer is not live in this process.
+    NotHere,
+}
+
 /// The live-state owner.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Hub {
     tenants: Mutex<HashMap<String, TenantHub>>,
     next_conn: AtomicU64,
     next_epoch: AtomicU64,
+    catch_ups: mpsc::UnboundedSender<CatchUp>,
+    catch_up_requests: Mutex<Option<mpsc::UnboundedReceiver<CatchUp>>>,
     /// Keys revoked through this process, so a connection authenticated just before the revoke
     /// but registered just after it is closed too (see `connection::serve`).
     revoked: Mutex<std::collections::HashSet<String>>,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        let (catch_ups, requests) = mpsc::unbounded_channel();
+        Self {
+            tenants: Mutex::default(),
+            next_conn: AtomicU64::default(),
+            next_epoch: AtomicU64::default(),
+            catch_ups,
+            catch_up_requests: Mutex::new(Some(requests)),
+            revoked: Mutex::default(),
+        }
+    }
 }
 
 /// Result of binding a peer.
@@ -307,6 +361,7 @@ impl Hub {
                 last_seen_ms: now_ms,
                 catching_up: true,
                 latest_seq: 0,
+                pushed_seq: 0,
                 epoch,
                 replaying: false,
             },
@@ -320,23 +375,44 @@ impl Hub {
         }
     }
 
-    /// Puts a live peer back into catch-up, so its pending inbox entries are pushed again in
-    /// order — after the cluster bus was down and forwards may have been lost. The binding gets
-    /// a new epoch, so a catch-up or replay still running for the old one stops at its next
-    /// step instead of interleaving with the new catch-up. Returns the connection and epoch.
-    pub fn restart_catch_up(&self, tenant_id: &str, peer_id: &str) -> Option<(ConnId, u64)> {
+    /// The catch-ups live deliveries ask for when they find a gap (see the module doc); the
+    /// caller runs each one. `Some` once.
+    pub fn take_catch_up_requests(&self) -> Option<mpsc::UnboundedReceiver<CatchUp>> {
+        self.catch_up_requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+
+    /// Puts a live peer back into catch-up, so pending inbox entries it was not pushed are
+    /// pushed in order — after the cluster bus was down and forwards may have been lost. The
+    /// binding gets a new epoch, so a replay still running for the old one stops at its next
+    /// step. `None` if the peer is not here, or is catching up already (that catch-up reads the
+    /// inbox until it is current, so it covers what was lost).
+    pub fn restart_catch_up(&self, tenant_id: &str, peer_id: &str) -> Option<CatchUp> {
         let epoch = self.next_epoch.fetch_add(1, Ordering::Relaxed) + 1;
         let mut tenants = self.lock();
-        let p = tenants.get_mut(tenant_id)?.peers.get_mut(peer_id)?;
+        let p = tenants
+            .get_mut(tenant_id)?
+            .peers
+            .get_mut(peer_id)
+            .filter(|p| !p.catching_up)?;
         p.catching_up = true;
         p.replaying = false;
         p.epoch = epoch;
-        Some((p.conn, p.epoch))
+        Some(CatchUp {
+            tenant_id: tenant_id.to_owned(),
+            peer_id: peer_id.to_owned(),
+            conn: p.conn,
+            epoch,
+            after_seq: p.pushed_seq,
+        })
     }
 
     /// Undoes a [`Hub::bind_peer`] whose registration failed: the replaced binding comes back
-    /// (in catch-up, since its catch-up task stopped when it was replaced; the caller starts a
-    /// new one for the returned connection and epoch), or the peer is unbound if there was none.
+    /// in catch-up (its catch-up task stopped when it was replaced; the caller runs the
+    /// returned one), with a new epoch so that the old task, if it has not noticed yet, stops
+    /// rather than push beside the new one. The peer is unbound if there was no such binding.
     /// Does nothing if a newer binding exists.
     pub fn rollback_bind(
         &self,
@@ -344,7 +420,8 @@ impl Hub {
         peer_id: &str,
         epoch: u64,
         replaced: Option<LivePeer>,
-    ) -> Option<(ConnId, u64)> {
+    ) -> Option<CatchUp> {
+        let new_epoch = self.next_epoch.fetch_add(1, Ordering::Relaxed) + 1;
         let mut tenants = self.lock();
         let t = tenants.get_mut(tenant_id)?;
         if t.peers.get(peer_id).is_none_or(|p| p.epoch != epoch) {
@@ -354,7 +431,14 @@ impl Hub {
             Some(mut previous) => {
                 previous.catching_up = true;
                 previous.replaying = false;
-                let restored = (previous.conn, previous.epoch);
+                previous.epoch = new_epoch;
+                let restored = CatchUp {
+                    tenant_id: tenant_id.to_owned(),
+                    peer_id: peer_id.to_owned(),
+                    conn: previous.conn,
+                    epoch: new_epoch,
+                    after_seq: previous.pushed_seq,
+                };
                 t.peers.insert(peer_id.to_owned(), previous);
                 Some(restored)
             }
@@ -518,29 +602,48 @@ impl Hub {
         }
     }
 
-    /// A live delivery after commit: records `seq` and pushes unless the peer is catching up.
-    /// True if pushed.
+    /// A live delivery after commit, for entry `seq` of the peer's inbox: pushed if it is the
+    /// next one this binding is owed. Held (the inbox has it) while the peer catches up, if a
+    /// catch-up pushed it already, or if an earlier entry has not come this way yet — a forward
+    /// still on its way from another pod, or an entry never pushed live (a `failed` one); then
+    /// the peer goes back into catch-up to push the entries from the inbox in order.
     pub fn deliver_live(
         &self,
         tenant_id: &str,
         peer_id: &str,
         seq: i64,
         frame: impl FnOnce() -> Outbound,
-    ) -> bool {
+    ) -> Live {
         let mut tenants = self.lock();
         let Some(t) = tenants.get_mut(tenant_id) else {
-            return false;
+            return Live::NotHere;
         };
         let Some(p) = t.peers.get_mut(peer_id) else {
-            return false;
+            return Live::NotHere;
         };
         p.latest_seq = p.latest_seq.max(seq);
-        if p.catching_up {
-            return false;
+        if p.catching_up || seq <= p.pushed_seq {
+            return Live::Held;
+        }
+        if seq > p.pushed_seq + 1 {
+            p.catching_up = true;
+            tracing::debug!(peer = %peer_id, seq, pushed = p.pushed_seq, "entries missing before a live delivery; catching up from the inbox");
+            let _ = self.catch_ups.send(CatchUp {
+                tenant_id: tenant_id.to_owned(),
+                peer_id: peer_id.to_owned(),
+                conn: p.conn,
+                epoch: p.epoch,
+                after_seq: p.pushed_seq,
+            });
+            return Live::Held;
         }
         match t.conns.get(&p.conn) {
-            Some(c) => Self::push(c, frame()),
-            None => false,
+            Some(c) if Self::push(c, frame()) => {
+                p.pushed_seq = seq;
+                Live::Pushed
+            }
+            // Gone or kicked as slow: the entry waits in the inbox for the next registration.
+            _ => Live::Held,
         }
     }
 
@@ -561,6 +664,19 @@ impl Hub {
         t.conns.get(&conn).map(|c| c.tx.clone())
     }
 
+    /// The outbound queue for a catch-up of binding `epoch` about to push entry `seq`, which
+    /// is recorded as pushed (the connection is gone if the push then fails).
+    pub fn catch_up_sender(&self, c: &CatchUp, seq: i64) -> Option<mpsc::Sender<Outbound>> {
+        let mut tenants = self.lock();
+        let t = tenants.get_mut(&c.tenant_id)?;
+        let p = t
+            .peers
+            .get_mut(&c.peer_id)
+            .filter(|p| p.conn == c.conn && p.epoch == c.epoch)?;
+        p.pushed_seq = p.pushed_seq.max(seq);
+        t.conns.get(&c.conn).map(|conn| conn.tx.clone())
+    }
+
     /// The highest seq dispatched for the peer so far, while binding `epoch` holds it.
     pub fn latest_seq(&self, tenant_id: &str, peer_id: &str, epoch: u64) -> Option<i64> {
         self.lock()
@@ -574,6 +690,9 @@ impl Hub {
     /// Ends catch-up if nothing was dispatched for the peer since `snapshot` (a
     /// [`Hub::latest_seq`] taken before the catch-up read, which therefore saw every commit up
     /// to it). `Some(true)`: done; `Some(false)`: read again; `None`: binding `epoch` is gone.
+    ///
+    /// Done, every pending entry up to `snapshot`, and up to the inbox seq the peer registered
+    /// with, was pushed: live deliveries continue after the higher of the two.
     pub fn finish_catch_up(
         &self,
         tenant_id: &str,
@@ -589,6 +708,7 @@ impl Hub {
             .filter(|p| p.epoch == epoch)?;
         if p.latest_seq <= snapshot {
             p.catching_up = false;
+            p.pushed_seq = p.pushed_seq.max(snapshot).max(p.record.last_seq);
             Some(true)
         } else {
             Some(false)
@@ -717,8 +837,9 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(8);
         connect(&hub, "t", 1, "k", tx, Arc::default());
         let epoch = hub.bind_peer(1, record("p1", "a"), "api", 0).epoch;
-        assert!(
-            !hub.deliver_live("t", "p1", 1, || "m1".into()),
+        assert_eq!(
+            hub.deliver_live("t", "p1", 1, || "m1".into()),
+            Live::Held,
             "skipped while catching up"
         );
         assert_eq!(
@@ -727,8 +848,82 @@ mod tests {
             "seq 1 was committed after the read"
         );
         assert_eq!(hub.finish_catch_up("t", "p1", epoch, 1), Some(true));
-        assert!(hub.deliver_live("t", "p1", 2, || "m2".into()));
+        assert_eq!(hub.deliver_live("t", "p1", 2, || "m2".into()), Live::Pushed);
         assert_eq!(&*rx.try_recv().expect("pushed"), "m2");
+        assert_eq!(
+            hub.deliver_live("t", "other", 1, || "m".into()),
+            Live::NotHere
+        );
+    }
+
+    /// Live pushes for a binding never go back in `seq`: an entry arriving after a later one
+    /// (a forward from another pod) was pushed by the catch-up the later one started, and is
+    /// not pushed again.
+    #[test]
+    fn an_entry_that_skips_ahead_starts_a_catch_up_and_late_ones_are_not_pushed_again() {
+        let hub = Hub::default();
+        let mut requests = hub.take_catch_up_requests().expect("first take");
+        assert!(hub.take_catch_up_requests().is_none(), "taken once");
+        let (tx, mut rx) = mpsc::channel(8);
+        connect(&hub, "t", 1, "k", tx, Arc::default());
+        let epoch = hub.bind_peer(1, record("p1", "a"), "api", 0).epoch;
+        assert_eq!(hub.finish_catch_up("t", "p1", epoch, 0), Some(true));
+        assert_eq!(hub.deliver_live("t", "p1", 1, || "m1".into()), Live::Pushed);
+
+        // Entry 3 before 2: held, and a catch-up from 1 is asked for.
+        assert_eq!(hub.deliver_live("t", "p1", 3, || "m3".into()), Live::Held);
+        let c = requests.try_recv().expect("a catch-up was asked for");
+        assert_eq!((c.conn, c.epoch, c.after_seq), (1, epoch, 1));
+        assert_eq!(hub.deliver_live("t", "p1", 4, || "m4".into()), Live::Held);
+        assert!(requests.try_recv().is_err(), "one catch-up at a time");
+        // The catch-up pushes 2, 3 and 4 from the inbox, read after a snapshot of 4.
+        for seq in 2..=4 {
+            assert!(hub.catch_up_sender(&c, seq).is_some());
+        }
+        assert_eq!(hub.finish_catch_up("t", "p1", epoch, 4), Some(true));
+
+        // The late forward of entry 2 is not pushed again; entry 5 is.
+        assert_eq!(hub.deliver_live("t", "p1", 2, || "m2".into()), Live::Held);
+        assert_eq!(hub.deliver_live("t", "p1", 5, || "m5".into()), Live::Pushed);
+        let pushed: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok())
+            .map(String::from)
+            .collect();
+        assert_eq!(pushed, ["m1", "m5"], "2 to 4 went by the catch-up");
+        assert!(requests.try_recv().is_err());
+    }
+
+    /// A registration's catch-up covers the inbox up to the seq the peer registered with, so
+    /// the first live entry after it is no gap.
+    #[test]
+    fn live_delivery_continues_after_the_inbox_seq_of_the_registration() {
+        let hub = Hub::default();
+        let mut requests = hub.take_catch_up_requests().expect("requests");
+        let (tx, mut rx) = mpsc::channel(8);
+        connect(&hub, "t", 1, "k", tx, Arc::default());
+        let mut reclaimed = record("p1", "a");
+        reclaimed.last_seq = 7;
+        let epoch = hub.bind_peer(1, reclaimed, "api", 0).epoch;
+        assert_eq!(hub.finish_catch_up("t", "p1", epoch, 0), Some(true));
+        assert_eq!(hub.deliver_live("t", "p1", 8, || "m8".into()), Live::Pushed);
+        assert_eq!(&*rx.try_recv().expect("pushed"), "m8");
+        assert!(requests.try_recv().is_err());
+    }
+
+    /// After the bus was down, a catch-up starts again after what was pushed, unless one is
+    /// running (it reads the inbox until current anyway).
+    #[test]
+    fn a_restarted_catch_up_begins_after_what_was_pushed() {
+        let hub = Hub::default();
+        let (tx, _rx) = mpsc::channel(8);
+        connect(&hub, "t", 1, "k", tx, Arc::default());
+        let epoch = hub.bind_peer(1, record("p1", "a"), "api", 0).epoch;
+        assert_eq!(hub.restart_catch_up("t", "p1"), None, "one is running");
+        assert_eq!(hub.finish_catch_up("t", "p1", epoch, 0), Some(true));
+        assert_eq!(hub.deliver_live("t", "p1", 1, || "m1".into()), Live::Pushed);
+        let c = hub.restart_catch_up("t", "p1").expect("restarted");
+        assert_eq!((c.after_seq, c.conn), (1, 1));
+        assert_ne!(c.epoch, epoch, "a replay of the old epoch stops");
+        assert_eq!(hub.deliver_live("t", "p1", 2, || "m2".into()), Live::Held);
     }
 
     #[test]
@@ -784,12 +979,13 @@ mod tests {
         let old = hub.bind_peer(1, record("p1", "a"), "api", 0);
         let new = hub.bind_peer(2, record("p1", "a"), "api", 0);
         assert_eq!(new.previous_conn, Some(1));
-        assert_eq!(
-            hub.rollback_bind("t", "p1", new.epoch, new.replaced),
-            Some((1, old.epoch))
-        );
+        let restored = hub
+            .rollback_bind("t", "p1", new.epoch, new.replaced)
+            .expect("restored");
+        assert_eq!(restored.conn, 1);
+        assert_ne!(restored.epoch, old.epoch, "the old catch-up stops");
         let back = hub.live_peer("t", "p1").expect("still live");
-        assert_eq!((back.conn, back.epoch), (1, old.epoch));
+        assert_eq!((back.conn, back.epoch), (1, restored.epoch));
         // Without a replaced binding, the peer is simply unbound.
         let fresh = hub.bind_peer(1, record("p2", "a"), "web", 0);
         hub.rollback_bind("t", "p2", fresh.epoch, fresh.replaced);

@@ -1,10 +1,10 @@
 //! `AppState`: cheap handles shared by every request and connection.
 
 use std::ops::Deref;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -15,7 +15,7 @@ use crate::cluster::Cluster;
 use crate::config::RelayConfig;
 use crate::directory::Directory;
 use crate::dispatch::Dispatcher;
-use crate::hub::Hub;
+use crate::hub::{CatchUp, Hub};
 use crate::metrics::Metrics;
 use crate::store::Store;
 use crate::token::Tokens;
@@ -118,6 +118,9 @@ impl AppState {
             directory,
             draining: AtomicBool::new(false),
         }));
+        if let Some(requests) = state.hub.take_catch_up_requests() {
+            tokio::spawn(run_catch_ups(Arc::downgrade(&state.0), requests));
+        }
         (state, writer_task)
     }
 
@@ -129,5 +132,17 @@ impl AppState {
     /// Marks the process as draining.
     pub fn start_draining(&self) {
         self.draining.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Runs the catch-ups live deliveries ask for (see [`crate::hub`]) until the state is gone.
+/// Holds it weakly, so this task does not keep the process state alive.
+async fn run_catch_ups(state: Weak<Inner>, mut requests: mpsc::UnboundedReceiver<CatchUp>) {
+    while let Some(c) = requests.recv().await {
+        let Some(inner) = state.upgrade() else { return };
+        let state = AppState(inner);
+        state
+            .tracker
+            .spawn(crate::route::catch_up(state.clone(), c));
     }
 }

@@ -9,7 +9,7 @@ use repowire_protocol::{
 
 use super::{Handled, Session};
 use crate::dispatch::{deliver_frame, frame_text, to_wire};
-use crate::hub::{ConnId, peer_info, send_bulk};
+use crate::hub::{CatchUp, peer_info, send_bulk};
 use crate::ids::now_ms;
 use crate::state::AppState;
 use crate::store::PeerRecord;
@@ -117,15 +117,12 @@ pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled
     if let Err(e) = s.state.store.upsert_peer(&bound.record).await {
         // Nothing changed: a binding this replaced (re-register, takeover) comes back, with a
         // fresh catch-up since its own stopped when it was replaced.
-        if let Some((conn, epoch)) =
+        if let Some(restored) =
             s.state
                 .hub
                 .rollback_bind(&s.tenant_id, &peer_id, bound.epoch, bound.replaced.take())
         {
-            let (state, tenant, peer) = (s.state.clone(), s.tenant_id.clone(), peer_id.clone());
-            s.state
-                .tracker
-                .spawn(async move { catch_up(state, tenant, conn, peer, epoch).await });
+            s.state.tracker.spawn(catch_up(s.state.clone(), restored));
         }
         return Err(e.into());
     }
@@ -168,43 +165,41 @@ pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled
         s.state.cluster.claim(&s.tenant_id, live).await;
     }
     tracing::info!(tenant = %s.tenant_id, peer = %peer_id, name = %bound.record.name, reclaimed, "peer registered");
-    let state = s.state.clone();
-    let tenant = s.tenant_id.clone();
-    let (conn, epoch) = (s.conn, bound.epoch);
+    let catching_up = CatchUp {
+        tenant_id: s.tenant_id.clone(),
+        peer_id,
+        conn: s.conn,
+        epoch: bound.epoch,
+        after_seq: 0,
+    };
     s.state
         .tracker
-        .spawn(async move { catch_up(state, tenant, conn, peer_id, epoch).await });
+        .spawn(catch_up(s.state.clone(), catching_up));
     Ok(())
 }
 
-/// Pushes every pending inbox entry of a freshly bound peer, in order, then opens the live path.
-/// Tied to one binding (`epoch`): a re-register or takeover starts a new catch-up and this one
-/// stops at its next step.
-pub(crate) async fn catch_up(
-    state: AppState,
-    tenant: String,
-    conn: ConnId,
-    peer_id: String,
-    epoch: u64,
-) {
+/// Pushes the pending inbox entries of a bound peer after `c.after_seq` (all of them for a
+/// fresh binding), in order, then opens the live path. Tied to one binding (`epoch`): a
+/// re-register or takeover starts a new catch-up and this one stops at its next step.
+pub(crate) async fn catch_up(state: AppState, c: CatchUp) {
     let hub = &state.hub;
-    let mut cursor = 0;
+    let mut cursor = c.after_seq;
     loop {
-        let Some(snapshot) = hub.latest_seq(&tenant, &peer_id, epoch) else {
+        let Some(snapshot) = hub.latest_seq(&c.tenant_id, &c.peer_id, c.epoch) else {
             return;
         };
         loop {
             let entries = match state
                 .store
-                .inbox_after(&tenant, &peer_id, cursor, true, CATCH_UP_PAGE)
+                .inbox_after(&c.tenant_id, &c.peer_id, cursor, true, CATCH_UP_PAGE)
                 .await
             {
                 Ok(entries) => entries,
                 Err(error) => {
-                    tracing::warn!(%error, peer = %peer_id, "inbox catch-up failed; closing so the client resumes later");
+                    tracing::warn!(%error, peer = %c.peer_id, "inbox catch-up failed; closing so the client resumes later");
                     hub.kick_conn(
-                        &tenant,
-                        conn,
+                        &c.tenant_id,
+                        c.conn,
                         CloseCode::INTERNAL,
                         "storage unavailable; reconnect later",
                     );
@@ -212,8 +207,8 @@ pub(crate) async fn catch_up(
                 }
             };
             for entry in &entries {
-                let frame = deliver_frame(&peer_id, entry.seq, false, to_wire(&entry.message));
-                match hub.conn_sender(&tenant, conn, &peer_id, Some(epoch)) {
+                let frame = deliver_frame(&c.peer_id, entry.seq, false, to_wire(&entry.message));
+                match hub.catch_up_sender(&c, entry.seq) {
                     Some(tx) if send_bulk(&tx, frame).await => cursor = entry.seq,
                     _ => return,
                 }
@@ -222,7 +217,7 @@ pub(crate) async fn catch_up(
                 break;
             }
         }
-        match hub.finish_catch_up(&tenant, &peer_id, epoch, snapshot) {
+        match hub.finish_catch_up(&c.tenant_id, &c.peer_id, c.epoch, snapshot) {
             Some(true) | None => return,
             Some(false) => continue,
         }

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use repowire_relay::apikey::KeyMode;
+use repowire_relay::bus::Bus;
 use repowire_relay::store::Store;
 use repowire_relay::store::postgres::PgStore;
 use repowire_relay::store::sqlite::SqliteStore;
@@ -71,17 +72,23 @@ impl TestRelay {
     }
 
     pub async fn start_with(db: &Db, config: RelayConfig) -> Self {
-        Self::start_inner(db, config, None).await
+        Self::start_inner(db, config, None, None).await
     }
 
     /// A relay serving TLS with `tls`; `http`/`ws` use https/wss and the name `localhost`.
     pub async fn start_tls(db: &Db, tls: std::sync::Arc<rustls::ServerConfig>) -> Self {
-        Self::start_inner(db, RelayConfig::for_tests(), Some(tls)).await
+        Self::start_inner(db, RelayConfig::for_tests(), None, Some(tls)).await
+    }
+
+    /// One pod of a cluster whose pods share `db` and reach each other through `bus`.
+    pub async fn start_pod(db: &Db, bus: Arc<dyn Bus>) -> Self {
+        Self::start_inner(db, RelayConfig::for_tests(), Some(bus), None).await
     }
 
     async fn start_inner(
         db: &Db,
         config: RelayConfig,
+        bus: Option<Arc<dyn Bus>>,
         tls: Option<std::sync::Arc<rustls::ServerConfig>>,
     ) -> Self {
         let store = db.store().await;
@@ -94,7 +101,10 @@ impl TestRelay {
             config.token_ttl(),
         );
         let shutdown = CancellationToken::new();
-        let (state, writer) = AppState::new(config, store, tokens, shutdown.clone());
+        let (state, writer) = match bus {
+            Some(bus) => AppState::with_bus(config, store, tokens, shutdown.clone(), bus),
+            None => AppState::new(config, store, tokens, shutdown.clone()),
+        };
         let (task, http, ws) = match tls {
             Some(tls) => (
                 tokio::spawn(repowire_relay::run_tls(

@@ -1,0 +1,141 @@
+//! Two in-process pods on one Postgres database and real Redis (a fresh key prefix), for the
+//! cross-pod cases whose timing a test has to hold still: here, a forward held on its way.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use common::{Db, TestRelay, WAIT};
+use repowire_relay::bus::redis::RedisBus;
+use repowire_relay::bus::{Bus, BusEvent, Presence, Result, Target};
+use tokio::sync::{mpsc, watch};
+
+fn redis_url() -> String {
+    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// A Redis bus whose batched sends (the ordered forwards) wait while the gate is shut.
+#[derive(Debug)]
+struct Gated {
+    inner: RedisBus,
+    open: watch::Sender<bool>,
+}
+
+#[async_trait]
+impl Bus for Gated {
+    fn pod(&self) -> &str {
+        self.inner.pod()
+    }
+    async fn ping(&self) -> Result<()> {
+        self.inner.ping().await
+    }
+    async fn to_pod(&self, pod: &str, event: &BusEvent) -> Result<()> {
+        self.inner.to_pod(pod, event).await
+    }
+    async fn to_all(&self, event: &BusEvent) -> Result<()> {
+        self.inner.to_all(event).await
+    }
+    async fn subscribe(&self) -> Result<mpsc::UnboundedReceiver<BusEvent>> {
+        self.inner.subscribe().await
+    }
+    async fn set_presence(&self, t: &str, p: &Presence, ttl: Duration) -> Result<()> {
+        self.inner.set_presence(t, p, ttl).await
+    }
+    async fn refresh_presence(&self, t: &str, p: &Presence, ttl: Duration) -> Result<bool> {
+        self.inner.refresh_presence(t, p, ttl).await
+    }
+    async fn clear_presence(&self, t: &str, peer: &str) -> Result<bool> {
+        self.inner.clear_presence(t, peer).await
+    }
+    async fn presence(&self, t: &str, peer: &str) -> Result<Option<Presence>> {
+        self.inner.presence(t, peer).await
+    }
+    async fn presences(&self, peers: &[(String, String)]) -> Result<Vec<Option<Presence>>> {
+        self.inner.presences(peers).await
+    }
+    async fn send_all(&self, events: &[(Target, BusEvent)]) -> Result<()> {
+        let mut open = self.open.subscribe();
+        let _ = open.wait_for(|open| *open).await;
+        self.inner.send_all(events).await
+    }
+    async fn tenant_presence(&self, t: &str) -> Result<Vec<Presence>> {
+        self.inner.tenant_presence(t).await
+    }
+}
+
+/// protocol.md §10.9: from `registered` on, a connection gets a peer's entries in increasing
+/// `seq`. Entry 1 is committed on pod a and its forward held; entry 2 is committed on pod b,
+/// where the recipient is. Pod b must not push 2 before 1, nor push 1 again when its forward
+/// finally arrives.
+#[sqlx::test(migrations = false)]
+async fn a_forward_overtaken_by_a_local_entry_is_delivered_in_seq_order_once(pool: sqlx::PgPool) {
+    let prefix = format!("repowire-test-{}", uuid::Uuid::new_v4().simple());
+    let connect = |pod: &'static str| {
+        let prefix = prefix.clone();
+        async move {
+            RedisBus::connect(&redis_url(), &prefix, pod)
+                .await
+                .expect("redis")
+        }
+    };
+    let gated = Arc::new(Gated {
+        inner: connect("pod-a").await,
+        open: watch::channel(true).0,
+    });
+    let db = Db::Postgres(pool);
+    let pod_a = TestRelay::start_pod(&db, gated.clone()).await;
+    let pod_b = TestRelay::start_pod(&db, Arc::new(connect("pod-b").await)).await;
+    let (_, key) = pod_a.tenant("acme").await;
+
+    let mut xc = pod_b.client(&key).await;
+    let x = xc.peer("x", "dev").await;
+    let mut on_a = pod_a.client(&key).await;
+    let sender_a = on_a.peer("sender-a", "dev").await;
+    let mut on_b = pod_b.client(&key).await;
+    let sender_b = on_b.peer("sender-b", "dev").await;
+
+    // Pod a must know where x is, or it would not forward at all.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !on_a
+        .list(&sender_a.peer_id, false)
+        .await
+        .iter()
+        .any(|p| p.peer_id == x.peer_id)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "pod a never saw x online"
+        );
+        tokio::task::yield_now().await;
+    }
+
+    gated.open.send_replace(false);
+    let one = on_a.notify(&sender_a, "x", "one").await.expect("accepted");
+    let two = on_b.notify(&sender_b, "x", "two").await.expect("accepted");
+    let first = xc.delivered_to(&x.peer_id).await;
+    assert_eq!(
+        (first.seq, first.message.message_id),
+        (1, one.message_id),
+        "entry 1 comes first though its forward is held"
+    );
+    let second = xc.delivered_to(&x.peer_id).await;
+    assert_eq!((second.seq, second.message.message_id), (2, two.message_id));
+
+    // The held forward of entry 1 now arrives at pod b, ahead of entry 3 on the same channel.
+    gated.open.send_replace(true);
+    let three = on_a
+        .notify(&sender_a, "x", "three")
+        .await
+        .expect("accepted");
+    let third = xc.delivered_to(&x.peer_id).await;
+    assert_eq!(
+        (third.seq, third.message.message_id),
+        (3, three.message_id),
+        "entry 1 was not pushed again"
+    );
+
+    pod_a.stop().await;
+    pod_b.stop().await;
+}
