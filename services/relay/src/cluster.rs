@@ -240,9 +240,10 @@ pub fn with_presence(mut info: PeerInfo, p: &Presence) -> PeerInfo {
 }
 
 /// Forwards in commit order, a batch at a time: whatever is queued (up to [`FORWARD_BATCH`])
-/// costs two Redis round trips (presence of every peer named, then every publish), not two per
-/// frame. Per frame they could not keep up with the writer under load, and the backlog reached
-/// the receiving pod in bursts that overflowed its connections' queues.
+/// costs one Redis round trip (the holder of each peer named is read where the frames are
+/// published, [`Target::Holder`]), not one per frame. Per frame they could not keep up with
+/// the writer under load, and the backlog reached the receiving pod in bursts that overflowed
+/// its connections' queues.
 ///
 /// Peer-change notices a failed publish did not deliver are sent again, first in the next batch
 /// (so still before anything sent after them) or alone after [`NOTICE_RETRY`]: without them the
@@ -283,28 +284,6 @@ async fn forward_batch(
     notices: Vec<BusEvent>,
     batch: Vec<Outgoing>,
 ) -> Vec<BusEvent> {
-    let mut peers: Vec<(String, String)> = Vec::new();
-    let mut index: HashMap<(String, String), usize> = HashMap::new();
-    for out in &batch {
-        if let Outgoing::Forward {
-            tenant_id, peer_id, ..
-        } = out
-        {
-            index
-                .entry((tenant_id.clone(), peer_id.clone()))
-                .or_insert_with(|| {
-                    peers.push((tenant_id.clone(), peer_id.clone()));
-                    peers.len() - 1
-                });
-        }
-    }
-    let holders = match bus.presences(&peers).await {
-        Ok(holders) => holders,
-        Err(error) => {
-            tracing::warn!(%error, frames = batch.len(), "cannot look up presence; the entries wait in the inboxes");
-            vec![None; peers.len()]
-        }
-    };
     let mut events: Vec<(Target, BusEvent)> =
         notices.into_iter().map(|n| (Target::All, n)).collect();
     events.reserve(batch.len());
@@ -317,22 +296,19 @@ async fn forward_batch(
                 frame,
                 traceparent,
             } => {
-                let holder = index
-                    .get(&(tenant_id.clone(), peer_id.clone()))
-                    .and_then(|&i| holders.get(i))
-                    .and_then(Option::as_ref)
-                    .map(|p| p.pod.clone());
                 // Offline, or held here after all: the entry waits in the inbox.
-                if let Some(pod) = holder.filter(|pod| pod != bus.pod()) {
-                    let event = BusEvent::ToPeer {
-                        tenant_id,
-                        peer_id,
-                        seq,
-                        frame: frame.to_string(),
-                        traceparent,
-                    };
-                    events.push((Target::Pod(pod), event));
-                }
+                let target = Target::Holder {
+                    tenant_id: tenant_id.clone(),
+                    peer_id: peer_id.clone(),
+                };
+                let event = BusEvent::ToPeer {
+                    tenant_id,
+                    peer_id,
+                    seq,
+                    frame: frame.to_string(),
+                    traceparent,
+                };
+                events.push((target, event));
             }
             Outgoing::Tenant(event) => events.push((Target::All, event)),
         }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use repowire_relay::bus::memory::MemoryBus;
 use repowire_relay::bus::redis::RedisBus;
-use repowire_relay::bus::{Bus, BusEvent, Presence};
+use repowire_relay::bus::{Bus, BusEvent, Presence, Target};
 
 fn redis_url() -> String {
     std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
@@ -205,4 +205,89 @@ async fn redis_events_reach_the_addressed_pod_and_broadcasts_reach_all() {
             .await
             .is_err()
     );
+}
+
+fn to_peer(tenant: &str, peer: &str, seq: i64) -> BusEvent {
+    BusEvent::ToPeer {
+        tenant_id: tenant.into(),
+        peer_id: peer.into(),
+        seq: Some(seq),
+        frame: "{}".into(),
+        traceparent: None,
+    }
+}
+
+fn holder(tenant: &str, peer: &str) -> Target {
+    Target::Holder {
+        tenant_id: tenant.into(),
+        peer_id: peer.into(),
+    }
+}
+
+/// A batch's events for a peer go to the pod holding it at send time, in order with the
+/// broadcasts between them; none go anywhere for a peer held by the sending pod, by no pod, or
+/// by a pod in another tenant only.
+#[tokio::test]
+async fn redis_a_batch_reaches_each_peers_holder_in_order() {
+    let (_, a, b) = two_redis_pods().await;
+    let ttl = Duration::from_secs(30);
+    a.set_presence("t", &presence("pod-a", "here"), ttl)
+        .await
+        .expect("set");
+    b.set_presence("t", &presence("pod-b", "there"), ttl)
+        .await
+        .expect("set");
+    let mut at_a = a.subscribe().await.expect("sub");
+    let mut at_b = b.subscribe().await.expect("sub");
+
+    let all = BusEvent::PeersChanged {
+        tenant_id: "t".into(),
+    };
+    let end = BusEvent::KeyRevoked {
+        key_id: "end".into(),
+    };
+    a.send_all(&[
+        (holder("t", "there"), to_peer("t", "there", 1)),
+        (Target::All, all.clone()),
+        (holder("t", "here"), to_peer("t", "here", 1)),
+        (holder("t", "nobody"), to_peer("t", "nobody", 1)),
+        (holder("u", "there"), to_peer("u", "there", 1)),
+        (holder("t", "there"), to_peer("t", "there", 2)),
+        (Target::All, end.clone()),
+    ])
+    .await
+    .expect("send");
+
+    for expected in [
+        to_peer("t", "there", 1),
+        all.clone(),
+        to_peer("t", "there", 2),
+    ] {
+        assert_eq!(next(&mut at_b).await, expected);
+    }
+    assert_eq!(next(&mut at_b).await, end, "nothing else reached pod b");
+    assert_eq!(next(&mut at_a).await, all);
+    assert_eq!(next(&mut at_a).await, end, "nothing for its own peer");
+}
+
+/// The same on one process: its own peers and unknown ones get nothing through the bus.
+#[tokio::test]
+async fn memory_a_batch_for_its_own_or_unknown_peers_sends_only_the_broadcasts() {
+    let bus = MemoryBus::new("pod-a");
+    bus.set_presence("t", &presence("pod-a", "here"), Duration::from_secs(30))
+        .await
+        .expect("set");
+    let mut heard = bus.subscribe().await.expect("sub");
+    let all = BusEvent::PeersChanged {
+        tenant_id: "t".into(),
+    };
+    bus.send_all(&[
+        (holder("t", "here"), to_peer("t", "here", 1)),
+        (holder("t", "nobody"), to_peer("t", "nobody", 1)),
+        (Target::All, all.clone()),
+    ])
+    .await
+    .expect("send");
+    assert_eq!(next(&mut heard).await, all);
+    assert!(heard.try_recv().is_err());
 }

@@ -52,9 +52,6 @@ impl Bus for Gated {
     async fn presence(&self, t: &str, peer: &str) -> Result<Option<Presence>> {
         self.inner.presence(t, peer).await
     }
-    async fn presences(&self, peers: &[(String, String)]) -> Result<Vec<Option<Presence>>> {
-        self.inner.presences(peers).await
-    }
     async fn send_all(&self, events: &[(Target, BusEvent)]) -> Result<()> {
         let mut open = self.open.subscribe();
         let _ = open.wait_for(|open| *open).await;

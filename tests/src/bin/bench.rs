@@ -332,23 +332,28 @@ fn millis(h: &Histogram<u64>, q: f64) -> f64 {
 /// A relay's HTTP base and WebSocket URL.
 type Endpoint<'a> = (&'a str, &'a str);
 
+/// Peers are named after `tag`, distinct per phase: every phase runs in the same tenant, and a
+/// name with several stored peers (an earlier phase's, offline) costs a presence lookup per
+/// candidate in a cluster, which is name resolution, not the hop measured here.
 async fn latency(
     sender: Endpoint<'_>,
     receiver: Endpoint<'_>,
+    tag: &str,
     key: &str,
     count: u32,
     label: &str,
 ) -> anyhow::Result<()> {
     let mut a = connect(sender.0, sender.1, key).await?;
     let mut b = connect(receiver.0, receiver.1, key).await?;
-    let alice = a.register("lat-a").await?;
-    let bob = b.register("lat-b").await?;
+    let to = format!("{tag}lat-b");
+    let alice = a.register(&format!("{tag}lat-a")).await?;
+    let bob = b.register(&to).await?;
     let atx = a.tx.clone();
     // The sender's own frames (accepted, delivery updates) are drained and ignored here.
     tokio::spawn(async move { while a.rx.recv().await.is_some() {} });
     let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
     for i in 0..count + 200 {
-        let frame = Frame::new(notify(&alice, "lat-b", "ping"));
+        let frame = Frame::new(notify(&alice, &to, "ping"));
         let id = frame.id;
         let started = Instant::now();
         atx.send(encode(&frame))?;
@@ -677,6 +682,7 @@ async fn main() -> anyhow::Result<()> {
     latency(
         (&relay.http, &relay.ws),
         (&relay.http, &relay.ws),
+        "",
         &key,
         args.latency_count,
         "peer->relay->peer",
@@ -742,6 +748,7 @@ async fn cross_pod(db: &str, redis: &str, key: &str, args: &Args) -> anyhow::Res
     latency(
         (&a.http, &a.ws),
         (&b.http, &b.ws),
+        "x",
         key,
         args.latency_count,
         "peer->pod a->Redis->pod b->peer",

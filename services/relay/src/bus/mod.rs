@@ -93,8 +93,14 @@ pub enum BusEvent {
 /// Where an event goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
-    /// One pod.
-    Pod(String),
+    /// The pod holding a peer, as presence says when the event is sent; nowhere if no pod
+    /// holds it or this one does (the peer then gets the entry from its inbox, or here).
+    Holder {
+        /// Tenant of the peer.
+        tenant_id: String,
+        /// The peer.
+        peer_id: String,
+    },
     /// Every pod (this one included).
     All,
 }
@@ -154,20 +160,18 @@ pub trait Bus: Send + Sync + std::fmt::Debug {
     async fn clear_presence(&self, tenant_id: &str, peer_id: &str) -> Result<bool>;
     /// Where a peer of a tenant is live, if anywhere.
     async fn presence(&self, tenant_id: &str, peer_id: &str) -> Result<Option<Presence>>;
-    /// Where each of several (tenant, peer) is live, in the order asked (one round trip on
-    /// Redis).
-    async fn presences(&self, peers: &[(String, String)]) -> Result<Vec<Option<Presence>>> {
-        let mut out = Vec::with_capacity(peers.len());
-        for (tenant_id, peer_id) in peers {
-            out.push(self.presence(tenant_id, peer_id).await?);
-        }
-        Ok(out)
-    }
-    /// Sends events in this order (one round trip on Redis).
+    /// Sends events in this order (one round trip on Redis, where the holders of
+    /// [`Target::Holder`] events are read in the same step as the publishes).
     async fn send_all(&self, events: &[(Target, BusEvent)]) -> Result<()> {
         for (target, event) in events {
             match target {
-                Target::Pod(pod) => self.to_pod(pod, event).await?,
+                Target::Holder { tenant_id, peer_id } => {
+                    if let Some(p) = self.presence(tenant_id, peer_id).await?
+                        && p.pod != self.pod()
+                    {
+                        self.to_pod(&p.pod, event).await?;
+                    }
+                }
                 Target::All => self.to_all(event).await?,
             }
         }

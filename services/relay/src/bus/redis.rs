@@ -6,6 +6,7 @@
 //! Keys: `{prefix}:t:{tenant}:p:{peer}` and `{prefix}:t:{tenant}:peers`; channels
 //! `{prefix}:pod:{pod}` and `{prefix}:all`.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -47,6 +48,36 @@ redis.call('PEXPIRE', KEYS[2], ARGV[6])
 return 1
 "#;
 
+/// Publishes a batch of events in order. `ARGV[1]` is this pod, `ARGV[2]` the prefix of pod
+/// channels, `ARGV[3]` the channel of all pods; then one (target, payload) pair per event: the
+/// target is empty for all pods, else the index in `KEYS` of the presence of the peer whose
+/// holder gets it — read here, in the same step as the publish, and skipped when no pod or this
+/// one holds the peer.
+const PUBLISH_BATCH: &str = r#"
+local holders = {}
+for i = 4, #ARGV, 2 do
+  local target = ARGV[i]
+  local channel = false
+  if target == '' then
+    channel = ARGV[3]
+  else
+    local k = tonumber(target)
+    local holder = holders[k]
+    if holder == nil then
+      holder = redis.call('HGET', KEYS[k], 'pod')
+      holders[k] = holder
+    end
+    if holder and holder ~= ARGV[1] then
+      channel = ARGV[2] .. holder
+    end
+  end
+  if channel then
+    redis.call('PUBLISH', channel, ARGV[i + 1])
+  end
+end
+return 0
+"#;
+
 /// Redis-backed bus.
 #[derive(Clone)]
 pub struct RedisBus {
@@ -54,6 +85,7 @@ pub struct RedisBus {
     prefix: String,
     client: redis::Client,
     conn: ConnectionManager,
+    publish_batch: redis::Script,
 }
 
 impl std::fmt::Debug for RedisBus {
@@ -75,6 +107,7 @@ impl RedisBus {
             prefix: prefix.to_owned(),
             client,
             conn,
+            publish_batch: redis::Script::new(PUBLISH_BATCH),
         })
     }
 
@@ -198,41 +231,36 @@ impl Bus for RedisBus {
         self.publish(self.all_channel(), event).await
     }
 
-    async fn presences(&self, peers: &[(String, String)]) -> Result<Vec<Option<Presence>>> {
-        if peers.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut pipe = redis::pipe();
-        for (tenant_id, peer_id) in peers {
-            pipe.hget(self.presence_key(tenant_id, peer_id), "data");
-        }
-        let data: Vec<Option<String>> = pipe
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(unavailable)?;
-        data.into_iter()
-            .map(|d| {
-                d.map(|d| serde_json::from_str(&d).map_err(|e| BusError::Corrupt(e.to_string())))
-                    .transpose()
-            })
-            .collect()
-    }
-
     async fn send_all(&self, events: &[(Target, BusEvent)]) -> Result<()> {
         if events.is_empty() {
             return Ok(());
         }
-        let mut pipe = redis::pipe();
+        let mut invocation = self.publish_batch.prepare_invoke();
+        invocation
+            .arg(&self.pod)
+            .arg(self.pod_channel(""))
+            .arg(self.all_channel());
+        let mut keys: HashMap<(&str, &str), usize> = HashMap::new();
         for (target, event) in events {
-            let channel = match target {
-                Target::Pod(pod) => self.pod_channel(pod),
-                Target::All => self.all_channel(),
+            match target {
+                Target::All => invocation.arg(""),
+                Target::Holder { tenant_id, peer_id } => {
+                    let next = keys.len() + 1;
+                    let k = *keys
+                        .entry((tenant_id.as_str(), peer_id.as_str()))
+                        .or_insert_with(|| {
+                            invocation.key(self.presence_key(tenant_id, peer_id));
+                            next
+                        });
+                    invocation.arg(k)
+                }
             };
             let payload =
                 serde_json::to_string(event).map_err(|e| BusError::Corrupt(e.to_string()))?;
-            pipe.publish(channel, payload).ignore();
+            invocation.arg(payload);
         }
-        pipe.query_async::<()>(&mut self.conn.clone())
+        invocation
+            .invoke_async::<()>(&mut self.conn.clone())
             .await
             .map_err(unavailable)
     }
