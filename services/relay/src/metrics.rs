@@ -59,6 +59,8 @@ pub struct Metrics {
     pub slow_consumers: Counter,
     /// Write batches applied again after a concurrent transaction aborted them.
     pub write_conflicts: Counter,
+    /// Catch-ups started because a live delivery skipped ahead of an entry not yet pushed.
+    pub order_catch_ups: Counter,
     /// Time from a message frame's arrival to its durable accept.
     pub accept_seconds: Histogram,
     /// Writes per committed transaction, by writer lane.
@@ -86,6 +88,7 @@ impl Metrics {
             delivery_states: Family::default(),
             slow_consumers: Counter::default(),
             write_conflicts: Counter::default(),
+            order_catch_ups: Counter::default(),
             accept_seconds: Histogram::new(exponential_buckets(0.000_1, 2.0, 16)),
             write_batch_size: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(1.0, 2.0, 11))
@@ -126,6 +129,11 @@ impl Metrics {
             "write_conflicts",
             "Write batches applied again after a deadlock or serialization failure",
             m.write_conflicts.clone(),
+        );
+        registry.register(
+            "order_catch_ups",
+            "Catch-ups from the inbox because a live delivery arrived ahead of an earlier entry (a forward from another pod still on its way)",
+            m.order_catch_ups.clone(),
         );
         registry.register(
             "accept_seconds",

@@ -141,6 +141,7 @@ async fn run_catch_ups(state: Weak<Inner>, mut requests: mpsc::UnboundedReceiver
     while let Some(c) = requests.recv().await {
         let Some(inner) = state.upgrade() else { return };
         let state = AppState(inner);
+        state.metrics.order_catch_ups.inc();
         state
             .tracker
             .spawn(crate::route::catch_up(state.clone(), c));

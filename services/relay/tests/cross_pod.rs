@@ -133,6 +133,16 @@ async fn a_forward_overtaken_by_a_local_entry_is_delivered_in_seq_order_once(poo
         "entry 1 was not pushed again"
     );
 
+    assert_eq!(
+        common::counter(&pod_b.metrics().await, "repowire_order_catch_ups_total"),
+        1.0,
+        "one catch-up put entries 1 and 2 in order"
+    );
+    assert_eq!(
+        common::counter(&pod_a.metrics().await, "repowire_order_catch_ups_total"),
+        0.0
+    );
+
     pod_a.stop().await;
     pod_b.stop().await;
 }
