@@ -240,8 +240,8 @@ pub fn with_presence(mut info: PeerInfo, p: &Presence) -> PeerInfo {
 }
 
 /// Forwards in commit order, a batch at a time: whatever is queued (up to [`FORWARD_BATCH`])
-/// costs one Redis round trip (the holder of each peer named is read where the frames are
-/// published, [`Target::Holder`]), not one per frame. Per frame they could not keep up with
+/// costs two Redis round trips (the holder of every peer named, [`Target::Holder`], then every
+/// publish), not two per frame. Per frame they could not keep up with
 /// the writer under load, and the backlog reached the receiving pod in bursts that overflowed
 /// its connections' queues.
 ///

@@ -160,8 +160,8 @@ pub trait Bus: Send + Sync + std::fmt::Debug {
     async fn clear_presence(&self, tenant_id: &str, peer_id: &str) -> Result<bool>;
     /// Where a peer of a tenant is live, if anywhere.
     async fn presence(&self, tenant_id: &str, peer_id: &str) -> Result<Option<Presence>>;
-    /// Sends events in this order (one round trip on Redis, where the holders of
-    /// [`Target::Holder`] events are read in the same step as the publishes).
+    /// Sends events in this order, each [`Target::Holder`] to the pod presence names as its
+    /// holder at send time (on Redis: one round trip for the holders, one for the publishes).
     async fn send_all(&self, events: &[(Target, BusEvent)]) -> Result<()> {
         for (target, event) in events {
             match target {
