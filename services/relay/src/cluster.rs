@@ -241,9 +241,8 @@ pub fn with_presence(mut info: PeerInfo, p: &Presence) -> PeerInfo {
 
 /// Forwards in commit order, a batch at a time: whatever is queued (up to [`FORWARD_BATCH`])
 /// costs two Redis round trips (the holder of every peer named, [`Target::Holder`], then every
-/// publish), not two per frame. Per frame they could not keep up with
-/// the writer under load, and the backlog reached the receiving pod in bursts that overflowed
-/// its connections' queues.
+/// publish), not two per frame. Per frame they could not keep up with the writer under load,
+/// and the backlog reached the receiving pod in bursts that overflowed its connections' queues.
 ///
 /// Peer-change notices a failed publish did not deliver are sent again, first in the next batch
 /// (so still before anything sent after them) or alone after [`NOTICE_RETRY`]: without them the
@@ -296,7 +295,8 @@ async fn forward_batch(
                 frame,
                 traceparent,
             } => {
-                // Offline, or held here after all: the entry waits in the inbox.
+                // The bus skips it if the peer is offline or held here after all (the entry
+                // waits in the inbox).
                 let target = Target::Holder {
                     tenant_id: tenant_id.clone(),
                     peer_id: peer_id.clone(),
