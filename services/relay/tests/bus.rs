@@ -270,6 +270,29 @@ async fn redis_a_batch_reaches_each_peers_holder_in_order() {
     assert_eq!(next(&mut at_a).await, end, "nothing for its own peer");
 }
 
+/// A batch whose every peer is offline or held by the sending pod (peers leaving while their
+/// forwards are queued, as when a pod drains) publishes nothing, and that is a success, not
+/// the bus being unavailable.
+#[tokio::test]
+async fn redis_a_batch_with_nothing_to_publish_succeeds() {
+    let (_, a, b) = two_redis_pods().await;
+    a.set_presence("t", &presence("pod-a", "here"), Duration::from_secs(30))
+        .await
+        .expect("set");
+    let mut at_b = b.subscribe().await.expect("sub");
+    a.send_all(&[
+        (holder("t", "here"), to_peer("t", "here", 1)),
+        (holder("t", "nobody"), to_peer("t", "nobody", 1)),
+    ])
+    .await
+    .expect("nothing to publish is not an error");
+    let end = BusEvent::KeyRevoked {
+        key_id: "end".into(),
+    };
+    a.to_all(&end).await.expect("publish");
+    assert_eq!(next(&mut at_b).await, end, "nothing else reached pod b");
+}
+
 /// The same on one process: its own peers and unknown ones get nothing through the bus.
 #[tokio::test]
 async fn memory_a_batch_for_its_own_or_unknown_peers_sends_only_the_broadcasts() {
