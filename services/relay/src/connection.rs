@@ -192,17 +192,27 @@ pub async fn serve(
         tokio::time::interval(Duration::from_secs(state.config.ping_interval_secs.max(1)));
     ping.tick().await;
     let mut last_heard = Instant::now();
+    // The frame being handled. Frames take effect one at a time, in order, so none is read
+    // while one is pending (a client that outruns its write permits is held back by TCP); but
+    // the outbound queue keeps draining meanwhile. A handler can wait long for a permit when
+    // storage is busy, and a connection that stopped writing for that long would be kicked as
+    // a slow consumer by the deliveries queued behind it: the relay's slowness, not the client's.
+    let (session, limiter) = (&session, limiter.as_ref());
+    let mut handling: Option<Pending<'_>> = None;
     loop {
         tokio::select! {
             biased;
             () = state.shutdown.cancelled() => {
+                finish(&mut handling).await;
                 close(&mut sink, CloseCode::GOING_AWAY, "relay shutting down; reconnect and resume").await;
                 break;
             }
             (code, reason) = kick.kicked() => {
                 if code == CloseCode::SLOW_CONSUMER {
                     state.metrics.slow_consumers.inc();
+                    tracing::info!(tenant = %auth.tenant_id, conn, "closed as a slow consumer: its outbound queue was full");
                 }
+                finish(&mut handling).await;
                 close(&mut sink, code, &reason).await;
                 break;
             }
@@ -212,11 +222,16 @@ pub async fn serve(
                     break;
                 }
             }
-            incoming = stream.next() => {
+            () = async { handling.as_mut().expect("guarded by the condition").await }, if handling.is_some() => {
+                handling = None;
+            }
+            incoming = stream.next(), if handling.is_none() => {
                 last_heard = Instant::now();
                 match incoming {
-                                        Some(Ok(Message::Text(text))) => {
-                        Box::pin(on_text(&session, limiter.as_ref(), text.as_str())).await
+                    Some(Ok(Message::Text(text))) => {
+                        handling = Some(Box::pin(async move {
+                            on_text(session, limiter, text.as_str()).await;
+                        }));
                     }
                     Some(Ok(Message::Binary(_))) => session.refuse(None, route::Refusal::new(
                         ErrorCode::MalformedFrame, "binary frames are not part of the protocol; send JSON text frames")),
@@ -230,7 +245,8 @@ pub async fn serve(
                 }
             }
             _ = ping.tick() => {
-                if last_heard.elapsed() > idle {
+                // While a frame is being handled the relay is the one not reading.
+                if handling.is_none() && last_heard.elapsed() > idle {
                     close(&mut sink, CloseCode::IDLE_TIMEOUT, "no traffic within the idle timeout").await;
                     break;
                 }
@@ -240,6 +256,9 @@ pub async fn serve(
             }
         }
     }
+    // A frame still being handled when the loop ends (a write to the client failed) finishes
+    // as if the loop had awaited it in place: its write may be committed already.
+    finish(&mut handling).await;
 
     let gone = state.hub.remove_conn(&auth.tenant_id, conn);
     state.metrics.connections.dec();
@@ -248,6 +267,17 @@ pub async fn serve(
         Box::pin(route::went_offline(&state, record)).await;
     }
     tracing::debug!(tenant = %auth.tenant_id, conn, "connection closed");
+}
+
+/// A client frame being handled (see the loop in [`serve`]).
+type Pending<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
+
+/// Lets a frame being handled finish before the connection closes, as it would have if the
+/// loop had awaited it in place.
+async fn finish(handling: &mut Option<Pending<'_>>) {
+    if let Some(pending) = handling.take() {
+        pending.await;
+    }
 }
 
 /// Writes `first` and whatever else is already queued for this connection (up to

@@ -360,3 +360,81 @@ async fn shutdown_closes_connections_with_going_away(db: Db) {
             .is_err()
     );
 }
+
+/// A connection whose own write waits on storage keeps receiving: while one of its frames is
+/// being handled, the deliveries queued for it still leave. (It used to stop writing until that
+/// write committed, so a busy database got healthy readers closed as slow consumers, 4008.)
+/// Postgres only: the wait is a row lock held by the test.
+#[sqlx::test(migrations = false)]
+async fn deliveries_keep_flowing_while_the_connections_own_write_waits(pool: sqlx::PgPool) {
+    use std::time::Duration;
+
+    let db = Db::Postgres(pool.clone());
+    let mut config = RelayConfig::for_tests();
+    config.inflight_writes = 1;
+    config.outbound_queue = 8;
+    let relay = TestRelay::start_with(&db, config).await;
+    let (_, key) = relay.tenant("acme").await;
+    let mut s = relay.client(&key).await;
+    let mut r = relay.client(&key).await;
+    let alice = s.peer("alice", "dev").await;
+    let bob = r.peer("bob", "dev").await;
+    let first = s
+        .notify(&alice, "bob", "first")
+        .await
+        .expect("accepted")
+        .message_id;
+    r.delivered_to(&bob.peer_id).await;
+
+    // Hold bob's first entry, so a receipt for it waits on the database with bob's connection's
+    // only write permit.
+    let mut held = pool.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM inbox WHERE message_id = $1 FOR UPDATE")
+        .bind(first.to_string())
+        .execute(&mut *held)
+        .await
+        .expect("lock the entry");
+    r.receipt(&bob.peer_id, first, ReceiptState::Injected).await;
+    let deadline = tokio::time::Instant::now() + common::WAIT;
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the receipt never reached the held row"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The next frame is held until that write commits.
+    r.receipt(&bob.peer_id, first, ReceiptState::Delivered)
+        .await;
+
+    // Four queues' worth of deliveries arrive meanwhile, and all of them leave.
+    for i in 0..32 {
+        s.notify(&alice, "bob", &format!("m{i}"))
+            .await
+            .expect("accepted");
+    }
+    for i in 0..32 {
+        let d = r.delivered_to(&bob.peer_id).await;
+        assert_eq!(d.message.text, format!("m{i}"));
+    }
+    assert_eq!(
+        common::counter(&relay.metrics().await, "repowire_slow_consumers_total"),
+        0.0
+    );
+
+    // Released, the held receipt commits and its sender hears of it.
+    held.rollback().await.expect("release");
+    let state = s.state_of(first).await;
+    assert_eq!(state.state, DeliveryState::Injected);
+    relay.stop().await;
+}
