@@ -261,12 +261,26 @@ async fn connect(http: &str, ws: &str, key: &str) -> anyhow::Result<Conn> {
         }
     });
     tokio::spawn(async move {
-        while let Some(Ok(msg)) = stream.next().await {
-            if let WsMessage::Text(t) = msg
-                && let Ok(f) = serde_json::from_str::<Frame>(t.as_str())
-                && inc.send(f).is_err()
-            {
-                break;
+        while let Some(msg) = stream.next().await {
+            match msg {
+                Ok(WsMessage::Text(t)) => {
+                    if let Ok(f) = serde_json::from_str::<Frame>(t.as_str())
+                        && inc.send(f).is_err()
+                    {
+                        return;
+                    }
+                }
+                // The relay closing a connection mid-run is worth knowing whatever follows
+                // (a slow-consumer kick, a storage error): say so, with its code.
+                Ok(WsMessage::Close(c)) => {
+                    eprintln!("bench: the relay closed a connection: {c:?}");
+                    return;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    eprintln!("bench: a connection broke: {e}");
+                    return;
+                }
             }
         }
     });
@@ -423,7 +437,15 @@ async fn throughput(
         u64,
     >::new()));
     let mut senders = Vec::new();
+    // Senders wait for every pair to be set up: started one by one, the first would load the
+    // relay while the last connect, and what they sent meanwhile would count as sent within the
+    // measured time.
+    let (go, ready) = tokio::sync::watch::channel(false);
+    // Accepted and delivered per pair, to say which receivers fell behind if any did.
+    let mut per_pair = Vec::new();
     for p in 0..pairs {
+        let (pair_acc, pair_del) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        per_pair.push((pair_acc.clone(), pair_del.clone()));
         let ((s_http, s_ws), (r_http, r_ws)) = sides[p % sides.len()];
         let mut s = connect(s_http, s_ws, key).await?;
         let mut r = connect(r_http, r_ws, key).await?;
@@ -431,14 +453,19 @@ async fn throughput(
         let to_id = r.register(&format!("{tag}-rx-{p}")).await?;
         // Receiver: count, de-duplicate, receipt.
         {
-            let (delivered, seen, duplicates) =
-                (delivered.clone(), seen.clone(), duplicates.clone());
+            let (delivered, seen, duplicates, pair_del) = (
+                delivered.clone(),
+                seen.clone(),
+                duplicates.clone(),
+                pair_del.clone(),
+            );
             let tx = r.tx.clone();
             tokio::spawn(async move {
                 while let Some(f) = r.rx.recv().await {
                     if let Body::Deliver(d) = f.body {
                         if seen.lock().await.insert(d.message.message_id) {
                             delivered.fetch_add(1, Ordering::Relaxed);
+                            pair_del.fetch_add(1, Ordering::Relaxed);
                         } else {
                             duplicates.fetch_add(1, Ordering::Relaxed);
                         }
@@ -472,6 +499,7 @@ async fn throughput(
                     let re = match &f.body {
                         Body::Accepted(a) => {
                             accepted.fetch_add(1, Ordering::Relaxed);
+                            pair_acc.fetch_add(1, Ordering::Relaxed);
                             Some(a.re)
                         }
                         Body::Error(e) => {
@@ -494,6 +522,9 @@ async fn throughput(
                         permits.add_permits(1);
                     }
                 }
+                // The connection is gone (the relay closed it: said on stderr): stop sending on
+                // it rather than wait for answers that cannot come.
+                permits.close();
             });
         }
         let (stop, tx, to) = (stop.clone(), s.tx.clone(), format!("{tag}-rx-{p}"));
@@ -504,8 +535,15 @@ async fn throughput(
             }
             Load::Saturate { .. } => None,
         };
+        let mut ready = ready.clone();
         senders.push(tokio::spawn(async move {
             let mut n = 0u64;
+            if ready.wait_for(|&go| go).await.is_err() {
+                return n;
+            }
+            if let Some(p) = pace.as_mut() {
+                p.reset(); // no burst for the ticks missed while waiting
+            }
             while !stop.load(Ordering::Relaxed) {
                 if let Some(p) = pace.as_mut() {
                     p.tick().await;
@@ -527,6 +565,7 @@ async fn throughput(
         }));
     }
     let started = Instant::now();
+    go.send_replace(true);
     let acc_at_start = accepted.load(Ordering::Relaxed);
     let mut before = Vec::with_capacity(observed.len());
     for &o in observed {
@@ -616,6 +655,12 @@ async fn throughput(
         acc.saturating_sub(del)
     );
     if acc != del || dup != 0 {
+        for (p, (a, d)) in per_pair.iter().enumerate() {
+            let (a, d) = (a.load(Ordering::Relaxed), d.load(Ordering::Relaxed));
+            if a != d {
+                println!("  pair {p} ({tag}-rx-{p}): accepted {a}, delivered {d}");
+            }
+        }
         bail!("lost or duplicated messages");
     }
     Ok(())
