@@ -650,18 +650,25 @@ async fn throughput(
         );
     }
     let by_code = codes.lock().map(|c| format!("{c:?}")).unwrap_or_default();
+    // Sent but neither accepted nor refused: the answer never came (the connection was closed).
+    let unanswered = sent.saturating_sub(acc + err);
+    let unanswered = if unanswered > 0 {
+        format!(", unanswered {unanswered}")
+    } else {
+        String::new()
+    };
     println!(
-        "integrity: sent {sent}, accepted {acc}, refused {err} {by_code}, delivered {del}, lost {}, duplicates {dup}",
+        "integrity: sent {sent}, accepted {acc}, refused {err} {by_code}, delivered {del}, lost {}, duplicates {dup}{unanswered}",
         acc.saturating_sub(del)
     );
-    if acc != del || dup != 0 {
+    if acc != del || dup != 0 || !unanswered.is_empty() {
         for (p, (a, d)) in per_pair.iter().enumerate() {
             let (a, d) = (a.load(Ordering::Relaxed), d.load(Ordering::Relaxed));
             if a != d {
                 println!("  pair {p} ({tag}-rx-{p}): accepted {a}, delivered {d}");
             }
         }
-        bail!("lost or duplicated messages");
+        bail!("lost, duplicated or unanswered messages");
     }
     Ok(())
 }
