@@ -203,7 +203,6 @@ pub async fn serve(
         tokio::select! {
             biased;
             () = state.shutdown.cancelled() => {
-                finish(&mut handling).await;
                 close(&mut sink, CloseCode::GOING_AWAY, "relay shutting down; reconnect and resume").await;
                 break;
             }
@@ -212,7 +211,6 @@ pub async fn serve(
                     state.metrics.slow_consumers.inc();
                     tracing::info!(tenant = %auth.tenant_id, conn, "closed as a slow consumer: its outbound queue was full");
                 }
-                finish(&mut handling).await;
                 close(&mut sink, code, &reason).await;
                 break;
             }
@@ -256,9 +254,11 @@ pub async fn serve(
             }
         }
     }
-    // A frame still being handled when the loop ends (a write to the client failed) finishes
+    // A frame still being handled when the loop ends (shutdown, a kick, a failed write) finishes
     // as if the loop had awaited it in place: its write may be committed already.
-    finish(&mut handling).await;
+    if let Some(pending) = handling {
+        pending.await;
+    }
 
     let gone = state.hub.remove_conn(&auth.tenant_id, conn);
     state.metrics.connections.dec();
@@ -271,14 +271,6 @@ pub async fn serve(
 
 /// A client frame being handled (see the loop in [`serve`]).
 type Pending<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
-
-/// Lets a frame being handled finish before the connection closes, as it would have if the
-/// loop had awaited it in place.
-async fn finish(handling: &mut Option<Pending<'_>>) {
-    if let Some(pending) = handling.take() {
-        pending.await;
-    }
-}
 
 /// Writes `first` and whatever else is already queued for this connection (up to
 /// [`WRITE_BATCH_BYTES`]) with one flush: under load a connection's frames leave in one system

@@ -227,7 +227,6 @@ impl Bus for RedisBus {
                 .map_err(unavailable)?
         };
         let mut publish = redis::pipe();
-        let mut published = 0usize;
         for (target, event) in events {
             let channel = match target {
                 Target::All => self.all_channel(),
@@ -246,11 +245,10 @@ impl Bus for RedisBus {
             let payload =
                 serde_json::to_string(event).map_err(|e| BusError::Corrupt(e.to_string()))?;
             publish.publish(channel, payload).ignore();
-            published += 1;
         }
         // Every peer named is offline or held here: nothing to send, and redis refuses an
         // empty pipeline as an error, which would read as the bus being down.
-        if published == 0 {
+        if publish.is_empty() {
             return Ok(());
         }
         publish
