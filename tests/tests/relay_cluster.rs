@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use repowire_e2e::client::TestClient;
+use repowire_e2e::client::{self, TestClient};
 use repowire_e2e::process::{RelayProcess, TempDatabase};
 use repowire_protocol::*;
 
@@ -322,7 +322,7 @@ async fn one_message_across_two_pods_is_one_trace() {
     let alice = a.peer("alice", "dev").await;
     let bob = b.peer("bob", "dev").await;
     // A message that lands while bob's inbox catch-up runs reaches him through the catch-up,
-    // read back from the database without a trace: wait until deliveries to bob are live.
+    // with no `forward deliver` span on pod b: wait until deliveries to bob are live.
     live_path_open(&mut a, &alice, &mut b, &bob).await;
 
     // The sender's own span: a trace id and span id of this run.
@@ -528,6 +528,142 @@ async fn a_name_taken_by_a_new_session_on_another_pod_routes_to_it_at_once() {
 }
 
 /// Waits for a presence frame about `peer`.
+/// A key revoked with the admin CLI (which writes only the database) has its live connections
+/// closed on every pod within seconds, and its unexpired token is refused everywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_revoked_with_the_cli_closes_its_connections_on_every_pod() {
+    let db = TempDatabase::create("repowire_cluster");
+    let prefix = format!("repowire-test-{}", uuid::Uuid::new_v4().simple());
+    let a_pod = pod(&db, &prefix, "pod-a").await;
+    let b_pod = pod(&db, &prefix, "pod-b").await;
+    let admin = |args: &[&str]| repowire_e2e::process::admin(&db.url(), args);
+    let key = admin(&["key", "create", "default", "--label", "doomed"]);
+    let keep = a_pod.first_key.clone().expect("the first pod bootstraps");
+    let key_id = repowire_e2e::process::key_id_labelled(&db.url(), "default", "doomed");
+    let token = repowire_e2e::client::token(&a_pod.http, &key)
+        .await
+        .expect("token")
+        .token;
+    let mut on_a = TestClient::connect(&a_pod.http, &a_pod.ws, &key).await;
+    let mut on_b = TestClient::connect(&b_pod.http, &b_pod.ws, &key).await;
+    let mut other = TestClient::connect(&b_pod.http, &b_pod.ws, &keep).await;
+    on_a.peer("a-side", "dev").await;
+    on_b.peer("b-side", "dev").await;
+    let survivor = other.peer("survivor", "dev").await;
+
+    let revoked_at = Instant::now();
+    admin(&["key", "revoke", &key_id]);
+    for client in [&mut on_a, &mut on_b] {
+        let close = client.closed().await.expect("closed");
+        assert_eq!(u16::from(close.code), CloseCode::KEY_REVOKED);
+    }
+    let took = revoked_at.elapsed();
+    assert!(took < Duration::from_secs(5), "closed after {took:?}");
+    for pod in [&a_pod, &b_pod] {
+        assert_eq!(
+            repowire_e2e::client::open(&pod.ws, Some(&token))
+                .await
+                .err(),
+            Some(401),
+            "the token minted before the revocation is dead on every pod"
+        );
+    }
+    // The tenant's other key is untouched.
+    assert!(
+        other
+            .list(&survivor.peer_id, false)
+            .await
+            .iter()
+            .any(|p| p.peer_id == survivor.peer_id)
+    );
+}
+
+/// Display names are allocated atomically across the cluster: many peers of one base name
+/// registering at the same moment on two pods all get different names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_name_registered_at_once_on_two_pods_is_never_given_twice() {
+    let db = TempDatabase::create("repowire_cluster");
+    let prefix = format!("repowire-test-{}", uuid::Uuid::new_v4().simple());
+    let a_pod = pod(&db, &prefix, "pod-a").await;
+    let b_pod = pod(&db, &prefix, "pod-b").await;
+    let key = a_pod.first_key.clone().expect("key");
+    for round in 0..4 {
+        let circle = format!("round{round}");
+        let mut clients = Vec::new();
+        for i in 0..12 {
+            let p = if i % 2 == 0 { &a_pod } else { &b_pod };
+            clients.push(TestClient::connect(&p.http, &p.ws, &key).await);
+        }
+        let peers =
+            futures::future::join_all(clients.iter_mut().map(|c| c.peer("twin", &circle))).await;
+        let mut names: Vec<String> = peers.iter().map(|p| p.name.clone()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), peers.len(), "round {round}: {names:?}");
+        assert!(names.contains(&"twin".to_owned()), "{names:?}");
+    }
+}
+
+/// protocol.md §10.9: a peer's live `deliver` frames come in `seq` order, also when senders on
+/// two pods write to its inbox at once (local commits and forwarded ones interleave).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_deliveries_from_both_pods_at_once_keep_seq_order() {
+    const SENDERS: usize = 4;
+    const EACH: usize = 250;
+    const WINDOW: usize = 50;
+    let db = TempDatabase::create("repowire_cluster");
+    let prefix = format!("repowire-test-{}", uuid::Uuid::new_v4().simple());
+    let a_pod = pod(&db, &prefix, "pod-a").await;
+    let b_pod = pod(&db, &prefix, "pod-b").await;
+    let key = a_pod.first_key.clone().expect("key");
+    let mut receiver = TestClient::connect(&b_pod.http, &b_pod.ws, &key).await;
+    let target = receiver.peer("target", "dev").await;
+    let mut senders = Vec::new();
+    for i in 0..SENDERS {
+        let p = if i % 2 == 0 { &a_pod } else { &b_pod };
+        let mut c = TestClient::connect(&p.http, &p.ws, &key).await;
+        let me = c.peer(&format!("sender{i}"), "dev").await;
+        senders.push((c, me));
+    }
+    let tasks: Vec<_> = senders
+        .into_iter()
+        .map(|(mut c, me)| {
+            tokio::spawn(async move {
+                for window in 0..EACH / WINDOW {
+                    let frames: Vec<Frame> = (0..WINDOW)
+                        .map(|k| client::notify_frame(&me, "target", format!("{window}-{k}")))
+                        .collect();
+                    for f in &frames {
+                        c.send_frame(f).await;
+                    }
+                    for f in &frames {
+                        c.answer(f.id).await.expect("accepted");
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut last = 0u64;
+    let mut seen = 0;
+    while seen < SENDERS * EACH {
+        let (seq, redelivery) = receiver
+            .expect(|f| match &f.body {
+                Body::Deliver(d) if d.to == target.peer_id => Some((d.seq, d.redelivery)),
+                _ => None,
+            })
+            .await;
+        if redelivery {
+            continue;
+        }
+        assert!(seq > last, "deliver seq {seq} after {last}");
+        last = seq;
+        seen += 1;
+    }
+    for t in tasks {
+        t.await.expect("sender");
+    }
+}
+
 async fn presence(client: &mut TestClient, peer: &PeerId, event: PresenceEvent) {
     client
         .expect(|f| match &f.body {
@@ -540,6 +676,9 @@ async fn presence(client: &mut TestClient, peer: &PeerId, event: PresenceEvent) 
 /// Sends traced notifies from `from` to `to` until one arrives live (with its trace, which a
 /// delivery by the inbox catch-up, read back from the database, does not carry): from then on
 /// this binding's deliveries are live.
+/// Waits until a message from `a` reaches `b` live (pushed when committed) rather than from the
+/// inbox by `b`'s catch-up. Needs trace export on: a live `deliver` carries the sending pod's
+/// span (the one on its `accepted`), one from the inbox a span of its own under it.
 async fn live_path_open(a: &mut TestClient, from: &PeerInfo, b: &mut TestClient, to: &PeerInfo) {
     for _ in 0..50 {
         let probe = Frame::new(Body::Notify(Notify {
@@ -554,13 +693,19 @@ async fn live_path_open(a: &mut TestClient, from: &PeerInfo, b: &mut TestClient,
             &uuid::Uuid::new_v4().simple().to_string()[..16]
         )));
         a.send_frame(&probe).await;
-        let traced = b
+        let sent = a
             .expect(|f| match &f.body {
-                Body::Deliver(d) if d.message.text == "probe" => Some(f.traceparent.is_some()),
+                Body::Accepted(acc) if acc.re == probe.id => Some(f.traceparent.clone()),
                 _ => None,
             })
             .await;
-        if traced {
+        let got = b
+            .expect(|f| match &f.body {
+                Body::Deliver(d) if d.message.message_id == probe.id => Some(f.traceparent.clone()),
+                _ => None,
+            })
+            .await;
+        if sent.is_some() && got == sent {
             return;
         }
     }

@@ -108,32 +108,14 @@ async fn pods_recover_by_themselves_when_redis_comes_back() {
     let alice = a.peer("alice", "dev").await;
     let bob = b.peer("bob", "dev").await;
     // A second key, in use on pod b, is revoked while Redis is down (below).
-    let admin = |args: &[&str]| {
-        let out = Command::new(repowire_e2e::process::relay_bin())
-            .arg("admin")
-            .args(args)
-            .env("DATABASE_URL", &url)
-            .output()
-            .expect("admin command");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    };
+    let admin = |args: &[&str]| repowire_e2e::process::admin(&url, args);
     let created = admin(&["key", "create", "default", "--label", "carol"]);
     let carol_key = created
         .lines()
         .find(|l| l.starts_with("rw_"))
         .unwrap_or_else(|| panic!("no key printed: {created}"))
         .to_owned();
-    let carol_key_id = admin(&["key", "list", "default"])
-        .lines()
-        .find(|l| l.ends_with("\tcarol"))
-        .and_then(|l| l.split('\t').next())
-        .expect("carol's key listed")
-        .to_owned();
+    let carol_key_id = repowire_e2e::process::key_id_labelled(&url, "default", "carol");
     let mut c = TestClient::connect(&b_pod.http, &b_pod.ws, &carol_key).await;
     c.peer("carol", "dev").await;
     let first = a

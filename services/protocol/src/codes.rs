@@ -4,8 +4,21 @@ use serde::{Deserialize, Serialize};
 
 /// Why a request failed. Serialized as a snake_case string; clients must treat unknown codes
 /// as generic failures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ErrorCode {
     /// Not JSON, or not a JSON object.
     MalformedFrame,
@@ -70,37 +83,7 @@ pub enum ErrorCode {
 impl ErrorCode {
     /// The wire spelling, also used as a metrics label.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::MalformedFrame => "malformed_frame",
-            Self::InvalidFrame => "invalid_frame",
-            Self::UnknownType => "unknown_type",
-            Self::UnexpectedFrame => "unexpected_frame",
-            Self::UnsupportedVersion => "unsupported_version",
-            Self::FrameTooLarge => "frame_too_large",
-            Self::TextTooLarge => "text_too_large",
-            Self::Unauthorized => "unauthorized",
-            Self::TokenExpired => "token_expired",
-            Self::KeyRevoked => "key_revoked",
-            Self::Forbidden => "forbidden",
-            Self::NotRegistered => "not_registered",
-            Self::UnknownPeer => "unknown_peer",
-            Self::AmbiguousPeer => "ambiguous_peer",
-            Self::UnknownCorrelation => "unknown_correlation",
-            Self::AskClosed => "ask_closed",
-            Self::NotRecipient => "not_recipient",
-            Self::InvalidAnswer => "invalid_answer",
-            Self::InboxFull => "inbox_full",
-            Self::DuplicateId => "duplicate_id",
-            Self::RateLimited => "rate_limited",
-            Self::UnknownMessage => "unknown_message",
-            Self::InvalidRequest => "invalid_request",
-            Self::Conflict => "conflict",
-            Self::Unavailable => "unavailable",
-            Self::ShuttingDown => "shutting_down",
-            Self::Internal => "internal",
-            Self::NotFound => "not_found",
-            Self::LimitExceeded => "limit_exceeded",
-        }
+        self.into()
     }
 }
 

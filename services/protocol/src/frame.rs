@@ -61,8 +61,11 @@ pub enum Direction {
 }
 
 /// Every frame type. The serde tag is the wire `type`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Serialize, Deserialize, strum::IntoStaticStr, strum::VariantNames,
+)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Body {
     // ---- client → relay ----
     /// First frame of every connection.
@@ -124,68 +127,12 @@ pub enum Body {
 }
 
 /// Every `type` this version knows, for telling "unknown type" apart from "invalid frame".
-pub const FRAME_TYPES: &[&str] = &[
-    "hello",
-    "register",
-    "unregister",
-    "update_peer",
-    "list_peers",
-    "ask",
-    "notify",
-    "broadcast",
-    "ack",
-    "answer",
-    "receipt",
-    "replay",
-    "status_query",
-    "state_set",
-    "state_get",
-    "welcome",
-    "registered",
-    "ok",
-    "peers",
-    "accepted",
-    "deliver",
-    "delivery",
-    "presence",
-    "replay_done",
-    "status",
-    "error",
-    "state",
-];
+pub const FRAME_TYPES: &[&str] = <Body as strum::VariantNames>::VARIANTS;
 
 impl Body {
     /// The wire `type` of this body.
     pub fn type_name(&self) -> &'static str {
-        match self {
-            Body::Hello(_) => "hello",
-            Body::Register(_) => "register",
-            Body::Unregister(_) => "unregister",
-            Body::UpdatePeer(_) => "update_peer",
-            Body::ListPeers(_) => "list_peers",
-            Body::Ask(_) => "ask",
-            Body::Notify(_) => "notify",
-            Body::Broadcast(_) => "broadcast",
-            Body::Ack(_) => "ack",
-            Body::Answer(_) => "answer",
-            Body::Receipt(_) => "receipt",
-            Body::Replay(_) => "replay",
-            Body::StatusQuery(_) => "status_query",
-            Body::StateSet(_) => "state_set",
-            Body::StateGet(_) => "state_get",
-            Body::Welcome(_) => "welcome",
-            Body::Registered(_) => "registered",
-            Body::Ok(_) => "ok",
-            Body::Peers(_) => "peers",
-            Body::Accepted(_) => "accepted",
-            Body::Deliver(_) => "deliver",
-            Body::Delivery(_) => "delivery",
-            Body::Presence(_) => "presence",
-            Body::ReplayDone(_) => "replay_done",
-            Body::Status(_) => "status",
-            Body::Error(_) => "error",
-            Body::State(_) => "state",
-        }
+        self.into()
     }
 
     /// True for frames that create a message for other peers (rate-limited per connection).
@@ -223,8 +170,22 @@ impl Body {
 // Shared value types
 
 /// What kind of peer this is. `agent` peers see their own circle; the others cross circles.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    Serialize,
+    Deserialize,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Role {
     /// An agent session (default); scoped to its circle.
     #[default]
@@ -245,18 +206,25 @@ impl Role {
 
     /// Wire spelling.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Agent => "agent",
-            Role::Service => "service",
-            Role::Human => "human",
-            Role::Orchestrator => "orchestrator",
-        }
+        self.into()
     }
 }
 
 /// Presence as the relay computes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum PeerStatus {
     /// Connected and not in a turn.
     Online,
@@ -267,8 +235,21 @@ pub enum PeerStatus {
 }
 
 /// The agent's turn state, reported by the client from the runtime's hooks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    Deserialize,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum TurnState {
     /// Not known yet.
     #[default]
@@ -282,11 +263,7 @@ pub enum TurnState {
 impl TurnState {
     /// Wire spelling.
     pub fn as_str(self) -> &'static str {
-        match self {
-            TurnState::Unknown => "unknown",
-            TurnState::Idle => "idle",
-            TurnState::Working => "working",
-        }
+        self.into()
     }
 }
 
@@ -403,8 +380,20 @@ pub struct ListPeers {
 }
 
 /// Kind of a structured question.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum QuestionKind {
     /// Pick one of `options`.
     Choice,
@@ -504,8 +493,20 @@ pub struct Answer {
 }
 
 /// States a client may report with `receipt`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ReceiptState {
     /// The daemon has the message durably.
     Delivered,
@@ -645,8 +646,20 @@ pub struct Accepted {
 }
 
 /// What a message is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum MessageKind {
     /// An ask; close it with `ack` or `answer`.
     Ask,
@@ -661,12 +674,7 @@ pub enum MessageKind {
 impl MessageKind {
     /// Wire spelling.
     pub fn as_str(self) -> &'static str {
-        match self {
-            MessageKind::Ask => "ask",
-            MessageKind::Notify => "notify",
-            MessageKind::Broadcast => "broadcast",
-            MessageKind::Reply => "reply",
-        }
+        self.into()
     }
 }
 
@@ -725,8 +733,22 @@ pub struct Deliver {
 }
 
 /// Delivery states a sender sees.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum DeliveryState {
     /// Persisted by the relay.
     Accepted,
@@ -747,29 +769,12 @@ pub enum DeliveryState {
 impl DeliveryState {
     /// Wire spelling.
     pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryState::Accepted => "accepted",
-            DeliveryState::Delivered => "delivered",
-            DeliveryState::Injected => "injected",
-            DeliveryState::Acked => "acked",
-            DeliveryState::Answered => "answered",
-            DeliveryState::Expired => "expired",
-            DeliveryState::Failed => "failed",
-        }
+        self.into()
     }
 
     /// Parses the wire spelling.
     pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "accepted" => DeliveryState::Accepted,
-            "delivered" => DeliveryState::Delivered,
-            "injected" => DeliveryState::Injected,
-            "acked" => DeliveryState::Acked,
-            "answered" => DeliveryState::Answered,
-            "expired" => DeliveryState::Expired,
-            "failed" => DeliveryState::Failed,
-            _ => return None,
-        })
+        s.parse().ok()
     }
 
     /// True for states nothing follows.
@@ -804,8 +809,20 @@ pub struct Delivery {
 }
 
 /// What happened to a peer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum PresenceEvent {
     /// Came online (registered or reconnected).
     Online,

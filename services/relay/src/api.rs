@@ -17,7 +17,7 @@ use crate::connection::{self, Authed};
 use crate::error::AppError;
 use crate::ids::now_ms;
 use crate::state::AppState;
-use crate::token::TokenError;
+use crate::token::{TokenError, bearer};
 use crate::{admin, apikey};
 
 /// Largest WebSocket message the transport reads; between the protocol's frame limit and this,
@@ -97,6 +97,10 @@ async fn token(
             "this API key was revoked or has expired",
         ));
     }
+    // Only for the operator's view of keys: a failure here must not refuse a valid key.
+    if let Err(error) = state.store.key_used(&key.id, now).await {
+        tracing::warn!(%error, key = %key.id, "could not record the key's last use");
+    }
     let (token, expires_at_ms) = state.tokens.issue(&key.id, &key.tenant_id, now);
     Ok(Json(TokenResponse {
         token,
@@ -140,15 +144,6 @@ pub async fn authenticate(state: &AppState, token: Option<&str>) -> Result<Authe
     }
 }
 
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .strip_prefix("Bearer ")
-        .map(str::trim)
-}
-
 async fn ws(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -164,7 +159,9 @@ async fn ws(
     }
     let upgrade =
         upgrade.map_err(|e| AppError::bad_request(format!("not a WebSocket upgrade: {e}")))?;
-    let authed = authenticate(&state, bearer(&headers).or(query.access_token.as_deref())).await?;
+    let given = bearer(&headers)
+        .map_err(|e| AppError::unauthorized(ErrorCode::Unauthorized, e.to_string()))?;
+    let authed = authenticate(&state, given.or(query.access_token.as_deref())).await?;
     let permit = state.conn_slots.clone().try_acquire_owned().map_err(|_| {
         AppError::new(
             StatusCode::SERVICE_UNAVAILABLE,

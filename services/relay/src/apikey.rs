@@ -129,6 +129,7 @@ pub fn mint(
         created_at_ms: now_ms,
         expires_at_ms,
         revoked_at_ms: None,
+        last_used_at_ms: None,
     };
     MintedKey { text, record }
 }

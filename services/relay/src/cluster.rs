@@ -1,6 +1,8 @@
 //! Relay pods as one cluster, through the [`Bus`]: each pod records the peers it holds
-//! (presence with a TTL, refreshed by a heartbeat, withdrawn when they leave), forwards frames
-//! for peers held by another pod, and relays tenant-wide presence frames and key revocations.
+//! (presence with a TTL, refreshed by a heartbeat, withdrawn when they leave), claims display
+//! names cluster-wide, forwards frames for peers held by another pod, and relays tenant-wide
+//! presence frames and key revocations. This module sends; [`crate::inbound`] applies what
+//! arrives.
 //!
 //! Durability does not depend on any of this: every message is in the database before it is
 //! accepted, and a peer that registers (on any pod) gets its inbox pushed first. A forward that
@@ -18,8 +20,6 @@ use tokio::sync::mpsc;
 
 use crate::bus::{Bus, BusEvent, Presence, Target};
 use crate::hub::{LivePeer, Outbound};
-use crate::state::AppState;
-use crate::telemetry::Trace;
 
 /// What leaves this pod through the bus, in order.
 #[derive(Debug)]
@@ -60,6 +60,11 @@ impl Cluster {
     /// The bus.
     pub fn bus(&self) -> &Arc<dyn Bus> {
         &self.bus
+    }
+
+    /// How long a presence record lasts unless refreshed.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
     }
 
     /// A frame for a peer not live in this process: to the pod that holds it, if any.
@@ -125,6 +130,44 @@ impl Cluster {
             Err(error) => {
                 tracing::warn!(%error, peer = %live.record.peer_id, "could not record presence; other pods see the peer offline until the next heartbeat");
                 true
+            }
+        }
+    }
+
+    /// Claims a display name for a peer across the cluster (see [`Bus::claim_name`]): `base`
+    /// if free, else `base-2`, `base-3` …, skipping `taken_here` (this pod's live peers of the
+    /// circle). `None` when there is nothing to claim against (a single process) or the bus is
+    /// unreachable: the hub's own allocation then decides, as on a single relay.
+    pub async fn claim_name(
+        &self,
+        tenant_id: &str,
+        circle: &str,
+        peer_id: &str,
+        base: &str,
+        previous: Option<&str>,
+        taken_here: &[String],
+    ) -> Option<String> {
+        if !self.bus.shared() {
+            return None;
+        }
+        let candidates: Vec<String> = std::iter::once(base.to_owned())
+            .chain((2..).map(|n| crate::hub::suffixed(base, n)))
+            .filter(|name| !taken_here.contains(name))
+            .take(NAME_CANDIDATES)
+            .collect();
+        match self
+            .bus
+            .claim_name(tenant_id, circle, &candidates, peer_id, previous, self.ttl)
+            .await
+        {
+            Ok(Some(i)) => candidates.get(i).cloned(),
+            Ok(None) => {
+                tracing::warn!(%base, %circle, "every candidate name is held; allocating on this pod alone");
+                None
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot claim a name on the bus; allocating on this pod alone");
+                None
             }
         }
     }
@@ -274,6 +317,9 @@ async fn forward_in_order(bus: Arc<dyn Bus>, mut rx: mpsc::UnboundedReceiver<Out
 
 const FORWARD_BATCH: usize = 512;
 
+/// Names tried in one claim: enough for every realistic crowd of one name in a circle.
+const NAME_CANDIDATES: usize = 64;
+
 /// How long peer-change notices that could not be published wait before being tried again.
 const NOTICE_RETRY: Duration = Duration::from_millis(200);
 
@@ -325,163 +371,6 @@ async fn forward_batch(
             }
             unsent
         }
-    }
-}
-
-/// Serves the bus for this pod until shutdown: events from other pods, and the presence
-/// heartbeat of the peers this pod holds.
-pub async fn run(state: AppState) {
-    let cluster = state.cluster.clone();
-    let mut events = match cluster.bus().subscribe().await {
-        Ok(rx) => rx,
-        Err(error) => {
-            tracing::error!(%error, "cannot subscribe to the bus; this pod is isolated");
-            return;
-        }
-    };
-    // Subscribed: from here on no change notice is missed, so answers may be kept.
-    state.directory.resume();
-    let mut heartbeat = tokio::time::interval(cluster.ttl / 3);
-    loop {
-        tokio::select! {
-            _ = state.shutdown.cancelled() => return,
-            _ = heartbeat.tick() => refresh(&state).await,
-            event = events.recv() => match event {
-                Some(BusEvent::Resubscribed) => {
-                    state.directory.resume();
-                    recover(&state).await;
-                }
-                Some(BusEvent::SubscriptionLost) => state.directory.suspend(),
-                Some(event) => apply(&state, event),
-                None => return,
-            },
-        }
-    }
-}
-
-/// The bus was down: presence may be gone, forwards and revocations lost. Close connections
-/// whose key was revoked meanwhile (the database says), record presence again, then push every
-/// live peer's pending inbox entries again (a fresh catch-up of the same binding).
-async fn recover(state: &AppState) {
-    close_revoked(state).await;
-    refresh(state).await;
-    for (tenant, live) in state.hub.all_live() {
-        if let Some(c) = state.hub.restart_catch_up(&tenant, &live.record.peer_id) {
-            state
-                .tracker
-                .spawn(crate::route::catch_up(state.clone(), c));
-        }
-    }
-    tracing::info!("bus back: presence recorded again, pending entries pushed again");
-}
-
-/// Closes the connections of keys revoked (or expired) while this pod could not hear about it.
-async fn close_revoked(state: &AppState) {
-    let now = crate::ids::now_ms();
-    for key_id in state.hub.connected_keys() {
-        match state.store.get_api_key(&key_id).await {
-            Ok(Some(key)) if key.usable_at(now) => {}
-            Ok(_) => {
-                let closed = state.hub.kick_key(
-                    &key_id,
-                    repowire_protocol::CloseCode::KEY_REVOKED,
-                    "API key revoked",
-                );
-                tracing::info!(key = %key_id, closed, "key revoked while the bus was down: connections closed");
-            }
-            Err(error) => {
-                tracing::warn!(%error, key = %key_id, "cannot check a key after the bus came back");
-            }
-        }
-    }
-}
-
-/// The heartbeat: refreshes the presence of every peer held here; a peer another pod holds
-/// now is let go here, as a takeover notice would have.
-async fn refresh(state: &AppState) {
-    for (tenant, live) in state.hub.all_live() {
-        if !state.cluster.announce(&tenant, &live).await {
-            let_go(state, &tenant, &live.record.peer_id, None);
-        }
-    }
-}
-
-fn apply(state: &AppState, event: BusEvent) {
-    let hub = &state.hub;
-    match event {
-        BusEvent::ToPeer {
-            tenant_id,
-            peer_id,
-            seq,
-            frame,
-            traceparent,
-        } => {
-            // This pod's part of the message's trace: the push to the connection it holds.
-            let name = if seq.is_some() {
-                "forward deliver"
-            } else {
-                "forward frame"
-            };
-            Trace::start(name, "consumer", traceparent.as_deref()).in_scope(|| match seq {
-                Some(seq) => {
-                    hub.deliver_live(&tenant_id, &peer_id, seq, || frame.into_boxed_str());
-                }
-                None => {
-                    hub.send_to_peer(&tenant_id, &peer_id, frame.into_boxed_str());
-                }
-            });
-        }
-        BusEvent::ToTenant {
-            tenant_id,
-            frame,
-            origin,
-        } => {
-            if origin != state.cluster.pod() {
-                hub.broadcast(&tenant_id, frame.into_boxed_str());
-            }
-        }
-        BusEvent::KeyRevoked { key_id } => {
-            let closed = hub.kick_key(
-                &key_id,
-                repowire_protocol::CloseCode::KEY_REVOKED,
-                "API key revoked",
-            );
-            if closed > 0 {
-                tracing::info!(key = %key_id, closed, "revoked on another pod: connections closed");
-            }
-        }
-        BusEvent::PeersChanged { tenant_id } => state.directory.changed(&tenant_id),
-        BusEvent::Resubscribed | BusEvent::SubscriptionLost => {}
-        BusEvent::TakenOver {
-            tenant_id,
-            peer_id,
-            by_pod,
-        } => let_go(state, &tenant_id, &peer_id, Some(&by_pod)),
-    }
-}
-
-/// The peer is live on another pod now: this binding ends without the peer going offline, and
-/// its connection is told.
-fn let_go(state: &AppState, tenant_id: &str, peer_id: &str, by_pod: Option<&str>) {
-    let hub = &state.hub;
-    let Some(live) = hub.live_peer(tenant_id, peer_id) else {
-        return;
-    };
-    if hub.unbind_peer(tenant_id, live.conn, peer_id).is_some() {
-        state.metrics.peers.dec();
-        let notice = repowire_protocol::ErrorFrame::new(
-            None,
-            repowire_protocol::ErrorCode::NotRegistered,
-            format!(
-                "peer {peer_id} was reclaimed by another connection; this connection no longer holds it"
-            ),
-        );
-        hub.send_to_conn(
-            tenant_id,
-            live.conn,
-            crate::dispatch::frame_text(repowire_protocol::Body::Error(notice)),
-        );
-        tracing::info!(peer = %peer_id, by_pod = by_pod.unwrap_or("(seen at heartbeat)"), "peer taken over by another pod");
     }
 }
 

@@ -9,7 +9,12 @@ use clap::{Args, Parser, Subcommand};
 
 /// `repowire-relay`: the Repowire relay.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "repowire-relay", version, about)]
+#[command(
+    name = "repowire-relay",
+    version = crate::VERSION,
+    about,
+    propagate_version = true
+)]
 pub struct Config {
     /// What to do; with none, serve.
     #[command(subcommand)]
@@ -24,12 +29,25 @@ pub struct Config {
 pub enum Command {
     /// Serve (the default).
     Serve,
-    /// Manage tenants and API keys directly in the database.
-    Admin {
-        /// What to manage.
-        #[command(subcommand)]
-        command: AdminCommand,
-    },
+    /// Manage tenants and API keys directly in the database (`--data-dir` or `DATABASE_URL`),
+    /// also while relays serve it. Changes reach every running relay within
+    /// `--key-check-secs` (revocations close the key's live connections).
+    Admin(AdminArgs),
+}
+
+/// `repowire-relay admin …`: only the storage options of the relay apply.
+#[derive(Debug, Clone, Args)]
+pub struct AdminArgs {
+    /// Create the embedded database if it does not exist yet (without it, a missing database
+    /// is an error rather than a new empty one).
+    #[arg(long, global = true)]
+    pub create: bool,
+    /// Print JSON instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// What to manage.
+    #[command(subcommand)]
+    pub command: AdminCommand,
 }
 
 /// `repowire-relay admin …`
@@ -77,7 +95,8 @@ pub enum KeyCommand {
         /// Tenant id or name.
         tenant: String,
     },
-    /// Revoke a key; live connections using it are closed.
+    /// Revoke a key: new tokens and connections are refused at once, and every relay closes
+    /// the key's live connections within `--key-check-secs`.
     Revoke {
         /// Key id (`key-…`).
         key_id: String,
@@ -88,12 +107,7 @@ pub enum KeyCommand {
 #[derive(Debug, Clone, Args)]
 pub struct RelayConfig {
     /// Address to listen on.
-    #[arg(
-        long,
-        env = "REPOWIRE_RELAY_LISTEN",
-        default_value = "127.0.0.1:8080",
-        global = true
-    )]
+    #[arg(long, env = "REPOWIRE_RELAY_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
     /// Directory for the embedded SQLite database and generated secrets
     /// [default: $XDG_DATA_HOME/repowire-relay or ~/.local/share/repowire-relay].
@@ -104,183 +118,98 @@ pub struct RelayConfig {
     pub database_url: Option<String>,
     /// PEM certificate chain: serve TLS (wss://, https://) directly. Leave unset behind an
     /// ingress or load balancer that terminates TLS.
-    #[arg(long, env = "REPOWIRE_TLS_CERT", requires = "tls_key", global = true)]
+    #[arg(long, env = "REPOWIRE_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
     /// PEM private key for `--tls-cert`.
-    #[arg(long, env = "REPOWIRE_TLS_KEY", requires = "tls_cert", global = true)]
+    #[arg(long, env = "REPOWIRE_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
     /// Postgres pool size (requests, catch-up, admin); the writer has two more of its own.
-    #[arg(long, env = "REPOWIRE_DB_POOL", default_value_t = 16, global = true)]
+    #[arg(long, env = "REPOWIRE_DB_POOL", default_value_t = 16)]
     pub db_pool: u32,
     /// HMAC secret for JWTs (required with Postgres so every pod verifies the same tokens;
     /// embedded mode generates one in the data dir).
-    #[arg(
-        long,
-        env = "REPOWIRE_JWT_SECRET",
-        hide_env_values = true,
-        global = true
-    )]
+    #[arg(long, env = "REPOWIRE_JWT_SECRET", hide_env_values = true)]
     pub jwt_secret: Option<String>,
     /// Bearer credential of the admin API; without it the admin HTTP API is disabled.
-    #[arg(
-        long,
-        env = "REPOWIRE_ADMIN_TOKEN",
-        hide_env_values = true,
-        global = true
-    )]
+    #[arg(long, env = "REPOWIRE_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
+    /// On first start with an empty database, create a `default` tenant and write its first
+    /// API key to this file (mode 0600; never to the log). Embedded relays do so by default, to
+    /// `<data-dir>/bootstrap-api-key`; a Postgres relay only when this is set.
+    #[arg(long, env = "REPOWIRE_BOOTSTRAP_KEY_FILE")]
+    pub bootstrap_key_file: Option<PathBuf>,
+    /// How often each relay checks the API keys of its live connections against the database,
+    /// seconds: a key revoked or expired by any path (admin CLI, another pod) has its
+    /// connections closed within this time.
+    #[arg(long, env = "REPOWIRE_KEY_CHECK_SECS", default_value_t = 1)]
+    pub key_check_secs: u64,
     /// Lifetime of issued JWTs, seconds.
-    #[arg(
-        long,
-        env = "REPOWIRE_TOKEN_TTL_SECS",
-        default_value_t = 900,
-        global = true
-    )]
+    #[arg(long, env = "REPOWIRE_TOKEN_TTL_SECS", default_value_t = 900)]
     pub token_ttl_secs: u64,
     /// Undelivered entries a peer's inbox may hold; more are refused with `inbox_full`.
-    #[arg(
-        long,
-        env = "REPOWIRE_INBOX_CAP",
-        default_value_t = 10_000,
-        global = true
-    )]
+    #[arg(long, env = "REPOWIRE_INBOX_CAP", default_value_t = 10_000)]
     pub inbox_cap: i64,
     /// How long an undelivered message waits before it expires, seconds.
-    #[arg(long, env = "REPOWIRE_MESSAGE_TTL_SECS", default_value_t = 7 * 24 * 3600, global = true)]
+    #[arg(long, env = "REPOWIRE_MESSAGE_TTL_SECS", default_value_t = 7 * 24 * 3600)]
     pub message_ttl_secs: u64,
     /// Descriptions older than this are cleared when read, seconds.
-    #[arg(
-        long,
-        env = "REPOWIRE_DESCRIPTION_TTL_SECS",
-        default_value_t = 900,
-        global = true
-    )]
+    #[arg(long, env = "REPOWIRE_DESCRIPTION_TTL_SECS", default_value_t = 900)]
     pub description_ttl_secs: u64,
     /// Redis for a cluster of relay pods (presence, cross-pod delivery). Used together with a
     /// Postgres `DATABASE_URL`; embedded (SQLite) relays keep everything in one process.
-    #[arg(long, env = "REDIS_URL", global = true)]
+    #[arg(long, env = "REDIS_URL")]
     pub redis_url: Option<String>,
     /// Prefix of every Redis key and channel (one deployment per prefix).
-    #[arg(
-        long,
-        env = "REPOWIRE_REDIS_PREFIX",
-        default_value = "repowire",
-        global = true
-    )]
+    #[arg(long, env = "REPOWIRE_REDIS_PREFIX", default_value = "repowire")]
     pub redis_prefix: String,
     /// This pod's name on the bus [default: a random one].
-    #[arg(long, env = "REPOWIRE_POD_ID", global = true)]
+    #[arg(long, env = "REPOWIRE_POD_ID")]
     pub pod_id: Option<String>,
     /// How long a pod's record of a live peer lasts unless refreshed, seconds: a pod that dies
     /// leaves its peers online at most this long.
-    #[arg(
-        long,
-        env = "REPOWIRE_PRESENCE_TTL_SECS",
-        default_value_t = 30,
-        global = true
-    )]
+    #[arg(long, env = "REPOWIRE_PRESENCE_TTL_SECS", default_value_t = 30)]
     pub presence_ttl_secs: u64,
     /// How long shutdown waits for connections and writes to drain, seconds.
-    #[arg(
-        long,
-        env = "REPOWIRE_DRAIN_TIMEOUT_SECS",
-        default_value_t = 10,
-        global = true
-    )]
+    #[arg(long, env = "REPOWIRE_DRAIN_TIMEOUT_SECS", default_value_t = 10)]
     pub drain_timeout_secs: u64,
     /// Maximum concurrent WebSocket connections.
-    #[arg(
-        long,
-        env = "REPOWIRE_MAX_CONNECTIONS",
-        default_value_t = 20_000,
-        global = true
-    )]
+    #[arg(long, env = "REPOWIRE_MAX_CONNECTIONS", default_value_t = 20_000)]
     pub max_connections: usize,
     /// Outbound frames queued per connection before it is closed as a slow consumer.
-    #[arg(
-        long,
-        env = "REPOWIRE_OUTBOUND_QUEUE",
-        default_value_t = 1024,
-        global = true
-    )]
+    #[arg(long, env = "REPOWIRE_OUTBOUND_QUEUE", default_value_t = 1024)]
     pub outbound_queue: usize,
     /// Message-creating frames (ask, notify, broadcast, ack, answer) one connection may send
     /// per second, sustained; 0 disables the limit. Over it: `rate_limited` with a retry time.
-    #[arg(
-        long,
-        env = "REPOWIRE_SEND_RATE",
-        default_value_t = 2000,
-        global = true
-    )]
+    #[arg(long, env = "REPOWIRE_SEND_RATE", default_value_t = 2000)]
     pub send_rate: u32,
     /// Burst allowance for `--send-rate`.
-    #[arg(
-        long,
-        env = "REPOWIRE_SEND_BURST",
-        default_value_t = 4000,
-        global = true
-    )]
+    #[arg(long, env = "REPOWIRE_SEND_BURST", default_value_t = 4000)]
     pub send_burst: u32,
     /// Writes one connection may have waiting for commit; beyond it the relay stops reading
     /// from that connection until some commit (backpressure). Keep well below the outbound queue.
-    #[arg(
-        long,
-        env = "REPOWIRE_INFLIGHT_WRITES",
-        default_value_t = 256,
-        global = true
-    )]
+    #[arg(long, env = "REPOWIRE_INFLIGHT_WRITES", default_value_t = 256)]
     pub inflight_writes: usize,
     /// Interval of relay pings, seconds.
-    #[arg(
-        long,
-        env = "REPOWIRE_PING_INTERVAL_SECS",
-        default_value_t = 20,
-        global = true
-    )]
+    #[arg(long, env = "REPOWIRE_PING_INTERVAL_SECS", default_value_t = 20)]
     pub ping_interval_secs: u64,
     /// A connection silent for this long is closed, seconds.
-    #[arg(
-        long,
-        env = "REPOWIRE_IDLE_TIMEOUT_SECS",
-        default_value_t = 60,
-        global = true
-    )]
+    #[arg(long, env = "REPOWIRE_IDLE_TIMEOUT_SECS", default_value_t = 60)]
     pub idle_timeout_secs: u64,
     /// Time a new connection has to send `hello`, seconds.
-    #[arg(
-        long,
-        env = "REPOWIRE_HELLO_TIMEOUT_SECS",
-        default_value_t = 10,
-        global = true
-    )]
+    #[arg(long, env = "REPOWIRE_HELLO_TIMEOUT_SECS", default_value_t = 10)]
     pub hello_timeout_secs: u64,
     /// Interval of the expiry sweep, seconds.
-    #[arg(
-        long,
-        env = "REPOWIRE_SWEEP_INTERVAL_SECS",
-        default_value_t = 30,
-        global = true
-    )]
+    #[arg(long, env = "REPOWIRE_SWEEP_INTERVAL_SECS", default_value_t = 30)]
     pub sweep_interval_secs: u64,
     /// Most writes committed in one transaction.
-    #[arg(
-        long,
-        env = "REPOWIRE_WRITE_BATCH",
-        default_value_t = 512,
-        global = true
-    )]
+    #[arg(long, env = "REPOWIRE_WRITE_BATCH", default_value_t = 512)]
     pub write_batch: usize,
     /// OTLP/gRPC collector for traces (e.g. `http://otel-collector:4317`); unset: no export.
     /// The standard `OTEL_*` variables (service name, sampler, batch delays) apply as well.
-    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", global = true)]
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
     pub otlp_endpoint: Option<String>,
     /// Log format: `json` or `text`.
-    #[arg(
-        long,
-        env = "REPOWIRE_LOG_FORMAT",
-        default_value = "json",
-        global = true
-    )]
+    #[arg(long, env = "REPOWIRE_LOG_FORMAT", default_value = "json")]
     pub log_format: String,
 }
 
@@ -330,5 +259,10 @@ impl RelayConfig {
     /// Drain timeout.
     pub fn drain_timeout(&self) -> Duration {
         Duration::from_secs(self.drain_timeout_secs)
+    }
+
+    /// Interval of the live-key check.
+    pub fn key_check(&self) -> Duration {
+        Duration::from_secs(self.key_check_secs.max(1))
     }
 }

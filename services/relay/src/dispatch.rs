@@ -33,12 +33,7 @@ fn message_id(s: &str) -> MessageId {
 }
 
 fn kind(s: &str) -> MessageKind {
-    match s {
-        "ask" => MessageKind::Ask,
-        "broadcast" => MessageKind::Broadcast,
-        "reply" => MessageKind::Reply,
-        _ => MessageKind::Notify,
-    }
+    s.parse().unwrap_or(MessageKind::Notify)
 }
 
 /// The wire form of a stored message.
@@ -84,6 +79,7 @@ pub fn stored(m: &NewMessage, correlation_id: Option<String>) -> StoredMessage {
         expires_at_ms: m.expires_at_ms,
         reply_text: None,
         content_hash: m.content_hash.clone(),
+        traceparent: m.traceparent.clone(),
     }
 }
 
@@ -95,6 +91,25 @@ pub fn deliver_frame(to: &str, seq: i64, redelivery: bool, message: Message) -> 
         redelivery,
         message,
     }))
+}
+
+/// A `deliver` frame of a message pushed from the inbox (catch-up, replay), continuing the
+/// trace of the request that created the message: with export on, under a span of its own
+/// (`inbox deliver`, a child of that request's span).
+pub fn deliver_stored(to: &str, seq: i64, redelivery: bool, message: &StoredMessage) -> Outbound {
+    let body = Body::Deliver(Deliver {
+        to: to.to_owned().into(),
+        seq: u64::try_from(seq).unwrap_or(0),
+        redelivery,
+        message: to_wire(message),
+    });
+    let trace = match message.traceparent.as_deref() {
+        Some(tp) => crate::telemetry::Trace::start("inbox deliver", "producer", Some(tp))
+            .traceparent()
+            .map(str::to_owned),
+        None => crate::telemetry::current_traceparent(),
+    };
+    encode(&Frame::new(body).traced(trace)).into_boxed_str()
 }
 
 /// Post-commit dispatcher.

@@ -10,12 +10,24 @@
 //! - [`hub`]: live state of this process (connections, bound peers, delivery order).
 //! - [`writer`]: batched durable writes; [`dispatch`]: fan-out after each commit.
 //! - [`store`]: the storage trait with Postgres and SQLite implementations.
-//! - [`bus`]: what pods share besides the database (presence, pod-addressed events); not yet
-//!   wired into routing.
+//! - [`bus`]: what pods share besides the database (presence, name claims, pod-addressed
+//!   events); [`cluster`] sends on it, [`inbound`] applies what other pods send.
+//! - [`datadir`]: the embedded relay's private data directory, its lock and secret files.
 //! - [`apikey`], [`token`]: API keys and the JWTs they are exchanged for.
+//! - [`keycheck`]: closes live connections whose key was revoked or expired, by any path.
 //! - [`metrics`], [`sweeper`] (message expiry), [`tls`] (optional rustls listener).
 //!
+//! docs/architecture.md draws the layers and a message's path through them.
+//!
 //! [`run`] (or [`run_tls`]) serves a bound listener until the state's shutdown token is cancelled, then drains.
+
+/// `--version`: the crate version and the git revision it was built from.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("REPOWIRE_GIT_REV"),
+    ")"
+);
 
 pub mod admin;
 pub mod api;
@@ -24,11 +36,14 @@ pub mod bus;
 pub mod cluster;
 pub mod config;
 pub mod connection;
+pub mod datadir;
 pub mod directory;
 pub mod dispatch;
 pub mod error;
 pub mod hub;
 pub mod ids;
+pub mod inbound;
+pub mod keycheck;
 pub mod metrics;
 pub mod route;
 pub mod state;
@@ -86,7 +101,9 @@ where
     L::Addr: std::fmt::Debug,
 {
     let sweeper = tokio::spawn(sweeper::run(state.clone()));
-    let cluster = tokio::spawn(cluster::run(state.clone()));
+    let inbound = tokio::spawn(inbound::run(state.clone()));
+    let catch_ups = tokio::spawn(route::run_catch_ups(state.clone()));
+    let keycheck = tokio::spawn(keycheck::run(state.clone()));
     let shutdown = state.shutdown.clone();
     let draining = state.clone();
     axum::serve(listener, api::router(state.clone()))
@@ -110,7 +127,9 @@ where
         tracing::warn!("queued writes did not finish within the drain timeout");
     }
     sweeper.abort();
-    cluster.abort();
+    inbound.abort();
+    catch_ups.abort();
+    keycheck.abort();
     // Everything queued before the flush is committed; nothing new can arrive.
     writer_task.abort();
     Ok(())

@@ -7,14 +7,13 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use repowire_relay::apikey::KeyMode;
-use repowire_relay::config::{AdminCommand, Command, KeyCommand, TenantCommand};
+use repowire_relay::config::Command;
 use repowire_relay::store::Store;
 use repowire_relay::store::postgres::PgStore;
 use repowire_relay::store::sqlite::SqliteStore;
 use repowire_relay::telemetry::Exporter;
 use repowire_relay::token::Tokens;
-use repowire_relay::{AppState, Config, RelayConfig, admin};
+use repowire_relay::{AppState, Config, RelayConfig, admin, datadir};
 use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {
@@ -32,7 +31,9 @@ fn main() -> ExitCode {
         }
     };
     // The span exporter runs on this runtime, so it is set up inside it.
-    let exporter = match runtime.block_on(async { init_tracing(&config.relay) }) {
+    // The admin CLI's stdout is its output (tables, JSON, a key): its logs go to stderr.
+    let admin = matches!(config.command, Some(Command::Admin(_)));
+    let exporter = match runtime.block_on(async { init_tracing(&config.relay, admin) }) {
         Ok(exporter) => exporter,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -55,12 +56,23 @@ fn main() -> ExitCode {
 
 /// Logs to stdout (JSON or text, filtered by `RUST_LOG`) and, with an OTLP endpoint, spans to
 /// the collector.
-fn init_tracing(relay: &RelayConfig) -> anyhow::Result<Option<Exporter>> {
+fn init_tracing(relay: &RelayConfig, admin: bool) -> anyhow::Result<Option<Exporter>> {
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(if admin { "warn" } else { "info" })
+    });
+    if admin {
+        tracing_subscriber::registry()
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::stderr)
+                    .with_filter(filter),
+            )
+            .init();
+        return Ok(None);
+    }
     let logs = if relay.log_format == "text" {
         tracing_subscriber::fmt::layer().with_filter(filter).boxed()
     } else {
@@ -95,29 +107,37 @@ fn default_data_dir() -> PathBuf {
     base.join("repowire-relay")
 }
 
-async fn open_store(config: &RelayConfig, data_dir: &Path) -> anyhow::Result<Arc<dyn Store>> {
-    Ok(match config.database_url.as_deref() {
+/// Where the store is: Postgres, or the embedded SQLite file in the data dir.
+enum Storage<'a> {
+    Postgres(&'a str),
+    Embedded(PathBuf),
+}
+
+fn storage<'a>(config: &'a RelayConfig, data_dir: &Path) -> anyhow::Result<Storage<'a>> {
+    match config.database_url.as_deref() {
         Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-            Arc::new(
-                PgStore::connect(url, config.db_pool)
-                    .await
-                    .context("connecting to Postgres")?,
-            )
+            Ok(Storage::Postgres(url))
         }
         Some(other) => bail!(
             "DATABASE_URL must be a postgres:// URL (got `{}`)",
             other.split(':').next().unwrap_or("")
         ),
-        None => {
-            std::fs::create_dir_all(data_dir)
-                .with_context(|| format!("creating {}", data_dir.display()))?;
-            let path = data_dir.join("relay.db");
-            Arc::new(
-                SqliteStore::open(&path)
-                    .await
-                    .with_context(|| format!("opening {}", path.display()))?,
-            )
-        }
+        None => Ok(Storage::Embedded(data_dir.join("relay.db"))),
+    }
+}
+
+async fn open_store(config: &RelayConfig, storage: &Storage<'_>) -> anyhow::Result<Arc<dyn Store>> {
+    Ok(match storage {
+        Storage::Postgres(url) => Arc::new(
+            PgStore::connect(url, config.db_pool)
+                .await
+                .context("connecting to Postgres")?,
+        ),
+        Storage::Embedded(path) => Arc::new(
+            SqliteStore::open(path)
+                .await
+                .with_context(|| format!("opening {}", path.display()))?,
+        ),
     })
 }
 
@@ -140,44 +160,106 @@ fn jwt_secret(config: &RelayConfig, data_dir: &Path) -> anyhow::Result<Vec<u8>> 
     let secret: String = (0..48)
         .map(|_| format!("{:02x}", rand::random::<u8>()))
         .collect();
-    write_private(&path, &secret)?;
+    datadir::write_secret(&path, &secret)?;
     Ok(secret.into_bytes())
-}
-
-fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("creating {}", path.display()))?;
-    file.write_all(contents.as_bytes())?;
-    Ok(())
 }
 
 async fn run(config: Config) -> anyhow::Result<()> {
     let relay = config.relay;
     let data_dir = relay.data_dir.clone().unwrap_or_else(default_data_dir);
+    let storage = storage(&relay, &data_dir)?;
     match config.command {
-        Some(Command::Admin { command }) => {
-            let store = open_store(&relay, &data_dir).await?;
-            admin_command(store.as_ref(), command).await
+        Some(Command::Admin(admin)) => {
+            if let Storage::Embedded(path) = &storage
+                && !path.exists()
+            {
+                if !admin.create {
+                    bail!(
+                        "no relay database at {}: give the relay's --data-dir (or DATABASE_URL), \
+                         or add --create to start a new one",
+                        path.display()
+                    );
+                }
+                datadir::ensure_private_dir(&data_dir)?;
+            }
+            let store = open_store(&relay, &storage).await?;
+            let (mut out, mut notes) = (std::io::stdout().lock(), std::io::stderr().lock());
+            admin::cli::run(
+                store.as_ref(),
+                admin.command,
+                admin.json,
+                &mut out,
+                &mut notes,
+            )
+            .await
         }
         Some(Command::Serve) | None => {
-            // Configuration is checked before anything touches storage.
-            if relay.database_url.is_none() {
-                std::fs::create_dir_all(&data_dir)
-                    .with_context(|| format!("creating {}", data_dir.display()))?;
-            }
+            // Configuration is checked, and the data dir held, before anything touches storage.
+            let held = match storage {
+                Storage::Embedded(_) => {
+                    datadir::ensure_private_dir(&data_dir)?;
+                    Some(datadir::lock(&data_dir)?)
+                }
+                Storage::Postgres(_) => None,
+            };
             let tokens = Tokens::new(&jwt_secret(&relay, &data_dir)?, relay.token_ttl());
             let tls = match (&relay.tls_cert, &relay.tls_key) {
                 (Some(cert), Some(key)) => Some(repowire_relay::tls::server_config(cert, key)?),
                 _ => None,
             };
-            let store = open_store(&relay, &data_dir).await?;
-            serve(relay, store, tokens, tls).await
+            let store = open_store(&relay, &storage).await?;
+            let bootstrap_file = relay
+                .bootstrap_key_file
+                .clone()
+                .filter(|p| !p.as_os_str().is_empty())
+                .or_else(|| {
+                    matches!(storage, Storage::Embedded(_))
+                        .then(|| data_dir.join("bootstrap-api-key"))
+                });
+            let served = serve(relay, store, tokens, tls, bootstrap_file).await;
+            drop(held);
+            served
+        }
+    }
+}
+
+/// On an empty database: with a key file, the `default` tenant and its first key, the key
+/// written to the file before it is stored (so no stored key is one nobody can read); without
+/// one, a line saying how to create a tenant. Safe when several pods start at once on one
+/// database: one creates the tenant, the others find it there.
+async fn bootstrap(store: &dyn Store, key_file: Option<&Path>) -> anyhow::Result<()> {
+    if !store.list_tenants().await?.is_empty() {
+        return Ok(());
+    }
+    let Some(path) = key_file else {
+        tracing::warn!(
+            "no tenants yet: create one with `repowire-relay admin tenant create NAME` and \
+             `repowire-relay admin key create NAME`, or POST /admin/v1/tenants; or start a relay \
+             with --bootstrap-key-file PATH to create a `default` tenant"
+        );
+        return Ok(());
+    };
+    let (tenant, key) = admin::default_tenant();
+    datadir::write_secret(path, &key.text)?;
+    match admin::store_first_tenant(store, &tenant, &key).await {
+        Ok(true) => {
+            tracing::info!(tenant = %tenant.id, key = %key.record.id, file = %path.display(), "created tenant `default` and its first API key (the key is in the file, mode 0600)");
+            eprintln!(
+                "Created tenant `default` ({}). Its first API key is in {} (readable only by you).",
+                tenant.id,
+                path.display()
+            );
+            Ok(())
+        }
+        outcome => {
+            let _ = std::fs::remove_file(path);
+            match outcome {
+                Ok(_) => {
+                    tracing::info!("another relay created the first tenant at the same moment");
+                    Ok(())
+                }
+                Err(e) => Err(e.into()),
+            }
         }
     }
 }
@@ -187,23 +269,16 @@ async fn serve(
     store: Arc<dyn Store>,
     tokens: Tokens,
     tls: Option<Arc<rustls::ServerConfig>>,
+    bootstrap_file: Option<PathBuf>,
 ) -> anyhow::Result<()> {
-    if let Some((tenant, key)) = admin::bootstrap(store.as_ref()).await? {
-        println!(
-            "Created tenant `{}` ({}) and its first API key. It is shown once; keep it:",
-            tenant.name, tenant.id
-        );
-        println!();
-        println!("    {}", key.text);
-        println!();
-    }
     let listener = tokio::net::TcpListener::bind(relay.listen)
         .await
         .with_context(|| format!("binding {}", relay.listen))?;
+    bootstrap(store.as_ref(), bootstrap_file.as_deref()).await?;
+    let shutdown = CancellationToken::new();
+    signals(shutdown.clone())?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, storage = store.backend(), tls = tls.is_some(), "repowire relay listening (WebSocket at /v1/ws)");
-    let shutdown = CancellationToken::new();
-    tokio::spawn(signals(shutdown.clone()));
     let (state, writer) = match (&relay.redis_url, relay.database_url.is_some()) {
         (Some(url), true) => {
             let pod = relay.pod();
@@ -227,60 +302,18 @@ async fn serve(
     Ok(())
 }
 
-async fn signals(shutdown: CancellationToken) {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(error) => {
-            tracing::error!(%error, "cannot listen for SIGTERM");
-            return;
+/// Handlers for SIGTERM and SIGINT, installed before the relay says it listens (a signal that
+/// arrives right after that line drains the relay instead of killing it), then awaited.
+fn signals(shutdown: CancellationToken) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("listening for SIGINT")?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = int.recv() => tracing::info!("interrupt: draining"),
+            _ = term.recv() => tracing::info!("SIGTERM: draining"),
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => tracing::info!("interrupt: draining"),
-        _ = term.recv() => tracing::info!("SIGTERM: draining"),
-    }
-    shutdown.cancel();
-}
-
-async fn admin_command(store: &dyn Store, command: AdminCommand) -> anyhow::Result<()> {
-    match command {
-        AdminCommand::Tenant(TenantCommand::Create { name }) => {
-            let t = admin::create_tenant(store, &name).await?;
-            println!("{}\t{}", t.id, t.name);
-        }
-        AdminCommand::Tenant(TenantCommand::List) => {
-            for t in store.list_tenants().await? {
-                println!("{}\t{}\t{}", t.id, t.name, t.plan);
-            }
-        }
-        AdminCommand::Key(KeyCommand::Create {
-            tenant,
-            label,
-            test,
-            expires_in_days,
-        }) => {
-            let mode = if test { KeyMode::Test } else { KeyMode::Live };
-            let k = admin::create_key(store, &tenant, mode, &label, expires_in_days).await?;
-            eprintln!(
-                "key {} for tenant {} (shown once):",
-                k.record.id, k.record.tenant_id
-            );
-            println!("{}", k.text);
-        }
-        AdminCommand::Key(KeyCommand::List { tenant }) => {
-            for k in admin::list_keys(store, &tenant).await? {
-                let state = if k.revoked_at_ms.is_some() {
-                    "revoked"
-                } else {
-                    "active"
-                };
-                println!("{}\t{}\t{}\t{}", k.id, k.display, state, k.label);
-            }
-        }
-        AdminCommand::Key(KeyCommand::Revoke { key_id }) => {
-            admin::revoke_key(store, None, &key_id).await?;
-            println!("revoked {key_id}");
-        }
-    }
+        shutdown.cancel();
+    });
     Ok(())
 }

@@ -1,10 +1,10 @@
 //! `AppState`: cheap handles shared by every request and connection.
 
 use std::ops::Deref;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
 
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -15,7 +15,7 @@ use crate::cluster::Cluster;
 use crate::config::RelayConfig;
 use crate::directory::Directory;
 use crate::dispatch::Dispatcher;
-use crate::hub::{CatchUp, Hub};
+use crate::hub::Hub;
 use crate::metrics::Metrics;
 use crate::store::Store;
 use crate::token::Tokens;
@@ -118,9 +118,6 @@ impl AppState {
             directory,
             draining: AtomicBool::new(false),
         }));
-        if let Some(requests) = state.hub.take_catch_up_requests() {
-            tokio::spawn(run_catch_ups(Arc::downgrade(&state.0), requests));
-        }
         (state, writer_task)
     }
 
@@ -132,18 +129,5 @@ impl AppState {
     /// Marks the process as draining.
     pub fn start_draining(&self) {
         self.draining.store(true, Ordering::SeqCst);
-    }
-}
-
-/// Runs the catch-ups live deliveries ask for (see [`crate::hub`]) until the state is gone.
-/// Holds it weakly, so this task does not keep the process state alive.
-async fn run_catch_ups(state: Weak<Inner>, mut requests: mpsc::UnboundedReceiver<CatchUp>) {
-    while let Some(c) = requests.recv().await {
-        let Some(inner) = state.upgrade() else { return };
-        let state = AppState(inner);
-        state.metrics.order_catch_ups.inc();
-        state
-            .tracker
-            .spawn(crate::route::catch_up(state.clone(), c));
     }
 }

@@ -18,10 +18,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use opentelemetry::propagation::TextMapPropagator;
-use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
@@ -132,11 +129,14 @@ pub fn request() -> Trace {
 }
 
 /// Span export to an OTLP collector; shut it down before exiting so the last spans leave.
+/// (The `otlp` feature: a relay embedded in the client never exports.)
+#[cfg(feature = "otlp")]
 #[derive(Debug)]
 pub struct Exporter {
-    provider: SdkTracerProvider,
+    provider: opentelemetry_sdk::trace::SdkTracerProvider,
 }
 
+#[cfg(feature = "otlp")]
 impl Exporter {
     /// Exports over OTLP/gRPC to `endpoint`, from the current tokio runtime (call inside it).
     /// `pod` becomes the resource's `service.instance.id`; `service.name` is
@@ -148,6 +148,9 @@ impl Exporter {
     where
         S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
     {
+        use opentelemetry::trace::TracerProvider as _;
+        use opentelemetry_otlp::WithExportConfig;
+        use opentelemetry_sdk::trace::SdkTracerProvider;
         use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor;
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_tonic()

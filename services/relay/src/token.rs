@@ -1,8 +1,7 @@
 //! Short-lived JWTs (HS256) exchanged for API keys and presented on the WebSocket upgrade.
-//! Pods verify them locally; revocation is checked against the key record on connect (and again
-//! once the connection can be reached), and a revoke over the admin API closes that process's
-//! live connections. Other processes learn of it only at their next connect until the
-//! cross-pod bus exists (scale-out issue).
+//! Pods verify them locally; the key behind a token is looked up again on every upgrade, so a
+//! token minted before a revocation is refused, and [`crate::keycheck`] closes live
+//! connections of keys revoked since.
 
 use std::time::Duration;
 
@@ -37,6 +36,111 @@ pub enum TokenError {
     Invalid(String),
 }
 
+/// An `Authorization` header that is not `Bearer <token>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed Authorization header: expected `Bearer <jwt>`, with exactly one space")]
+pub struct MalformedAuthorization;
+
+/// The token of an `Authorization` header, exactly as protocol.md §3.4 spells it: `Bearer`,
+/// one space, then the token (no other whitespace). `Ok(None)` when there is no header; a header
+/// of another shape is refused rather than read generously.
+pub fn bearer(headers: &axum::http::HeaderMap) -> Result<Option<&str>, MalformedAuthorization> {
+    let Some(value) = headers.get(axum::http::header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .filter(|t| !t.is_empty() && !t.bytes().any(|b| b.is_ascii_whitespace()))
+        .map(Some)
+        .ok_or(MalformedAuthorization)
+}
+
+/// The one algorithm relay tokens use, as jsonwebtoken's crypto provider: HMAC-SHA256 from the
+/// RustCrypto `hmac` and `sha2` crates, and nothing else (no RSA, no elliptic curves).
+mod hs256 {
+    use hmac::{Hmac, Mac};
+    use jsonwebtoken::crypto::{CryptoProvider, JwtSigner, JwtVerifier, KeyUtils};
+    use jsonwebtoken::errors::{ErrorKind, Result};
+    use jsonwebtoken::signature::{self, Signer, Verifier};
+    use jsonwebtoken::{Algorithm, AlgorithmFamily, DecodingKey, EncodingKey};
+    use sha2::Sha256;
+
+    struct Hs256(Hmac<Sha256>);
+
+    impl Hs256 {
+        fn new(algorithm: &Algorithm, family: AlgorithmFamily, key: &[u8]) -> Result<Self> {
+            if *algorithm != Algorithm::HS256 || family != AlgorithmFamily::Hmac {
+                return Err(ErrorKind::InvalidAlgorithm.into());
+            }
+            Hmac::new_from_slice(key)
+                .map(Self)
+                .map_err(|_| ErrorKind::InvalidKeyFormat.into())
+        }
+    }
+
+    impl Signer<Vec<u8>> for Hs256 {
+        fn try_sign(&self, msg: &[u8]) -> std::result::Result<Vec<u8>, signature::Error> {
+            let mut mac = self.0.clone();
+            mac.update(msg);
+            Ok(mac.finalize().into_bytes().to_vec())
+        }
+    }
+
+    impl Verifier<Vec<u8>> for Hs256 {
+        fn verify(&self, msg: &[u8], sig: &Vec<u8>) -> std::result::Result<(), signature::Error> {
+            let mut mac = self.0.clone();
+            mac.update(msg);
+            // Constant-time comparison (hmac's `verify_slice`).
+            mac.verify_slice(sig).map_err(|_| signature::Error::new())
+        }
+    }
+
+    impl JwtSigner for Hs256 {
+        fn algorithm(&self) -> Algorithm {
+            Algorithm::HS256
+        }
+    }
+
+    impl JwtVerifier for Hs256 {
+        fn algorithm(&self) -> Algorithm {
+            Algorithm::HS256
+        }
+    }
+
+    fn signer(algorithm: &Algorithm, key: &EncodingKey) -> Result<Box<dyn JwtSigner>> {
+        Ok(Box::new(Hs256::new(
+            algorithm,
+            key.family(),
+            key.as_bytes(),
+        )?))
+    }
+
+    fn verifier(algorithm: &Algorithm, key: &DecodingKey) -> Result<Box<dyn JwtVerifier>> {
+        Ok(Box::new(Hs256::new(
+            algorithm,
+            key.family(),
+            key.try_get_as_bytes()?,
+        )?))
+    }
+
+    static PROVIDER: CryptoProvider = CryptoProvider {
+        signer_factory: signer,
+        verifier_factory: verifier,
+        key_utils: KeyUtils::new_unimplemented(),
+    };
+
+    /// Installs the provider for this process (once; later calls do nothing).
+    pub(super) fn install() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            // Fails only if another provider was installed first, which nothing here does.
+            let _ = PROVIDER.install_default();
+        });
+    }
+}
+
 /// Issues and verifies tokens with one secret.
 #[derive(Clone)]
 pub struct Tokens {
@@ -57,6 +161,7 @@ impl std::fmt::Debug for Tokens {
 impl Tokens {
     /// Tokens signed with `secret`, valid for `ttl`.
     pub fn new(secret: &[u8], ttl: Duration) -> Self {
+        hs256::install();
         let mut validation = Validation::new(Algorithm::HS256);
         validation.set_issuer(&[ISSUER]);
         validation.set_required_spec_claims(&["exp", "iss", "sub"]);
@@ -124,6 +229,26 @@ mod tests {
         let issued_long_ago = crate::ids::now_ms() - 3_600_000;
         let (token, _) = tokens().issue("key-1", "tnt-1", issued_long_ago);
         assert_eq!(tokens().verify(&token), Err(TokenError::Expired));
+    }
+
+    /// Only HS256 is accepted: a token claiming another algorithm (even one signed correctly
+    /// with the same secret under HS384) or `none` is refused.
+    #[test]
+    fn tokens_of_other_algorithms_are_refused() {
+        use base64::Engine as _;
+        let encode = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+        let (token, _) = tokens().issue("key-1", "tnt-1", crate::ids::now_ms());
+        let claims = token.split('.').nth(1).expect("claims");
+        for header in [
+            r#"{"typ":"JWT","alg":"HS384"}"#,
+            r#"{"typ":"JWT","alg":"none"}"#,
+        ] {
+            let forged = format!("{}.{claims}.", encode(header.as_bytes()));
+            assert!(matches!(
+                tokens().verify(&forged),
+                Err(TokenError::Invalid(_))
+            ));
+        }
     }
 
     #[test]

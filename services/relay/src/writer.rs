@@ -424,6 +424,19 @@ mod tests {
         async fn create_tenant(&self, _: &TenantRecord) -> crate::store::Result<()> {
             unused()
         }
+        async fn create_tenant_with_key(
+            &self,
+            _: &TenantRecord,
+            _: &ApiKeyRecord,
+        ) -> crate::store::Result<()> {
+            unused()
+        }
+        async fn key_used(&self, _: &str, _: i64) -> crate::store::Result<()> {
+            unused()
+        }
+        async fn unusable_keys(&self, _: &[String], _: i64) -> crate::store::Result<Vec<String>> {
+            unused()
+        }
         async fn list_tenants(&self) -> crate::store::Result<Vec<TenantRecord>> {
             unused()
         }
@@ -581,6 +594,7 @@ mod tests {
             expires_at_ms: 0,
             recipients: vec!["b".into()],
             inbox_cap: 10,
+            traceparent: None,
         })
     }
 

@@ -13,6 +13,7 @@ both_backends!(
     the_first_frame_must_be_a_hello_in_a_supported_version,
     bad_tokens_and_keys_are_refused_over_http,
     revoking_a_key_closes_its_live_connections,
+    a_key_revoked_or_expired_in_the_database_closes_its_connections,
     the_admin_api_needs_its_own_credential,
     a_flooding_connection_is_refused_explicitly_and_stores_nothing_extra,
 );
@@ -237,6 +238,28 @@ async fn bad_tokens_and_keys_are_refused_over_http(db: Db) {
         Some(401),
         "garbage token"
     );
+    // The header is exactly `Bearer <jwt>` (protocol.md §3.4): no other spelling is read.
+    let good = client::token(&relay.http, &key).await.expect("token").token;
+    for header in [
+        format!("Bearer  {good}"),
+        format!("bearer {good}"),
+        format!("Bearer\t{good}"),
+        "Bearer ".to_owned(),
+    ] {
+        assert_eq!(
+            client::open_with_authorization(&relay.ws, Some(&header))
+                .await
+                .err(),
+            Some(401),
+            "{header:?} is not the spec's header"
+        );
+    }
+    let exact = format!("Bearer {good}");
+    assert!(
+        client::open_with_authorization(&relay.ws, Some(&exact))
+            .await
+            .is_ok()
+    );
     let forged = repowire_relay::token::Tokens::new(
         b"some-other-secret-some-other-secret",
         std::time::Duration::from_secs(60),
@@ -314,6 +337,46 @@ async fn revoking_a_key_closes_its_live_connections(db: Db) {
     );
     // The tenant's other key keeps working.
     assert_eq!(unaffected.list(&alive.peer_id, false).await.len(), 1);
+    relay.stop().await;
+}
+
+/// Revoked without the admin API (as `repowire-relay admin key revoke` does, writing the
+/// database only) or simply expired: the relay's key check closes the connections anyway.
+async fn a_key_revoked_or_expired_in_the_database_closes_its_connections(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let store = relay.state.store.clone();
+    let (tenant, key) = relay.tenant("acme").await;
+    let key_id = relay.key_id(&key).await;
+    let token = client::token(&relay.http, &key).await.expect("token").token;
+    let mut live = relay.client(&key).await;
+    live.peer("soon-revoked", "dev").await;
+
+    repowire_relay::admin::revoke_key(store.as_ref(), None, &key_id)
+        .await
+        .expect("revoke in the database");
+    let close = live.closed().await.expect("closed by the key check");
+    assert_eq!(u16::from(close.code), CloseCode::KEY_REVOKED);
+    assert_eq!(
+        client::open(&relay.ws, Some(&token)).await.err(),
+        Some(401),
+        "a token minted before the revocation is refused"
+    );
+
+    // A key that expires while connected.
+    let now = repowire_relay::ids::now_ms();
+    let expiring = repowire_relay::apikey::mint(
+        &tenant,
+        repowire_relay::apikey::KeyMode::Live,
+        "short",
+        now,
+        Some(now + 1_500),
+    );
+    store.insert_api_key(&expiring.record).await.expect("key");
+    let mut brief = relay.client(&expiring.text).await;
+    brief.peer("brief", "dev").await;
+    let close = brief.closed().await.expect("closed once expired");
+    assert_eq!(u16::from(close.code), CloseCode::KEY_REVOKED);
+    assert!(repowire_relay::ids::now_ms() >= now + 1_500);
     relay.stop().await;
 }
 

@@ -314,3 +314,51 @@ async fn memory_a_batch_for_its_own_or_unknown_peers_sends_only_the_broadcasts()
     assert_eq!(next(&mut heard).await, all);
     assert!(heard.try_recv().is_err());
 }
+
+/// A display name is held by one live peer at a time across pods: a second claimant gets the
+/// next free candidate, the holder keeps its own, a peer's claim goes with its presence, and
+/// claims are per circle and per tenant.
+#[tokio::test]
+async fn redis_a_name_is_claimed_by_one_peer_at_a_time() {
+    let (_, a, b) = two_redis_pods().await;
+    let ttl = Duration::from_secs(30);
+    let names = |base: &str| vec![base.to_owned(), format!("{base}-2"), format!("{base}-3")];
+    let claim = |bus: &RedisBus, peer: &'static str, circle: &'static str| {
+        let bus = bus.clone();
+        let candidates = names("alice");
+        async move {
+            bus.claim_name("t", circle, &candidates, peer, None, ttl)
+                .await
+                .expect("claim")
+        }
+    };
+    assert_eq!(claim(&a, "peer-1", "dev").await, Some(0));
+    assert_eq!(claim(&b, "peer-2", "dev").await, Some(1), "taken on pod a");
+    assert_eq!(claim(&b, "peer-1", "dev").await, Some(0), "its own name");
+    assert_eq!(claim(&a, "peer-3", "ops").await, Some(0), "another circle");
+    assert_eq!(
+        b.claim_name("t2", "dev", &names("alice"), "peer-9", None, ttl)
+            .await
+            .expect("claim"),
+        Some(0),
+        "another tenant"
+    );
+    assert_eq!(claim(&a, "peer-4", "dev").await, Some(2));
+    assert_eq!(claim(&a, "peer-5", "dev").await, None, "all held");
+
+    // peer-1 (presence "alice" in "dev" on pod a) leaves: its name is free again.
+    a.set_presence("t", &presence("pod-a", "peer-1"), ttl)
+        .await
+        .expect("set");
+    assert!(a.clear_presence("t", "peer-1").await.expect("clear"));
+    assert_eq!(claim(&b, "peer-5", "dev").await, Some(0));
+    // A rename lets go of the previous claim.
+    let renamed = vec!["bob".to_owned()];
+    assert_eq!(
+        b.claim_name("t", "dev", &renamed, "peer-5", Some("alice"), ttl)
+            .await
+            .expect("claim"),
+        Some(0)
+    );
+    assert_eq!(claim(&a, "peer-6", "dev").await, Some(0));
+}

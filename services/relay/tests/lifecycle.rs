@@ -14,6 +14,7 @@ both_backends!(
     reclaim_requires_a_matching_identity,
     a_reclaim_from_another_connection_takes_the_peer_over,
     shutdown_closes_connections_with_going_away,
+    a_message_pushed_from_the_inbox_keeps_its_trace,
 );
 
 async fn offline(relay: &TestRelay, key: &str, name: &str) -> PeerInfo {
@@ -436,5 +437,69 @@ async fn deliveries_keep_flowing_while_the_connections_own_write_waits(pool: sql
     held.rollback().await.expect("release");
     let state = s.state_of(first).await;
     assert_eq!(state.state, DeliveryState::Injected);
+    relay.stop().await;
+}
+
+/// A message that waited in an inbox is pushed later (catch-up after a reconnect, replay) in
+/// the trace of the request that created it, not in none.
+async fn a_message_pushed_from_the_inbox_keeps_its_trace(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let (_, key) = relay.tenant("acme").await;
+    let bob = offline(&relay, &key, "bob").await;
+    let mut a = relay.client(&key).await;
+    let alice = a.peer("alice", "dev").await;
+    let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let sent = client::notify_frame(&alice, "bob", "while you were away").traced(Some(tp.into()));
+    a.send_frame(&sent).await;
+    a.answer(sent.id).await.expect("accepted");
+    // A chained ask is written on the one-by-one path, not the batch one: its trace is kept too.
+    let first = a.ask(&alice, "bob", "first").await.expect("accepted");
+    let tp2 = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let chained = Frame::new(Body::Ask(Ask {
+        from: alice.peer_id.clone(),
+        to: "bob".into(),
+        circle: None,
+        text: "and a follow-up".into(),
+        reply_to: first.correlation_id.clone(),
+        question: None,
+    }))
+    .traced(Some(tp2.into()));
+    a.send_frame(&chained).await;
+    a.answer(chained.id).await.expect("chained ask accepted");
+
+    let mut b = relay.client(&key).await;
+    b.register(reclaim(&bob)).await;
+    let trace_of_deliver = |f: &Frame| match &f.body {
+        Body::Deliver(d) if d.message.message_id == sent.id => Some(f.traceparent.clone()),
+        _ => None,
+    };
+    assert_eq!(
+        b.expect(trace_of_deliver).await.as_deref(),
+        Some(tp),
+        "catch-up"
+    );
+    let chained_trace = b
+        .expect(|f| match &f.body {
+            Body::Deliver(d) if d.message.message_id == chained.id => Some(f.traceparent.clone()),
+            _ => None,
+        })
+        .await;
+    assert_eq!(
+        chained_trace.as_deref(),
+        Some(tp2),
+        "catch-up of a chained ask"
+    );
+    let id = b
+        .send(Body::Replay(Replay {
+            peer_id: bob.peer_id.clone(),
+            after_seq: 0,
+        }))
+        .await;
+    assert_eq!(
+        b.expect(trace_of_deliver).await.as_deref(),
+        Some(tp),
+        "replay"
+    );
+    assert!(matches!(b.answer(id).await, Ok(Body::ReplayDone(_))));
     relay.stop().await;
 }

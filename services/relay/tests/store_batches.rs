@@ -68,6 +68,7 @@ fn msg(tenant: &str, id: &str, kind: MessageKind, to: &[&str], body: &str, cap: 
         expires_at_ms: i64::MAX / 2,
         recipients: to.iter().map(|s| s.to_string()).collect(),
         inbox_cap: cap,
+        traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into()),
     }
 }
 
@@ -197,6 +198,11 @@ async fn a_batch_gives_each_write_its_own_outcome_in_order(db: Db) {
         .inbox_after("t1", "b", 0, false, 10)
         .await
         .expect("inbox");
+    assert_eq!(
+        all[0].message.traceparent.as_deref(),
+        Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+        "a message keeps the trace it was accepted in"
+    );
     let states: Vec<_> = all.iter().map(|e| (e.seq, e.state)).collect();
     assert_eq!(
         states,

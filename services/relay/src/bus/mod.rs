@@ -10,6 +10,7 @@
 //! peers held by other pods, tenant-wide presence frames, revocations.
 
 pub mod memory;
+#[cfg(feature = "cluster")]
 pub mod redis;
 
 use std::time::Duration;
@@ -179,4 +180,22 @@ pub trait Bus: Send + Sync + std::fmt::Debug {
     }
     /// Every live peer of a tenant, on any pod.
     async fn tenant_presence(&self, tenant_id: &str) -> Result<Vec<Presence>>;
+    /// Claims a display name in a circle for `peer_id`, atomically across every pod: the first
+    /// of `candidates` that no other live peer holds (one this peer holds already counts as
+    /// free). The claim lives as long as the peer's presence (refreshed by the heartbeat,
+    /// dropped with the presence); a claim the peer held under `previous` is let go. Returns
+    /// the index of the name claimed, or `None` if every candidate is held. A bus no other pod
+    /// shares has nothing to claim against: the first candidate, and the hub decides.
+    async fn claim_name(
+        &self,
+        tenant_id: &str,
+        circle: &str,
+        candidates: &[String],
+        peer_id: &str,
+        previous: Option<&str>,
+        ttl: Duration,
+    ) -> Result<Option<usize>> {
+        let _ = (tenant_id, circle, peer_id, previous, ttl);
+        Ok((!candidates.is_empty()).then_some(0))
+    }
 }

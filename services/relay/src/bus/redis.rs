@@ -3,10 +3,12 @@
 //! per pod and one for all pods. Commands go through a `ConnectionManager` (reconnects by
 //! itself); the subscription has its own connection and re-subscribes after it breaks.
 //!
-//! Keys: `{prefix}:t:{tenant}:p:{peer}` and `{prefix}:t:{tenant}:peers`; channels
-//! `{prefix}:pod:{pod}` and `{prefix}:all`.
+//! Keys: `{prefix}:t:{tenant}:p:{peer}`, `{prefix}:t:{tenant}:peers` and the display-name
+//! claims `{prefix}:t:{tenant}:n:{circle}:{name}` (the holder's peer id, living as long as its
+//! presence); channels `{prefix}:pod:{pod}` and `{prefix}:all`.
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -25,9 +27,18 @@ fn now_ms() -> i64 {
     crate::ids::now_ms()
 }
 
-/// Removes a presence only if `pod` still holds it.
+/// Removes a presence only if `pod` still holds it, with the peer's name claim (found from the
+/// presence's own circle and name) if the peer still holds that.
 const CLEAR_IF_OWNER: &str = r#"
 if redis.call('HGET', KEYS[1], 'pod') == ARGV[1] then
+  local data = redis.call('HGET', KEYS[1], 'data')
+  if data then
+    local p = cjson.decode(data)
+    local name_key = ARGV[3] .. p.circle .. ':' .. p.name
+    if redis.call('GET', name_key) == ARGV[2] then
+      redis.call('DEL', name_key)
+    end
+  end
   redis.call('DEL', KEYS[1])
   redis.call('ZREM', KEYS[2], ARGV[2])
   return 1
@@ -35,7 +46,8 @@ end
 return 0
 "#;
 
-/// Refreshes a presence unless another pod holds the key (a newer claim).
+/// Refreshes a presence, and the peer's name claim, unless another pod holds the presence (a
+/// newer claim).
 const REFRESH_IF_NOT_TAKEN: &str = r#"
 local holder = redis.call('HGET', KEYS[1], 'pod')
 if holder and holder ~= ARGV[1] then
@@ -45,7 +57,29 @@ redis.call('HSET', KEYS[1], 'pod', ARGV[1], 'data', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 redis.call('ZADD', KEYS[2], ARGV[4], ARGV[5])
 redis.call('PEXPIRE', KEYS[2], ARGV[6])
+local name_holder = redis.call('GET', KEYS[3])
+if name_holder == ARGV[5] then
+  redis.call('PEXPIRE', KEYS[3], ARGV[3])
+elseif not name_holder then
+  redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[3])
+end
 return 1
+"#;
+
+/// Claims the first free name of KEYS for peer ARGV[1] for ARGV[2] ms, letting go of the
+/// peer's claim on ARGV[3] (a key, or ''); returns the 1-based index claimed, or 0.
+const CLAIM_NAME: &str = r#"
+for i, key in ipairs(KEYS) do
+  local holder = redis.call('GET', key)
+  if not holder or holder == ARGV[1] then
+    redis.call('SET', key, ARGV[1], 'PX', ARGV[2])
+    if ARGV[3] ~= '' and ARGV[3] ~= key and redis.call('GET', ARGV[3]) == ARGV[1] then
+      redis.call('DEL', ARGV[3])
+    end
+    return i
+  end
+end
+return 0
 "#;
 
 /// Redis-backed bus.
@@ -82,6 +116,15 @@ impl RedisBus {
     /// The key of one peer's presence.
     pub fn presence_key(&self, tenant_id: &str, peer_id: &str) -> String {
         format!("{}:t:{tenant_id}:p:{peer_id}", self.prefix)
+    }
+
+    /// The key of a display name's claim in a circle (names and circles hold no `:`).
+    pub fn name_key(&self, tenant_id: &str, circle: &str, name: &str) -> String {
+        format!("{}{circle}:{name}", self.name_prefix(tenant_id))
+    }
+
+    fn name_prefix(&self, tenant_id: &str) -> String {
+        format!("{}:t:{tenant_id}:n:", self.prefix)
     }
 
     fn tenant_index(&self, tenant_id: &str) -> String {
@@ -305,9 +348,10 @@ impl Bus for RedisBus {
     ) -> Result<bool> {
         let data = serde_json::to_string(presence).map_err(|e| BusError::Corrupt(e.to_string()))?;
         let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1);
-        let written: i64 = redis::Script::new(REFRESH_IF_NOT_TAKEN)
+        let written: i64 = REFRESH
             .key(self.presence_key(tenant_id, &presence.peer_id))
             .key(self.tenant_index(tenant_id))
+            .key(self.name_key(tenant_id, &presence.circle, &presence.name))
             .arg(&presence.pod)
             .arg(data)
             .arg(ttl_ms)
@@ -322,11 +366,12 @@ impl Bus for RedisBus {
 
     async fn clear_presence(&self, tenant_id: &str, peer_id: &str) -> Result<bool> {
         let mut conn = self.conn.clone();
-        let removed: i64 = redis::Script::new(CLEAR_IF_OWNER)
+        let removed: i64 = CLEAR
             .key(self.presence_key(tenant_id, peer_id))
             .key(self.tenant_index(tenant_id))
             .arg(&self.pod)
             .arg(peer_id)
+            .arg(self.name_prefix(tenant_id))
             .invoke_async(&mut conn)
             .await
             .map_err(unavailable)?;
@@ -356,13 +401,58 @@ impl Bus for RedisBus {
             .zrangebyscore(&index, now, "+inf")
             .await
             .map_err(unavailable)?;
-        let mut out = Vec::with_capacity(peers.len());
-        for peer in peers {
-            if let Some(p) = self.presence(tenant_id, &peer).await? {
-                out.push(p);
-            }
+        if peers.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Every peer's record in one round trip.
+        let mut reads = redis::pipe();
+        for peer in &peers {
+            reads.hget(self.presence_key(tenant_id, peer), "data");
+        }
+        let records: Vec<Option<String>> =
+            reads.query_async(&mut conn).await.map_err(unavailable)?;
+        let mut out: Vec<Presence> = Vec::with_capacity(records.len());
+        for data in records.into_iter().flatten() {
+            out.push(serde_json::from_str(&data).map_err(|e| BusError::Corrupt(e.to_string()))?);
         }
         out.sort_by(|a, b| a.peer_id.cmp(&b.peer_id));
         Ok(out)
     }
+
+    async fn claim_name(
+        &self,
+        tenant_id: &str,
+        circle: &str,
+        candidates: &[String],
+        peer_id: &str,
+        previous: Option<&str>,
+        ttl: Duration,
+    ) -> Result<Option<usize>> {
+        if candidates.is_empty() {
+            return Ok(None);
+        }
+        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1);
+        let mut invocation = CLAIM.prepare_invoke();
+        for name in candidates {
+            invocation.key(self.name_key(tenant_id, circle, name));
+        }
+        let previous = previous
+            .map(|name| self.name_key(tenant_id, circle, name))
+            .unwrap_or_default();
+        let claimed: usize = invocation
+            .arg(peer_id)
+            .arg(ttl_ms)
+            .arg(previous)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)?;
+        Ok(claimed.checked_sub(1))
+    }
 }
+
+/// The scripts, each hashed once per process (invoked with EVALSHA, falling back to EVAL when
+/// Redis does not have it).
+static CLEAR: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(CLEAR_IF_OWNER));
+static REFRESH: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(REFRESH_IF_NOT_TAKEN));
+static CLAIM: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(CLAIM_NAME));

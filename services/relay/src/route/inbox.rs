@@ -7,8 +7,8 @@ use repowire_protocol::{
     ReplayDone, Status, StatusQuery,
 };
 
-use super::{Handled, Refusal, Session};
-use crate::dispatch::{deliver_frame, frame_text, to_wire};
+use super::session::{Handled, Refusal, Session};
+use crate::dispatch::{deliver_stored, frame_text, to_wire};
 use crate::hub::send_bulk;
 use crate::ids::now_ms;
 use crate::store::{MessageKey, ReceiptOp, WriteOp};
@@ -72,12 +72,8 @@ async fn replay_pages(s: &Session, id: MessageId, r: Replay) {
             Err(e) => return s.refuse(Some(id), Refusal::from(e)),
         };
         for e in &entries {
-            let frame = deliver_frame(
-                &peer,
-                e.seq,
-                e.state != DeliveryState::Accepted,
-                to_wire(&e.message),
-            );
+            let frame =
+                deliver_stored(&peer, e.seq, e.state != DeliveryState::Accepted, &e.message);
             match s.state.hub.conn_sender(&s.tenant_id, s.conn, &peer, None) {
                 Some(tx) if send_bulk(&tx, frame).await => {}
                 _ => return,

@@ -10,7 +10,7 @@ use repowire_protocol::{
 use serde::Serialize;
 
 use super::resolve::resolve;
-use super::{Handled, Refusal, Session};
+use super::session::{Handled, Refusal, Session};
 use crate::hub::LivePeer;
 use crate::ids::now_ms;
 use crate::store::{CloseAsk, MessageKey, NewMessage, WriteOp};
@@ -53,6 +53,8 @@ fn new_message(s: &Session, d: Draft<'_>) -> NewMessage {
         expires_at_ms: now.saturating_add(ttl),
         recipients: d.recipients,
         inbox_cap: s.state.config.inbox_cap,
+        // Kept with the message: a push from the inbox later continues this trace.
+        traceparent: crate::telemetry::current_traceparent(),
     }
 }
 

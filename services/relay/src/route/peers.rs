@@ -7,7 +7,7 @@ use repowire_protocol::{
     UpdatePeer,
 };
 
-use super::{Handled, Refusal, Session};
+use super::session::{Handled, Refusal, Session};
 use crate::dispatch::frame_text;
 use crate::hub::{in_scope, peer_info};
 use crate::ids::now_ms;

@@ -7,8 +7,8 @@ use repowire_protocol::{
     Registered,
 };
 
-use super::{Handled, Session};
-use crate::dispatch::{deliver_frame, frame_text, to_wire};
+use super::session::{Handled, Session};
+use crate::dispatch::{deliver_stored, frame_text};
 use crate::hub::{CatchUp, peer_info, send_bulk};
 use crate::ids::now_ms;
 use crate::state::AppState;
@@ -99,20 +99,27 @@ pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled
         }
     };
 
-    // Names live peers of the circle hold on other pods count as taken too.
-    let elsewhere: Vec<String> = s
-        .state
-        .cluster
-        .remote_live(&s.tenant_id)
-        .await
-        .into_values()
-        .filter(|p| p.circle == record.circle && p.peer_id != record.peer_id)
-        .map(|p| p.name)
-        .collect();
-    let mut bound = s
+    // In a cluster the name is claimed atomically on the bus, so two pods never hand one name
+    // to two live peers; this pod's own live peers are skipped first, and the hub still checks.
+    let taken_here = s
         .state
         .hub
-        .bind_peer_avoiding(s.conn, record, &base, now, &elsewhere);
+        .names_in_circle(&s.tenant_id, &record.circle, &record.peer_id);
+    let previous = reclaimed.then(|| record.name.clone());
+    let base = s
+        .state
+        .cluster
+        .claim_name(
+            &s.tenant_id,
+            &record.circle,
+            &record.peer_id,
+            &base,
+            previous.as_deref(),
+            &taken_here,
+        )
+        .await
+        .unwrap_or(base);
+    let mut bound = s.state.hub.bind_peer(s.conn, record, &base, now);
     let peer_id = bound.record.peer_id.clone();
     if let Err(e) = s.state.store.upsert_peer(&bound.record).await {
         // Nothing changed: a binding this replaced (re-register, takeover) comes back, with a
@@ -178,6 +185,23 @@ pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled
     Ok(())
 }
 
+/// Runs the catch-ups live deliveries ask for (see [`crate::hub`]) until shutdown.
+pub async fn run_catch_ups(state: AppState) {
+    let Some(mut requests) = state.hub.take_catch_up_requests() else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            () = state.shutdown.cancelled() => return,
+            request = requests.recv() => {
+                let Some(c) = request else { return };
+                state.metrics.order_catch_ups.inc();
+                state.tracker.spawn(catch_up(state.clone(), c));
+            }
+        }
+    }
+}
+
 /// Pushes the pending inbox entries of a bound peer after `c.after_seq` (all of them for a
 /// fresh binding), in order, then opens the live path. Tied to one binding (`epoch`): a
 /// re-register or takeover starts a new catch-up and this one stops at its next step.
@@ -207,7 +231,7 @@ pub(crate) async fn catch_up(state: AppState, c: CatchUp) {
                 }
             };
             for entry in &entries {
-                let frame = deliver_frame(&c.peer_id, entry.seq, false, to_wire(&entry.message));
+                let frame = deliver_stored(&c.peer_id, entry.seq, false, &entry.message);
                 match hub.catch_up_sender(&c, entry.seq) {
                     Some(tx) if send_bulk(&tx, frame).await => cursor = entry.seq,
                     _ => return,

@@ -8,7 +8,7 @@
 
 use repowire_protocol::{ErrorCode, PeerId, PeerSummary};
 
-use super::{Refusal, Session};
+use super::session::{Refusal, Session};
 use crate::directory::Lookup;
 use crate::hub::{self, LivePeer, summary};
 

@@ -4,7 +4,7 @@
 use repowire_protocol::limits::MAX_STATE_KEYS;
 use repowire_protocol::{Body, ErrorCode, MessageId, Reply, State, StateEntry, StateGet, StateSet};
 
-use super::{Handled, Refusal, Session};
+use super::session::{Handled, Refusal, Session};
 use crate::ids::now_ms;
 use crate::store::StateWrite;
 

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+#[cfg(feature = "postgres")]
 pub mod postgres;
 mod records;
 mod sql;
@@ -95,6 +96,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// Creates a tenant; `Conflict` if the name is taken.
     async fn create_tenant(&self, tenant: &TenantRecord) -> Result<()>;
+    /// Creates a tenant and its first key in one transaction; `Conflict` (and nothing stored)
+    /// if the name is taken.
+    async fn create_tenant_with_key(&self, tenant: &TenantRecord, key: &ApiKeyRecord)
+    -> Result<()>;
     /// All tenants, oldest first.
     async fn list_tenants(&self) -> Result<Vec<TenantRecord>>;
     /// One tenant by id or by name.
@@ -108,6 +113,10 @@ pub trait Store: Send + Sync + 'static {
     async fn get_api_key(&self, id: &str) -> Result<Option<ApiKeyRecord>>;
     /// Keys of a tenant.
     async fn list_api_keys(&self, tenant_id: &str) -> Result<Vec<ApiKeyRecord>>;
+    /// Records that a key was exchanged for a token at `now_ms`.
+    async fn key_used(&self, id: &str, now_ms: i64) -> Result<()>;
+    /// Those of `ids` that are no longer usable at `now_ms` (revoked or expired).
+    async fn unusable_keys(&self, ids: &[String], now_ms: i64) -> Result<Vec<String>>;
     /// Revokes a key; false if it does not exist or was already revoked.
     async fn revoke_api_key(&self, id: &str, now_ms: i64) -> Result<bool>;
 

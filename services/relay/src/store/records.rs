@@ -37,6 +37,8 @@ pub struct ApiKeyRecord {
     pub expires_at_ms: Option<i64>,
     /// Revocation time (ms), if revoked.
     pub revoked_at_ms: Option<i64>,
+    /// When the key was last exchanged for a token (ms), if ever.
+    pub last_used_at_ms: Option<i64>,
 }
 
 impl ApiKeyRecord {
@@ -134,6 +136,8 @@ pub struct NewMessage {
     pub recipients: Vec<String>,
     /// Inbox cap per recipient.
     pub inbox_cap: i64,
+    /// The trace of the request that created it (W3C `traceparent`), if any.
+    pub traceparent: Option<String>,
 }
 
 /// Closing an ask with `ack` or `answer`.
@@ -362,6 +366,8 @@ pub struct StoredMessage {
     pub reply_text: Option<String>,
     /// Hash of the request that created it (tells a retry from a reused id).
     pub content_hash: String,
+    /// The trace of the request that created it (W3C `traceparent`), if any.
+    pub traceparent: Option<String>,
 }
 
 /// An inbox entry with its message.

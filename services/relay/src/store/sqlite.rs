@@ -25,6 +25,7 @@ impl SqliteStore {
     /// Like [`SqliteStore::open`] with a given pool size (a relay embedded in a laptop daemon
     /// needs few connections, and each holds its own page cache).
     pub async fn open_with(path: &Path, connections: u32) -> super::Result<Self> {
+        private_files(path)?;
         let options = SqliteConnectOptions::from_str("sqlite://")?
             .filename(path)
             .create_if_missing(true)
@@ -40,6 +41,35 @@ impl SqliteStore {
         MIGRATOR.run(&pool).await?;
         Ok(Self { pool })
     }
+}
+
+/// The database holds message bodies: its file, and the journal files SQLite gives the same
+/// mode, are readable by this user only (0600), including files an older version left 0644.
+/// Call before SQLite opens the file (the client's state.db uses it too).
+pub fn private_files(path: &Path) -> super::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let created = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path);
+    match created {
+        Ok(_) => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(sqlx::Error::Io(e).into()),
+    }
+    for suffix in ["", "-wal", "-shm"] {
+        let mut file = path.as_os_str().to_owned();
+        file.push(suffix);
+        let private = std::fs::Permissions::from_mode(0o600);
+        match std::fs::set_permissions(Path::new(&file), private) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(sqlx::Error::Io(e).into());
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 super::sql::impl_store!(SqliteStore, sqlx::Sqlite, "sqlite", "BEGIN IMMEDIATE", "");
@@ -64,7 +94,8 @@ impl SqliteStore {
     ) -> super::Result<Vec<(String, String)>> {
         let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
             "INSERT INTO messages (tenant_id, message_id, kind, from_peer_id, from_name, from_circle, \
-             body, correlation_id, reply_to, question, answer, content_hash, created_at_ms, expires_at_ms) ",
+             body, correlation_id, reply_to, question, answer, content_hash, created_at_ms, expires_at_ms, \
+             traceparent) ",
         );
         qb.push_values(ms, |mut b, m| {
             b.push_bind(m.tenant_id.as_str())
@@ -80,7 +111,8 @@ impl SqliteStore {
                 .push_bind(m.answer.as_deref())
                 .push_bind(m.content_hash.as_str())
                 .push_bind(m.created_at_ms)
-                .push_bind(m.expires_at_ms);
+                .push_bind(m.expires_at_ms)
+                .push_bind(m.traceparent.as_deref());
         });
         qb.push(" ON CONFLICT DO NOTHING RETURNING tenant_id, message_id");
         Ok(qb.build_query_as().fetch_all(&mut *conn).await?)

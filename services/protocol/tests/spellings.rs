@@ -1,0 +1,59 @@
+//! One source for every wire spelling: the `as_str`/`FromStr` of the protocol's enums (strum)
+//! must say exactly what serde writes and reads, for every variant, and a frame's `type_name`
+//! must be its JSON `type`.
+
+use std::fmt::Debug;
+use std::str::FromStr;
+
+use repowire_protocol::*;
+use serde::Serialize;
+use strum::IntoEnumIterator;
+
+fn spelled_like_serde<T>()
+where
+    T: IntoEnumIterator + Serialize + Into<&'static str> + FromStr + PartialEq + Debug + Copy,
+    <T as FromStr>::Err: Debug,
+{
+    let mut seen = 0;
+    for v in T::iter() {
+        let serde = serde_json::to_value(v).expect("serialize");
+        let ours: &'static str = v.into();
+        assert_eq!(serde.as_str(), Some(ours), "{v:?}");
+        assert_eq!(T::from_str(ours).expect("parse"), v);
+        seen += 1;
+    }
+    assert!(seen > 1);
+}
+
+#[test]
+fn every_enum_spells_its_variants_as_serde_does() {
+    spelled_like_serde::<Role>();
+    spelled_like_serde::<PeerStatus>();
+    spelled_like_serde::<TurnState>();
+    spelled_like_serde::<QuestionKind>();
+    spelled_like_serde::<ReceiptState>();
+    spelled_like_serde::<MessageKind>();
+    spelled_like_serde::<DeliveryState>();
+    spelled_like_serde::<PresenceEvent>();
+    spelled_like_serde::<ErrorCode>();
+}
+
+#[test]
+fn every_valid_fixtures_type_is_its_frames_type_name_and_known() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/valid");
+    let mut types = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(dir).expect("fixtures") {
+        let text = std::fs::read_to_string(entry.expect("entry").path()).expect("read");
+        let json: serde_json::Value = serde_json::from_str(&text).expect("json");
+        let frame = decode(&text).expect("valid fixture");
+        assert_eq!(Some(frame.body.type_name()), json["type"].as_str());
+        assert!(FRAME_TYPES.contains(&frame.body.type_name()));
+        types.insert(frame.body.type_name());
+    }
+    let unique: std::collections::BTreeSet<_> = FRAME_TYPES.iter().collect();
+    assert_eq!(unique.len(), FRAME_TYPES.len(), "no type listed twice");
+    assert!(
+        types.len() >= 20,
+        "the fixtures cover the frame types: {types:?}"
+    );
+}

@@ -1,0 +1,203 @@
+//! `repowire-relay admin …`: the same operations as the admin HTTP API, on the database the
+//! relay serves, printed for people (a table with a header) or, with `--json`, in the HTTP
+//! API's shapes.
+
+use std::io::Write;
+use std::time::{Duration, UNIX_EPOCH};
+
+use serde_json::json;
+
+use super::{AdminError, create_key, create_tenant, list_keys, revoke_key};
+use crate::apikey::KeyMode;
+use crate::config::{AdminCommand, KeyCommand, TenantCommand};
+use crate::store::{ApiKeyRecord, Store, TenantRecord};
+
+/// Runs one admin command, printing its result to `out` (what scripts read) and notes for
+/// people to `notes`.
+pub async fn run(
+    store: &dyn Store,
+    command: AdminCommand,
+    json: bool,
+    out: &mut dyn Write,
+    notes: &mut dyn Write,
+) -> anyhow::Result<()> {
+    match command {
+        AdminCommand::Tenant(TenantCommand::Create { name }) => {
+            let tenant = create_tenant(store, &name).await?;
+            print_tenants(out, json, std::slice::from_ref(&tenant), true)?;
+        }
+        AdminCommand::Tenant(TenantCommand::List) => {
+            let tenants = store.list_tenants().await.map_err(AdminError::from)?;
+            print_tenants(out, json, &tenants, false)?;
+        }
+        AdminCommand::Key(KeyCommand::Create {
+            tenant,
+            label,
+            test,
+            expires_in_days,
+        }) => {
+            let mode = if test { KeyMode::Test } else { KeyMode::Live };
+            let minted = create_key(store, &tenant, mode, &label, expires_in_days).await?;
+            if json {
+                let body = json!({"api_key": minted.text, "key": minted.record});
+                writeln!(out, "{body:#}")?;
+            } else {
+                writeln!(
+                    notes,
+                    "key {} for tenant {} (shown once, keep it):",
+                    minted.record.id, minted.record.tenant_id
+                )?;
+                writeln!(out, "{}", minted.text)?;
+            }
+        }
+        AdminCommand::Key(KeyCommand::List { tenant }) => {
+            print_keys(out, json, &list_keys(store, &tenant).await?)?;
+        }
+        AdminCommand::Key(KeyCommand::Revoke { key_id }) => {
+            revoke_key(store, None, &key_id).await?;
+            if json {
+                writeln!(out, "{:#}", json!({"revoked": key_id}))?;
+            } else {
+                writeln!(
+                    out,
+                    "revoked {key_id}: new tokens are refused now; running relays close its connections within their key check interval"
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_tenants(
+    out: &mut dyn Write,
+    json: bool,
+    tenants: &[TenantRecord],
+    one: bool,
+) -> std::io::Result<()> {
+    if json {
+        let body = if one {
+            json!(tenants.first())
+        } else {
+            json!(tenants)
+        };
+        return writeln!(out, "{body:#}");
+    }
+    let rows = tenants
+        .iter()
+        .map(|t| {
+            vec![
+                t.id.clone(),
+                t.name.clone(),
+                t.plan.clone(),
+                time(Some(t.created_at_ms)),
+            ]
+        })
+        .collect();
+    table(out, &["ID", "NAME", "PLAN", "CREATED"], rows)
+}
+
+fn print_keys(out: &mut dyn Write, json: bool, keys: &[ApiKeyRecord]) -> std::io::Result<()> {
+    if json {
+        return writeln!(out, "{:#}", json!(keys));
+    }
+    let now = crate::ids::now_ms();
+    let rows = keys
+        .iter()
+        .map(|k| {
+            let state = if k.revoked_at_ms.is_some() {
+                "revoked"
+            } else if !k.usable_at(now) {
+                "expired"
+            } else {
+                "active"
+            };
+            vec![
+                k.id.clone(),
+                k.display.clone(),
+                state.to_owned(),
+                k.label.clone(),
+                time(Some(k.created_at_ms)),
+                time(k.expires_at_ms),
+                time(k.last_used_at_ms),
+            ]
+        })
+        .collect();
+    table(
+        out,
+        &[
+            "ID",
+            "KEY",
+            "STATE",
+            "LABEL",
+            "CREATED",
+            "EXPIRES",
+            "LAST USED",
+        ],
+        rows,
+    )
+}
+
+/// A UTC time to the second, or `-`.
+fn time(ms: Option<i64>) -> String {
+    match ms.and_then(|ms| u64::try_from(ms).ok()) {
+        Some(ms) => {
+            humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+        }
+        None => "-".into(),
+    }
+}
+
+/// Left-aligned columns two spaces apart, under a header.
+fn table(out: &mut dyn Write, header: &[&str], rows: Vec<Vec<String>>) -> std::io::Result<()> {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |out: &mut dyn Write, cells: Vec<&str>| {
+        let mut text = String::new();
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            if i + 1 == cells.len() {
+                text.push_str(cell);
+            } else {
+                text.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        writeln!(out, "{}", text.trim_end())
+    };
+    line(out, header.to_vec())?;
+    for row in &rows {
+        line(out, row.iter().map(String::as_str).collect())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_have_a_header_and_aligned_columns() {
+        let mut out = Vec::new();
+        table(
+            &mut out,
+            &["ID", "NAME"],
+            vec![
+                vec!["tnt-1".into(), "acme".into()],
+                vec!["tnt-22".into(), "b".into()],
+            ],
+        )
+        .expect("write");
+        assert_eq!(
+            String::from_utf8(out).expect("utf8"),
+            "ID      NAME\ntnt-1   acme\ntnt-22  b\n"
+        );
+    }
+
+    #[test]
+    fn times_are_utc_to_the_second() {
+        assert_eq!(time(Some(1_763_712_000_123)), "2025-11-21T08:00:00Z");
+        assert_eq!(time(None), "-");
+    }
+}

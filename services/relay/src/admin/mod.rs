@@ -1,0 +1,151 @@
+//! Tenants and API keys: the operations, shared by the admin HTTP API ([`http`]) and the
+//! `repowire-relay admin` subcommands ([`cli`]).
+
+pub mod cli;
+mod http;
+
+use repowire_protocol::CloseCode;
+
+pub use http::router;
+
+use crate::apikey::{self, KeyMode, MintedKey};
+use crate::error::AppError;
+use crate::hub::Hub;
+use crate::ids::{now_ms, random_suffix};
+use crate::store::{ApiKeyRecord, Store, StoreError, TenantRecord};
+
+/// Why an admin operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// No such tenant or key.
+    #[error("{0}")]
+    NotFound(String),
+    /// Bad input.
+    #[error("{0}")]
+    Invalid(String),
+    /// Storage.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<AdminError> for AppError {
+    fn from(e: AdminError) -> Self {
+        match e {
+            AdminError::NotFound(m) => AppError::not_found(m),
+            AdminError::Invalid(m) => AppError::bad_request(m),
+            AdminError::Store(s) => s.into(),
+        }
+    }
+}
+
+/// Creates a tenant.
+pub async fn create_tenant(store: &dyn Store, name: &str) -> Result<TenantRecord, AdminError> {
+    if !repowire_protocol::validate::is_valid_name(name) {
+        return Err(AdminError::Invalid(
+            "a tenant name is 1-64 characters of letters, digits, '.', '_' or '-'".into(),
+        ));
+    }
+    let tenant = TenantRecord {
+        id: format!("tnt-{}", random_suffix()),
+        name: name.to_owned(),
+        plan: "free".into(),
+        created_at_ms: now_ms(),
+    };
+    store.create_tenant(&tenant).await?;
+    Ok(tenant)
+}
+
+async fn tenant(store: &dyn Store, id_or_name: &str) -> Result<TenantRecord, AdminError> {
+    store
+        .find_tenant(id_or_name)
+        .await?
+        .ok_or_else(|| AdminError::NotFound(format!("no tenant `{id_or_name}`")))
+}
+
+/// Mints and stores a key for a tenant (by id or name).
+pub async fn create_key(
+    store: &dyn Store,
+    tenant_ref: &str,
+    mode: KeyMode,
+    label: &str,
+    expires_in_days: Option<u32>,
+) -> Result<MintedKey, AdminError> {
+    let tenant = tenant(store, tenant_ref).await?;
+    let now = now_ms();
+    let expires = expires_in_days.map(|d| now + i64::from(d) * 86_400_000);
+    let minted = apikey::mint(&tenant.id, mode, label, now, expires);
+    store.insert_api_key(&minted.record).await?;
+    Ok(minted)
+}
+
+/// Keys of a tenant.
+pub async fn list_keys(
+    store: &dyn Store,
+    tenant_ref: &str,
+) -> Result<Vec<ApiKeyRecord>, AdminError> {
+    let tenant = tenant(store, tenant_ref).await?;
+    Ok(store.list_api_keys(&tenant.id).await?)
+}
+
+/// Revokes a key and closes this process's connections that use it.
+pub async fn revoke_key(
+    store: &dyn Store,
+    hub: Option<&Hub>,
+    key_id: &str,
+) -> Result<(), AdminError> {
+    if store.get_api_key(key_id).await?.is_none() {
+        return Err(AdminError::NotFound(format!("no key `{key_id}`")));
+    }
+    store.revoke_api_key(key_id, now_ms()).await?;
+    if let Some(hub) = hub {
+        let closed = hub.kick_key(key_id, CloseCode::KEY_REVOKED, "API key revoked");
+        tracing::info!(key = key_id, closed, "api key revoked");
+    }
+    Ok(())
+}
+
+/// The `default` tenant and its first key, minted but not stored: the caller keeps the key
+/// text somewhere safe first, then stores both with [`store_first_tenant`].
+pub fn default_tenant() -> (TenantRecord, MintedKey) {
+    let tenant = TenantRecord {
+        id: format!("tnt-{}", random_suffix()),
+        name: "default".into(),
+        plan: "free".into(),
+        created_at_ms: now_ms(),
+    };
+    let key = apikey::mint(
+        &tenant.id,
+        KeyMode::Live,
+        "bootstrap",
+        tenant.created_at_ms,
+        None,
+    );
+    (tenant, key)
+}
+
+/// Stores a first tenant and its key in one transaction. False, with nothing stored, when the
+/// store has a tenant of that name already: another process bootstrapped the same database at
+/// the same moment (two pods of a fresh install), which is not an error.
+pub async fn store_first_tenant(
+    store: &dyn Store,
+    tenant: &TenantRecord,
+    key: &MintedKey,
+) -> Result<bool, AdminError> {
+    match store.create_tenant_with_key(tenant, &key.record).await {
+        Ok(()) => Ok(true),
+        Err(StoreError::Conflict(_)) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// On an empty store: a `default` tenant and its first key. `None` when the store has tenants,
+/// including when another process created the first one concurrently.
+pub async fn bootstrap(store: &dyn Store) -> Result<Option<(TenantRecord, MintedKey)>, AdminError> {
+    if !store.list_tenants().await?.is_empty() {
+        return Ok(None);
+    }
+    let (tenant, key) = default_tenant();
+    Ok(store_first_tenant(store, &tenant, &key)
+        .await?
+        .then_some((tenant, key)))
+}

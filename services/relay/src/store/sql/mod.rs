@@ -1,0 +1,567 @@
+//! The SQL implementation of [`Store`](super::Store), written once and instantiated for
+//! Postgres and SQLite by [`impl_store!`].
+//!
+//! Both dialects accept `$N` placeholders, `ON CONFLICT`, `RETURNING` and partial indexes, so
+//! one body serves both; the macro makes each instance type-check against its own driver.
+//! Inside [`Store::apply`](super::Store::apply) no statement is allowed to fail on expected
+//! conditions (Postgres aborts a transaction on any error): duplicates and caps are detected
+//! with reads, `ON CONFLICT DO NOTHING` and guarded updates instead.
+//!
+//! Write batches open with a backend-specific statement: SQLite needs `BEGIN IMMEDIATE`, or a
+//! batch that reads before it writes fails with `SQLITE_BUSY_SNAPSHOT` whenever another
+//! connection committed in between (no busy timeout can resolve that).
+//!
+//! Write order inside one op matters: the first write of an op is the guarded slot allocation,
+//! so an op that is refused (full inbox) has written nothing.
+//!
+//! The write path's helpers live beside this file: [`accept`] (slots, messages, entries) and
+//! [`update`] (receipts, closing asks, expiry); this file has the shared pieces and the
+//! [`Store`](super::Store) methods themselves.
+
+pub(crate) mod accept;
+pub(crate) mod update;
+
+pub(crate) const TENANT_COLS: &str = "id, name, plan, created_at_ms";
+pub(crate) const KEY_COLS: &str = "id, tenant_id, hash, display, label, mode, created_at_ms, expires_at_ms, revoked_at_ms, \
+     last_used_at_ms";
+pub(crate) const PEER_COLS: &str = "tenant_id, peer_id, name, circle, backend, role, path, machine, \
+     description, description_at_ms, created_at_ms, last_seen_ms, last_seq";
+pub(crate) const MSG_COLS: &str = "m.message_id, m.kind, m.from_peer_id, m.from_name, \
+     m.from_circle, m.body, m.correlation_id, m.reply_to, m.question, m.answer, m.created_at_ms, \
+     m.expires_at_ms, m.reply_text, m.content_hash, m.traceparent";
+
+/// Reason recorded for a broadcast recipient whose inbox was full.
+pub(crate) const INBOX_FULL_REASON: &str = "inbox_full: the recipient's inbox is full";
+
+/// Parses a stored delivery state.
+pub(crate) fn state(s: &str) -> super::Result<repowire_protocol::DeliveryState> {
+    repowire_protocol::DeliveryState::parse(s)
+        .ok_or_else(|| super::StoreError::Corrupt(format!("unknown inbox state `{s}`")))
+}
+
+/// Which transitions a receipt may make: forward only, never out of a terminal state.
+pub(crate) fn receipt_allowed(
+    from: repowire_protocol::DeliveryState,
+    to: repowire_protocol::DeliveryState,
+) -> bool {
+    use repowire_protocol::DeliveryState::*;
+    matches!(
+        (from, to),
+        (Accepted, Delivered) | (Accepted | Delivered, Injected | Failed)
+    )
+}
+
+/// Which of their rows a write batch locks for a set of peers: a peer's delivered cursor and its
+/// inbox slots are rows of different tables (`peer_cursors`, `peers`), so the pod serving a
+/// peer's receipts and a pod accepting messages for it do not wait for each other.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum PeerRows {
+    /// `peer_cursors`: what receipts update.
+    Cursors,
+    /// `peers` (`last_seq`, `admitted`): what accepts update.
+    Slots,
+}
+
+/// Rows per multi-row statement: well under SQLite's bound-parameter limit at 15 columns.
+pub(crate) const CHUNK: usize = 256;
+
+/// Writes the batch path applies set-based (one statement for many rows); everything else is
+/// applied op by op. Consecutive simple writes form a run; runs never cross a complex op, so
+/// the batch keeps its order.
+pub(crate) fn is_simple(op: &super::WriteOp) -> bool {
+    use repowire_protocol::DeliveryState::{Delivered, Injected};
+    match op {
+        super::WriteOp::Accept(m) => m.reply_to.is_none(),
+        super::WriteOp::Receipt(r) => matches!(r.state, Delivered | Injected),
+        _ => false,
+    }
+}
+
+/// One inbox entry by (tenant, peer, message), with its effective state and its peer's cursor
+/// (an `EntryRow`).
+pub(crate) const ENTRY_BY_KEY: &str = "SELECT i.tenant_id, i.peer_id, i.message_id, i.seq, \
+     CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END AS state, \
+     i.state AS row_state, p.delivered_seq AS cursor, m.from_peer_id, m.correlation_id \
+     FROM inbox i JOIN messages m ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id \
+     JOIN peer_cursors p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
+     WHERE i.tenant_id = $1 AND i.peer_id = $2 AND i.message_id = $3";
+
+macro_rules! impl_store {
+    ($store:ident, $db:ty, $backend:literal, $begin_write:literal, $lock_ask:literal) => {
+        use $crate::store::sql::{
+            CHUNK, INBOX_FULL_REASON, KEY_COLS, MSG_COLS, PEER_COLS, PeerRows, TENANT_COLS, is_simple, receipt_allowed,
+            state,
+        };
+        use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+        type Key = (String, String, String);
+        use $crate::store::*;
+        use repowire_protocol::{CorrelationId, DeliveryState, MessageKind};
+
+        type Conn = <$db as sqlx::Database>::Connection;
+
+        #[derive(sqlx::FromRow)]
+        struct InboxRow {
+            seq: i64,
+            state: String,
+            #[sqlx(flatten)]
+            message: StoredMessage,
+        }
+
+        #[derive(sqlx::FromRow)]
+        struct AskRow {
+            message_id: String,
+            from_peer_id: String,
+            from_name: String,
+            from_circle: String,
+            closed_at_ms: Option<i64>,
+            closed_by: Option<String>,
+            question: Option<String>,
+            recipient: String,
+            /// Effective state (see the module docs); `row_state` is what the row says.
+            state: String,
+            row_state: String,
+        }
+
+        #[derive(sqlx::FromRow)]
+        struct EntryRow {
+            tenant_id: String,
+            peer_id: String,
+            message_id: String,
+            seq: i64,
+            /// Effective state; `row_state` is what the row says; `cursor` the peer's delivered_seq.
+            state: String,
+            row_state: String,
+            cursor: i64,
+            from_peer_id: String,
+            correlation_id: Option<String>,
+        }
+
+        impl EntryRow {
+            /// The change a sender hears about when this entry moves to `state`.
+            fn change(&self, state: DeliveryState, reason: Option<String>) -> StateChange {
+                StateChange {
+                    tenant_id: self.tenant_id.clone(),
+                    sender: self.from_peer_id.clone(),
+                    message_id: self.message_id.clone(),
+                    correlation_id: self.correlation_id.clone(),
+                    recipient: self.peer_id.clone(),
+                    state,
+                    reason,
+                }
+            }
+        }
+
+        $crate::store::sql::accept::impl_accepts!($store);
+        $crate::store::sql::update::impl_updates!($store, $db, $lock_ask);
+
+        #[async_trait::async_trait]
+        impl Store for $store {
+            fn backend(&self) -> &'static str {
+                $backend
+            }
+
+            fn writer_store(&self) -> Option<std::sync::Arc<dyn Store>> {
+                self.own_writer_store()
+            }
+
+            async fn close(&self) {
+                self.pool.close().await;
+            }
+
+            fn parallel_receipts(&self) -> bool {
+                Self::PARALLEL_RECEIPTS
+            }
+
+            async fn ping(&self) -> Result<()> {
+                sqlx::query("SELECT 1").execute(&self.pool).await?;
+                Ok(())
+            }
+
+            async fn create_tenant(&self, t: &TenantRecord) -> Result<()> {
+                let inserted = sqlx::query(
+                    "INSERT INTO tenants (id, name, plan, created_at_ms) VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT DO NOTHING",
+                )
+                .bind(&t.id)
+                .bind(&t.name)
+                .bind(&t.plan)
+                .bind(t.created_at_ms)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+                if inserted == 0 {
+                    return Err(StoreError::Conflict(format!("a tenant named `{}` exists", t.name)));
+                }
+                Ok(())
+            }
+
+            async fn create_tenant_with_key(&self, t: &TenantRecord, k: &ApiKeyRecord) -> Result<()> {
+                let mut tx = self.pool.begin().await?;
+                let inserted = sqlx::query(
+                    "INSERT INTO tenants (id, name, plan, created_at_ms) VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT DO NOTHING",
+                )
+                .bind(&t.id)
+                .bind(&t.name)
+                .bind(&t.plan)
+                .bind(t.created_at_ms)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if inserted == 0 {
+                    return Err(StoreError::Conflict(format!("a tenant named `{}` exists", t.name)));
+                }
+                Self::insert_key_on(&mut *tx, k).await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn list_tenants(&self) -> Result<Vec<TenantRecord>> {
+                let sql = format!("SELECT {TENANT_COLS} FROM tenants ORDER BY created_at_ms, id");
+                Ok(sqlx::query_as(&sql).fetch_all(&self.pool).await?)
+            }
+
+            async fn find_tenant(&self, id_or_name: &str) -> Result<Option<TenantRecord>> {
+                let sql = format!("SELECT {TENANT_COLS} FROM tenants WHERE id = $1 OR name = $1");
+                Ok(sqlx::query_as(&sql).bind(id_or_name).fetch_optional(&self.pool).await?)
+            }
+
+            async fn insert_api_key(&self, k: &ApiKeyRecord) -> Result<()> {
+                Self::insert_key_on(&self.pool, k).await
+            }
+
+            async fn unusable_keys(&self, ids: &[String], now_ms: i64) -> Result<Vec<String>> {
+                let mut unusable = Vec::new();
+                // Bounded statements: SQLite allows 32 766 parameters, and a pod may hold many keys.
+                for chunk in ids.chunks(500) {
+                    let marks: Vec<String> = (2..chunk.len() + 2).map(|i| format!("${i}")).collect();
+                    let sql = format!(
+                        "SELECT id FROM api_keys WHERE id IN ({}) AND (revoked_at_ms IS NOT NULL \
+                         OR (expires_at_ms IS NOT NULL AND expires_at_ms <= $1))",
+                        marks.join(", ")
+                    );
+                    let mut query = sqlx::query_scalar::<_, String>(&sql).bind(now_ms);
+                    for id in chunk {
+                        query = query.bind(id);
+                    }
+                    unusable.extend(query.fetch_all(&self.pool).await?);
+                }
+                Ok(unusable)
+            }
+
+            async fn find_api_key_by_hash(&self, hash: &str) -> Result<Option<ApiKeyRecord>> {
+                let sql = format!("SELECT {KEY_COLS} FROM api_keys WHERE hash = $1");
+                Ok(sqlx::query_as(&sql).bind(hash).fetch_optional(&self.pool).await?)
+            }
+
+            async fn get_api_key(&self, id: &str) -> Result<Option<ApiKeyRecord>> {
+                let sql = format!("SELECT {KEY_COLS} FROM api_keys WHERE id = $1");
+                Ok(sqlx::query_as(&sql).bind(id).fetch_optional(&self.pool).await?)
+            }
+
+            async fn list_api_keys(&self, tenant_id: &str) -> Result<Vec<ApiKeyRecord>> {
+                let sql = format!(
+                    "SELECT {KEY_COLS} FROM api_keys WHERE tenant_id = $1 ORDER BY created_at_ms, id"
+                );
+                Ok(sqlx::query_as(&sql).bind(tenant_id).fetch_all(&self.pool).await?)
+            }
+
+            async fn key_used(&self, id: &str, now_ms: i64) -> Result<()> {
+                sqlx::query("UPDATE api_keys SET last_used_at_ms = $1 WHERE id = $2")
+                    .bind(now_ms)
+                    .bind(id)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
+            }
+
+            async fn revoke_api_key(&self, id: &str, now_ms: i64) -> Result<bool> {
+                let n = sqlx::query(
+                    "UPDATE api_keys SET revoked_at_ms = $1 WHERE id = $2 AND revoked_at_ms IS NULL",
+                )
+                .bind(now_ms)
+                .bind(id)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+                Ok(n == 1)
+            }
+
+            async fn upsert_peer(&self, p: &PeerRecord) -> Result<()> {
+                // The peer and its delivered cursor (a row of its own, see migration 0007) together.
+                let mut tx = self.pool.begin().await?;
+                sqlx::query(
+                    "INSERT INTO peers (tenant_id, peer_id, name, circle, backend, role, path, machine, \
+                     description, description_at_ms, created_at_ms, last_seen_ms) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+                     ON CONFLICT (tenant_id, peer_id) DO UPDATE SET name = excluded.name, \
+                     circle = excluded.circle, backend = excluded.backend, role = excluded.role, \
+                     path = excluded.path, machine = excluded.machine, last_seen_ms = excluded.last_seen_ms",
+                )
+                .bind(&p.tenant_id)
+                .bind(&p.peer_id)
+                .bind(&p.name)
+                .bind(&p.circle)
+                .bind(&p.backend)
+                .bind(&p.role)
+                .bind(&p.path)
+                .bind(&p.machine)
+                .bind(&p.description)
+                .bind(p.description_at_ms)
+                .bind(p.created_at_ms)
+                .bind(p.last_seen_ms)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query("INSERT INTO peer_cursors (tenant_id, peer_id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+                    .bind(&p.tenant_id)
+                    .bind(&p.peer_id)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn get_peer(&self, tenant_id: &str, peer_id: &str) -> Result<Option<PeerRecord>> {
+                let sql = format!("SELECT {PEER_COLS} FROM peers WHERE tenant_id = $1 AND peer_id = $2");
+                Ok(sqlx::query_as(&sql).bind(tenant_id).bind(peer_id).fetch_optional(&self.pool).await?)
+            }
+
+            async fn peers_named(&self, tenant_id: &str, name: &str) -> Result<Vec<PeerRecord>> {
+                let sql = format!(
+                    "SELECT {PEER_COLS} FROM peers WHERE tenant_id = $1 AND name = $2 ORDER BY circle, peer_id"
+                );
+                Ok(sqlx::query_as(&sql).bind(tenant_id).bind(name).fetch_all(&self.pool).await?)
+            }
+
+            async fn list_peers(&self, tenant_id: &str) -> Result<Vec<PeerRecord>> {
+                let sql = format!(
+                    "SELECT {PEER_COLS} FROM peers WHERE tenant_id = $1 ORDER BY circle, name, peer_id"
+                );
+                Ok(sqlx::query_as(&sql).bind(tenant_id).fetch_all(&self.pool).await?)
+            }
+
+            async fn set_description(
+                &self,
+                tenant_id: &str,
+                peer_id: &str,
+                description: Option<&str>,
+                now_ms: i64,
+            ) -> Result<()> {
+                sqlx::query(
+                    "UPDATE peers SET description = $1, description_at_ms = $2, last_seen_ms = $3 \
+                     WHERE tenant_id = $4 AND peer_id = $5",
+                )
+                .bind(description)
+                .bind(description.map(|_| now_ms))
+                .bind(now_ms)
+                .bind(tenant_id)
+                .bind(peer_id)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
+            async fn clear_description(&self, tenant_id: &str, peer_id: &str, set_at: i64) -> Result<()> {
+                sqlx::query(
+                    "UPDATE peers SET description = NULL, description_at_ms = NULL \
+                     WHERE tenant_id = $1 AND peer_id = $2 AND description_at_ms = $3",
+                )
+                .bind(tenant_id)
+                .bind(peer_id)
+                .bind(set_at)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
+            async fn touch_peer(&self, tenant_id: &str, peer_id: &str, now_ms: i64) -> Result<()> {
+                sqlx::query("UPDATE peers SET last_seen_ms = $1 WHERE tenant_id = $2 AND peer_id = $3")
+                    .bind(now_ms)
+                    .bind(tenant_id)
+                    .bind(peer_id)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
+            }
+
+            async fn state_set(
+                &self,
+                tenant_id: &str,
+                circle: &str,
+                key: &str,
+                value: Option<&str>,
+                by: &str,
+                now_ms: i64,
+                max_keys: usize,
+            ) -> Result<StateWrite> {
+                let Some(value) = value else {
+                    sqlx::query("DELETE FROM shared_state WHERE tenant_id = $1 AND circle = $2 AND key = $3")
+                        .bind(tenant_id)
+                        .bind(circle)
+                        .bind(key)
+                        .execute(&self.pool)
+                        .await?;
+                    return Ok(StateWrite::Deleted);
+                };
+                // One statement: an existing key is always updated; a new one only below the cap.
+                let done = sqlx::query(
+                    "INSERT INTO shared_state (tenant_id, circle, key, value, updated_by, updated_at_ms) \
+                     SELECT $1, $2, $3, $4, $5, $6 \
+                     WHERE EXISTS (SELECT 1 FROM shared_state WHERE tenant_id = $1 AND circle = $2 AND key = $3) \
+                        OR (SELECT COUNT(*) FROM shared_state WHERE tenant_id = $1 AND circle = $2) < $7 \
+                     ON CONFLICT (tenant_id, circle, key) DO UPDATE SET value = excluded.value, \
+                        updated_by = excluded.updated_by, updated_at_ms = excluded.updated_at_ms",
+                )
+                .bind(tenant_id)
+                .bind(circle)
+                .bind(key)
+                .bind(value)
+                .bind(by)
+                .bind(now_ms)
+                .bind(i64::try_from(max_keys).unwrap_or(i64::MAX))
+                .execute(&self.pool)
+                .await?;
+                Ok(if done.rows_affected() == 0 { StateWrite::Full } else { StateWrite::Stored })
+            }
+
+            async fn state_get(
+                &self,
+                tenant_id: &str,
+                circle: &str,
+                key: Option<&str>,
+            ) -> Result<Vec<StateRecord>> {
+                Ok(sqlx::query_as(
+                    "SELECT key, value, updated_by, updated_at_ms FROM shared_state \
+                     WHERE tenant_id = $1 AND circle = $2 AND ($3 IS NULL OR key = $3) ORDER BY key",
+                )
+                .bind(tenant_id)
+                .bind(circle)
+                .bind(key)
+                .fetch_all(&self.pool)
+                .await?)
+            }
+
+            async fn apply(&self, ops: &[WriteOp]) -> Result<Vec<WriteOutcome>> {
+                let mut tx = self.pool.begin_with($begin_write).await?;
+                let mut outcomes: Vec<Option<WriteOutcome>> = ops.iter().map(|_| None).collect();
+                let mut run = Vec::new();
+                for (i, op) in ops.iter().enumerate() {
+                    if is_simple(op) {
+                        run.push(i);
+                        continue;
+                    }
+                    Self::flush_run(&mut tx, ops, &run, &mut outcomes).await?;
+                    run.clear();
+                    outcomes[i] = Some(match op {
+                        WriteOp::Accept(m) => WriteOutcome::Accept(Self::accept_one(&mut tx, m).await?),
+                        WriteOp::Close(c) => WriteOutcome::Close(Self::close_one(&mut tx, c).await?),
+                        WriteOp::Receipt(r) => WriteOutcome::Receipt(Self::receipt_one(&mut tx, r).await?),
+                        WriteOp::Expire { now_ms, limit } => {
+                            WriteOutcome::Expire(Self::expire_due(&mut tx, *now_ms, *limit).await?)
+                        }
+                    });
+                }
+                Self::flush_run(&mut tx, ops, &run, &mut outcomes).await?;
+                tx.commit().await?;
+                outcomes
+                    .into_iter()
+                    .map(|o| o.ok_or_else(|| StoreError::Corrupt("a write got no outcome".into())))
+                    .collect()
+            }
+
+            async fn inbox_after(
+                &self,
+                tenant_id: &str,
+                peer_id: &str,
+                after_seq: i64,
+                pending_only: bool,
+                limit: i64,
+            ) -> Result<Vec<InboxEntry>> {
+                let filter = if pending_only {
+                    "i.state = 'accepted' AND i.seq > p.delivered_seq"
+                } else {
+                    "i.state NOT IN ('expired', 'failed')"
+                };
+                let sql = format!(
+                    "SELECT i.seq, CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END AS state, {MSG_COLS} FROM inbox i JOIN messages m \
+                     ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id JOIN peer_cursors p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
+                     WHERE i.tenant_id = $1 AND i.peer_id = $2 AND i.seq > $3 AND {filter} \
+                     ORDER BY i.seq LIMIT $4"
+                );
+                let rows: Vec<InboxRow> = sqlx::query_as(&sql)
+                    .bind(tenant_id)
+                    .bind(peer_id)
+                    .bind(after_seq)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.into_iter()
+                    .map(|r| Ok(InboxEntry { seq: r.seq, state: state(&r.state)?, message: r.message }))
+                    .collect()
+            }
+
+            async fn message_status(
+                &self,
+                tenant_id: &str,
+                sender: &str,
+                key: &MessageKey,
+            ) -> Result<Option<MessageStatus>> {
+                let (column, value) = match key {
+                    MessageKey::Id(id) => ("m.message_id", id),
+                    MessageKey::Correlation(cid) => ("m.correlation_id", cid),
+                };
+                let sql = format!(
+                    "SELECT {MSG_COLS} FROM messages m WHERE m.tenant_id = $1 AND m.from_peer_id = $2 \
+                     AND {column} = $3 AND m.kind <> 'reply'"
+                );
+                let message: Option<StoredMessage> = sqlx::query_as(&sql)
+                    .bind(tenant_id)
+                    .bind(sender)
+                    .bind(value)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                let Some(message) = message else { return Ok(None) };
+                let rows: Vec<(String, String, Option<String>)> = sqlx::query_as(
+                    "SELECT i.peer_id, CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END, i.reason FROM inbox i JOIN peer_cursors p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
+                     WHERE i.tenant_id = $1 AND i.message_id = $2 ORDER BY i.peer_id",
+                )
+                .bind(tenant_id)
+                .bind(&message.message_id)
+                .fetch_all(&self.pool)
+                .await?;
+                let recipients = rows
+                    .into_iter()
+                    .map(|(p, s, r)| Ok((p, state(&s)?, r)))
+                    .collect::<Result<_>>()?;
+                Ok(Some(MessageStatus { message, recipients }))
+            }
+        }
+
+        impl $store {
+            /// Inserts a key through `executor` (the pool, or a transaction).
+            async fn insert_key_on<'e, E>(executor: E, k: &ApiKeyRecord) -> Result<()>
+            where
+                E: sqlx::Executor<'e, Database = $db>,
+            {
+                sqlx::query(
+                    "INSERT INTO api_keys (id, tenant_id, hash, display, label, mode, created_at_ms, \
+                     expires_at_ms, revoked_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                )
+                .bind(&k.id)
+                .bind(&k.tenant_id)
+                .bind(&k.hash)
+                .bind(&k.display)
+                .bind(&k.label)
+                .bind(&k.mode)
+                .bind(k.created_at_ms)
+                .bind(k.expires_at_ms)
+                .bind(k.revoked_at_ms)
+                .execute(executor)
+                .await?;
+                Ok(())
+            }
+        }
+    };
+}
+
+pub(crate) use impl_store;
