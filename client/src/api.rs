@@ -16,6 +16,13 @@ use serde_json::Value;
 pub enum Request {
     /// Daemon health, relay link, local sessions.
     Status,
+    /// Queued messages per relay identity (`repowire outbox`).
+    Outbox,
+    /// Drops the messages queued for another relay identity (`repowire outbox drop`).
+    OutboxDrop {
+        /// The relay identity, as `repowire outbox` lists it.
+        realm: String,
+    },
     /// An agent runtime hook fired.
     Hook {
         /// `session-start`, `prompt-submit`, `stop`, `notification`, `session-end`, `pre-tool-use`.

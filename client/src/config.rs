@@ -248,17 +248,10 @@ fn hostname() -> String {
     }
 }
 
-/// Writes a file only its owner can read (keys, secrets, scratch text for tmux).
+/// Writes a file only its owner can read (keys, secrets, scratch text for tmux): 0600 whether
+/// it is new or not, written whole (see [`crate::userfile`]).
 pub fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?
-        .write_all(contents.as_bytes())
+    crate::userfile::replace(path, contents.as_bytes(), crate::userfile::Mode::Private)
 }
 
 /// Creates the state directory with owner-only permissions.

@@ -5,6 +5,15 @@
 //! - [`daemon`]: the long-running daemon. [`cli`]: the commands people and hooks run.
 //! - [`mcp`]: the stdio MCP server (`repowire mcp`) giving agents their tools.
 //! - [`tmux`], [`sanitize`], [`procinfo`]: terminal delivery and its safety checks.
+//! - [`userfile`]: how the client writes the user's files (atomic, exclusive, modes kept).
+
+/// `--version`: the crate version and the git revision it was built from.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("REPOWIRE_GIT_REV"),
+    ")"
+);
 
 pub mod api;
 pub mod cli;
@@ -14,3 +23,4 @@ pub mod mcp;
 pub mod procinfo;
 pub mod sanitize;
 pub mod tmux;
+pub mod userfile;

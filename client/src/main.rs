@@ -3,12 +3,12 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use repowire::{cli, config};
 
 /// Repowire: let AI coding-agent sessions talk to each other.
 #[derive(Debug, Parser)]
-#[command(name = "repowire", version, about)]
+#[command(name = "repowire", version = repowire::VERSION, about, propagate_version = true)]
 struct Cli {
     #[command(flatten)]
     config: config::Config,
@@ -35,6 +35,11 @@ enum Command {
         #[command(subcommand)]
         command: cli::peer::PeerCommand,
     },
+    /// Messages queued for a relay, per relay and tenant.
+    Outbox {
+        #[command(subcommand)]
+        command: cli::outbox::OutboxCommand,
+    },
     /// Local agent sessions.
     Session {
         #[command(subcommand)]
@@ -55,11 +60,26 @@ enum Command {
     /// Install the Claude Code hooks and MCP server entry.
     Setup(cli::setup::SetupArgs),
     /// Remove what `setup` installed, keeping everything else.
-    Uninstall(cli::setup::SetupArgs),
+    Uninstall(cli::setup::UninstallArgs),
     /// What is installed and running.
-    Status,
+    Status {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
     /// Check the installation and say what to fix.
-    Doctor,
+    Doctor {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print shell completions (bash, zsh, fish, elvish, powershell) to stdout.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to stdout: `repowire man | man -l -`.
+    Man,
     /// Show the effective configuration.
     Config {
         #[command(subcommand)]
@@ -69,8 +89,12 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum ConfigCommand {
-    /// Print the resolved settings (the API key is redacted).
-    Show,
+    /// Print the resolved settings (the API key is redacted) and what the running daemon uses.
+    Show {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -84,6 +108,7 @@ fn main() -> ExitCode {
         Command::Mcp => cli::daemon::mcp(&cli.config),
         Command::Peer { command } => cli::peer::run(&cli.config, command),
         Command::Session { command } => cli::session::run(&cli.config, command),
+        Command::Outbox { command } => cli::outbox::run(&cli.config, command),
         Command::Link {
             pane,
             backend,
@@ -91,11 +116,24 @@ fn main() -> ExitCode {
         } => cli::session::link(&cli.config, pane, backend, json),
         Command::Setup(args) => cli::setup::setup(&cli.config, &args),
         Command::Uninstall(args) => cli::setup::uninstall(&cli.config, &args),
-        Command::Status => cli::setup::status(&cli.config),
-        Command::Doctor => cli::setup::doctor(&cli.config),
+        Command::Status { json } => cli::setup::status(&cli.config, json),
+        Command::Doctor { json } => cli::setup::doctor(&cli.config, json),
         Command::Config {
-            command: ConfigCommand::Show,
-        } => cli::daemon::show_config(&cli.config),
+            command: ConfigCommand::Show { json },
+        } => cli::daemon::show_config(&cli.config, json),
+        Command::Completions { shell } => {
+            // Generated into memory first: clap_complete panics when its writer fails (a
+            // closed pipe); a failed write here is an ordinary error.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "repowire", &mut script);
+            std::io::Write::write_all(&mut std::io::stdout(), &script)
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(Into::into)
+        }
+        Command::Man => clap_mangen::Man::new(Cli::command())
+            .render(&mut std::io::stdout())
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(Into::into),
         Command::Hook { .. } => Ok(ExitCode::SUCCESS),
     };
     match result {

@@ -5,7 +5,9 @@
 use std::path::Path;
 use std::process::Stdio;
 
-use tmux_interface::{DisplayMessage, ListPanes, LoadBuffer, PasteBuffer, Tmux, TmuxCommand};
+use tmux_interface::{
+    DisplayMessage, ListPanes, LoadBuffer, PasteBuffer, SendKeys, Tmux, TmuxCommand,
+};
 
 /// Why a tmux command failed.
 #[derive(Debug, thiserror::Error)]
@@ -117,6 +119,9 @@ pub async fn panes(socket: Option<&str>) -> Result<Vec<PaneInfo>, TmuxError> {
 
 /// Leaves copy-mode (or any mode) so typed text reaches the program.
 pub async fn leave_mode(socket: Option<&str>, pane: &str) -> Result<(), TmuxError> {
+    // The one command not built with tmux_interface's builder: in 0.4 its `SendKeys` names
+    // the two flags the wrong way round (`copy_mode()` emits -R, `reset()` emits -X), so it
+    // is spelled out here as tmux reads it: send-keys -X -t PANE cancel.
     let mut cmd = TmuxCommand::new_full("send-keys");
     cmd.push_flag("-X")
         .push_option("-t", pane.to_owned())
@@ -161,9 +166,20 @@ pub async fn paste(
 
 /// Presses Enter in the pane.
 pub async fn enter(socket: Option<&str>, pane: &str) -> Result<(), TmuxError> {
-    let mut cmd = TmuxCommand::new_full("send-keys");
-    cmd.push_option("-t", pane.to_owned()).push_param("Enter");
-    run(socket, "send-keys Enter", cmd).await.map(drop)
+    let keys = SendKeys::new()
+        .target_pane(pane.to_owned())
+        .key("Enter")
+        .build();
+    run(socket, "send-keys Enter", keys).await.map(drop)
+}
+
+/// The installed tmux's version (`tmux -V`), if tmux runs at all (for `doctor`).
+pub fn version() -> Option<String> {
+    let mut cmd: std::process::Command = Tmux::new().version().into();
+    let out = cmd.stdin(Stdio::null()).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
 #[cfg(test)]

@@ -154,6 +154,12 @@ impl Home {
         }
     }
 
+    /// Points this user's commands (and the daemon they start) at another relay, or the
+    /// embedded one with `None`.
+    pub fn set_relay(&mut self, relay: Option<(String, String)>) {
+        self.relay = relay;
+    }
+
     /// HOME.
     pub fn path(&self) -> &Path {
         self.dir.path()

@@ -55,12 +55,16 @@ pub async fn token(http: &str, api_key: &str) -> Result<TokenResponse, (u16, ser
 
 /// Opens the WebSocket with a bearer token; `Err` carries the HTTP status of a refusal.
 pub async fn open(ws_url: &str, token: Option<&str>) -> Result<Ws, u16> {
+    open_with_authorization(ws_url, token.map(|t| format!("Bearer {t}")).as_deref()).await
+}
+
+/// Opens the WebSocket with this exact `Authorization` header value (or none).
+pub async fn open_with_authorization(ws_url: &str, authorization: Option<&str>) -> Result<Ws, u16> {
     let mut request = ws_url.into_client_request().expect("request");
-    if let Some(t) = token {
-        request.headers_mut().insert(
-            "authorization",
-            format!("Bearer {t}").parse().expect("header"),
-        );
+    if let Some(value) = authorization {
+        request
+            .headers_mut()
+            .insert("authorization", value.parse().expect("header"));
     }
     match tokio_tungstenite::connect_async_with_config(request, None, true).await {
         Ok((ws, _)) => Ok(ws),

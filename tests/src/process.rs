@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -34,73 +35,86 @@ pub struct RelayProcess {
     pub http: String,
     /// `ws://127.0.0.1:PORT/v1/ws`.
     pub ws: String,
-    /// The API key printed on first start, if it printed one.
+    /// The API key this process bootstrapped on an empty database (written to its bootstrap
+    /// key file, never printed), if it did.
     pub first_key: Option<String>,
+    logs: Arc<Mutex<Vec<String>>>,
+    _scratch: tempfile::TempDir,
 }
 
 impl RelayProcess {
     /// Starts `repowire-relay` with `--listen 127.0.0.1:0` and extra args/env, and waits for it
-    /// to log its address.
+    /// to log its address. Unless `env` names one, the relay gets a bootstrap key file of its
+    /// own, read into [`RelayProcess::first_key`].
     pub async fn start(bin: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
         Self::start_on(bin, "127.0.0.1:0", args, env).await
     }
 
     /// Like [`RelayProcess::start`], on a given address (to restart on the same port).
     pub async fn start_on(bin: &Path, listen: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let scratch = tempfile::tempdir().expect("scratch dir");
+        let key_file = scratch.path().join("bootstrap-api-key");
         let mut cmd = Command::new(bin);
         cmd.args(["--listen", listen, "--log-format", "json"])
             .args(args)
             .env_remove("DATABASE_URL")
             .env("RUST_LOG", "info")
+            .env("REPOWIRE_BOOTSTRAP_KEY_FILE", &key_file)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .kill_on_drop(true);
         for (k, v) in env {
-            cmd.env(k, v);
+            // An empty value unsets the variable (clap refuses an empty path).
+            if v.is_empty() {
+                cmd.env_remove(k);
+            } else {
+                cmd.env(k, v);
+            }
         }
         let mut child = cmd.spawn().expect("spawn repowire-relay");
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let mut first_key = None;
-        let addr = tokio::time::timeout(Duration::from_secs(30), async {
-            while let Some(line) = lines.next_line().await.expect("read stdout") {
-                let trimmed = line.trim();
-                if trimmed.starts_with("rw_live_") {
-                    first_key = Some(trimmed.to_owned());
-                }
-                if let Ok(json) = serde_json::from_str::<serde_json::Value>(trimmed)
-                    && let Some(addr) = json.get("addr").and_then(|a| a.as_str())
-                {
-                    return addr.to_owned();
-                }
-            }
-            panic!("repowire-relay exited before listening");
-        })
-        .await
-        .expect("relay did not start within 30 s");
-        // Keep draining stdout so the relay never blocks on a full pipe; with
-        // REPOWIRE_RELAY_LOG=path the lines are kept there for debugging.
-        let mut keep = std::env::var_os("REPOWIRE_RELAY_LOG").and_then(|p| {
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        // Every line is kept (for tests that read the logs); stderr is echoed to the test's, so a
+        // failing test shows what the relay said. With REPOWIRE_RELAY_LOG=path the lines are
+        // kept there too.
+        let keep_file = std::env::var_os("REPOWIRE_RELAY_LOG").and_then(|p| {
             std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(p)
                 .ok()
         });
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                if let Some(f) = keep.as_mut() {
-                    use std::io::Write;
-                    let _ = writeln!(f, "{line}");
-                }
-            }
-        });
+        let keep = Arc::new(Mutex::new(keep_file));
+        let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+        let stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        tokio::spawn(drain(stdout, logs.clone(), keep.clone(), Some(addr_tx)));
+        let stderr = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        tokio::spawn(drain(stderr, logs.clone(), keep, None));
+        let addr = tokio::time::timeout(Duration::from_secs(30), addr_rx)
+            .await
+            .expect("relay did not start within 30 s")
+            .unwrap_or_else(|_| {
+                panic!(
+                    "repowire-relay exited before listening:\n{}",
+                    logs.lock().expect("logs").join("\n")
+                )
+            });
+        let first_key = std::fs::read_to_string(&key_file)
+            .ok()
+            .map(|k| k.trim().to_owned());
         Self {
             child,
             http: format!("http://{addr}"),
             ws: format!("ws://{addr}/v1/ws"),
             first_key,
+            logs,
+            _scratch: scratch,
         }
+    }
+
+    /// Everything the process printed so far, stdout and stderr, one line each.
+    pub fn logs(&self) -> String {
+        self.logs.lock().expect("logs").join("\n")
     }
 
     /// One pod of a cluster: the relay on a shared Postgres database and Redis (`prefix`
@@ -146,6 +160,64 @@ impl RelayProcess {
             .await
             .expect("relay did not exit in time")
             .expect("wait")
+    }
+}
+
+/// Runs `repowire-relay admin ARGS` on the Postgres database at `database_url` and returns
+/// its standard output, trimmed; panics with its standard error if it fails.
+pub fn admin(database_url: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(relay_bin())
+        .arg("admin")
+        .args(args)
+        .env("DATABASE_URL", database_url)
+        .output()
+        .expect("run repowire-relay admin");
+    assert!(
+        out.status.success(),
+        "repowire-relay admin {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The id of the key labelled `label` among a tenant's keys (`admin key list --json`).
+pub fn key_id_labelled(database_url: &str, tenant: &str, label: &str) -> String {
+    let listed: serde_json::Value =
+        serde_json::from_str(&admin(database_url, &["key", "list", tenant, "--json"]))
+            .expect("key list as JSON");
+    listed
+        .as_array()
+        .and_then(|keys| keys.iter().find(|k| k["label"] == label))
+        .and_then(|k| k["id"].as_str())
+        .unwrap_or_else(|| panic!("no key labelled {label}: {listed}"))
+        .to_owned()
+}
+
+/// Reads a relay's output lines into `logs` (and `keep`), and sends the address it logs it
+/// listens on through `addr`.
+async fn drain<R: tokio::io::AsyncBufRead + Unpin>(
+    mut lines: tokio::io::Lines<R>,
+    logs: Arc<Mutex<Vec<String>>>,
+    keep: Arc<Mutex<Option<std::fs::File>>>,
+    mut addr: Option<tokio::sync::oneshot::Sender<String>>,
+) {
+    let echo = addr.is_none();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if echo {
+            eprintln!("[relay] {line}");
+        }
+        if let Some(f) = keep.lock().expect("keep").as_mut() {
+            use std::io::Write;
+            let _ = writeln!(f, "{line}");
+        }
+        if let Some(found) = serde_json::from_str::<serde_json::Value>(line.trim())
+            .ok()
+            .and_then(|json| json.get("addr").and_then(|a| a.as_str()).map(str::to_owned))
+            && let Some(tx) = addr.take()
+        {
+            let _ = tx.send(found);
+        }
+        logs.lock().expect("logs").push(line);
     }
 }
 

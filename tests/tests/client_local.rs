@@ -46,6 +46,20 @@ async fn two_agents_ask_and_ack_with_honest_delivery_states() {
         text.contains(&format!("@alpha → @beta [ask #{cid}]")),
         "{text}"
     );
+    // Our MCP server is registered: the agent is told to close the ask with the MCP tool
+    // (no permission prompt), with the exact arguments, and not to run the CLI.
+    assert!(
+        text.contains(&format!(
+            "MCP tool `ack`: correlation_id \"{cid}\", message \"your reply\""
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("repowire peer ack"), "{text}");
+    assert!(
+        alpha.context().contains("repowire MCP tools"),
+        "{}",
+        alpha.context()
+    );
     // What was typed into beta's pane is only the short wake-up prompt.
     let typed: Vec<String> = beta
         .events()
@@ -481,4 +495,34 @@ async fn a_suspended_agent_is_not_typed_into_even_though_its_shell_is_in_front()
     let _ = std::process::Command::new("kill")
         .args(["-KILL", &pid.to_string()])
         .status();
+}
+
+/// Where our MCP server is not registered for Claude Code, agents are told the CLI instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_without_our_mcp_server_are_told_the_cli() {
+    let tmux = Tmux::start();
+    let home = Home::new(None);
+    home.install_and_start();
+    let claude_json = home.path().join(".claude.json");
+    let mut v: Value =
+        serde_json::from_str(&std::fs::read_to_string(&claude_json).expect("read")).expect("json");
+    v.as_object_mut().expect("object").remove("mcpServers");
+    std::fs::write(&claude_json, v.to_string()).expect("write");
+    let gamma = home.agent(&tmux, "gamma");
+    gamma.hook_done("SessionStart", 1).await;
+    let start = gamma.context();
+    assert!(start.contains("repowire peer ask NAME"), "{start}");
+    assert!(start.contains("`repowire setup` registers it"), "{start}");
+    let sent = home.json(&["peer", "ask", "gamma", "still there?"]);
+    let cid = sent["correlation_id"].as_str().expect("cid").to_owned();
+    let ctx = gamma
+        .wait("the ask in gamma's context", |e| {
+            e["event"] == "context" && e["text"].as_str().is_some_and(|t| t.contains(&cid))
+        })
+        .await;
+    let text = ctx["text"].as_str().unwrap_or("");
+    assert!(
+        text.contains(&format!("repowire peer ack {cid} -m")),
+        "{text}"
+    );
 }

@@ -130,3 +130,265 @@ fn setup_refuses_to_touch_a_settings_file_that_is_not_json() {
         "{ not json"
     );
 }
+
+/// Issue 15.2: `setup --relay-url … --api-key … --circle …` checks the key with the relay, says
+/// which relay and tenant the machine is on, and writes them to config.toml (0600), so a daemon
+/// started from a shell without the environment uses them. A wrong URL or key is said in plain
+/// words at setup time, and nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_with_a_relay_verifies_the_key_and_writes_it_or_changes_nothing() {
+    use std::os::unix::fs::PermissionsExt;
+
+    use repowire_e2e::process::{RelayProcess, relay_bin};
+
+    let data = tempfile::tempdir().expect("data");
+    let data_dir = data.path().to_str().expect("utf8").to_owned();
+    let relay = RelayProcess::start(&relay_bin(), &["--data-dir", &data_dir], &[]).await;
+    let key = relay.first_key.clone().expect("key");
+    let home = Home::new(None);
+    let config = home.repowire_home().join("config.toml");
+    let settings = home.path().join(".claude/settings.json");
+    let setup = |url: &str, key: &str| {
+        home.repowire(&[
+            "setup",
+            "--non-interactive",
+            "--relay-url",
+            url,
+            "--api-key",
+            key,
+            "--circle",
+            "backend",
+        ])
+    };
+    let refused = |out: &std::process::Output, words: &str| {
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "{said}");
+        assert!(said.contains(words), "{said}");
+        assert!(!config.exists(), "config.toml written after: {said}");
+        assert!(!settings.exists(), "settings.json written after: {said}");
+    };
+
+    let mut wrong = key.clone().into_bytes();
+    wrong[12] = if wrong[12] == b'A' { b'B' } else { b'A' };
+    refused(
+        &setup(&relay.http, &String::from_utf8(wrong).expect("ascii")),
+        "refused the API key",
+    );
+    // A port nothing listens on (the relay's, once it is gone, is not reliably free).
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let nobody = format!("http://{}", closed.local_addr().expect("addr"));
+    drop(closed);
+    refused(&setup(&nobody, &key), "cannot reach the relay");
+    refused(&setup("relay.example.com", &key), "must start with http");
+
+    let out = setup(&relay.http, &key);
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = repowire_e2e::client::token(&relay.http, &key)
+        .await
+        .expect("token");
+    assert!(
+        said.contains(&relay.http) && said.contains(&token.tenant_id),
+        "{said}"
+    );
+    let written = std::fs::read_to_string(&config).expect("config.toml");
+    assert!(
+        written.contains(&key) && written.contains("backend"),
+        "{written}"
+    );
+    let mode = std::fs::metadata(&config)
+        .expect("meta")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+
+    // A daemon started with no relay in its environment uses what setup wrote.
+    home.ok(&["daemon", "start"]);
+    let status = home.json(&["daemon", "status"]);
+    assert_eq!(status["relay"], relay.http.as_str(), "{status:#}");
+    assert_eq!(status["embedded"], false);
+    home.ok(&["daemon", "stop"]);
+}
+
+/// Issue 15.3: `status`, `doctor` and `config show` say what the running daemon uses and flag a
+/// difference from this shell's settings; a revoked key shows as such, and a send then says it
+/// was not sent (and why), instead of promising to send "when the link is up".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_running_daemons_relay_and_a_revoked_key_are_what_status_shows() {
+    use repowire_e2e::agents::eventually;
+    use repowire_e2e::process::{RelayProcess, relay_bin};
+
+    let data = tempfile::tempdir().expect("data");
+    let data_dir = data.path().to_str().expect("utf8").to_owned();
+    let relay = RelayProcess::start(&relay_bin(), &["--data-dir", &data_dir], &[]).await;
+    let key = relay.first_key.clone().expect("key");
+
+    // The daemon is started from a shell with the relay in its environment ...
+    let mut home = Home::new(Some((relay.http.clone(), key.clone())));
+    home.ok(&["daemon", "start"]);
+    eventually("connected", || {
+        (home.link_state() == "connected").then_some(())
+    })
+    .await;
+    home.json(&["peer", "list"]);
+    assert!(!home.ok(&["status"]).contains("DIFFERS"));
+
+    // ... and looked at from one without it.
+    home.set_relay(None);
+    let status = home.ok(&["status"]);
+    assert!(
+        status.contains("DIFFERS")
+            && status.contains(&relay.http)
+            && status.contains("daemon stop"),
+        "{status}"
+    );
+    let shown = home.ok(&["config", "show"]);
+    assert!(
+        shown.contains("DIFFERS") && shown.contains(&relay.http),
+        "{shown}"
+    );
+    let doctor = home.repowire(&["doctor"]);
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        said.contains("this shell's settings say the embedded relay"),
+        "{said}"
+    );
+
+    // The key is revoked (with the relay's admin CLI, on its data dir).
+    home.set_relay(Some((relay.http.clone(), key.clone())));
+    let keys = std::process::Command::new(relay_bin())
+        .args([
+            "admin",
+            "key",
+            "list",
+            "default",
+            "--json",
+            "--data-dir",
+            &data_dir,
+        ])
+        .env_remove("DATABASE_URL")
+        .output()
+        .expect("admin");
+    let keys: serde_json::Value = serde_json::from_slice(&keys.stdout).expect("json");
+    let key_id = keys[0]["id"].as_str().expect("id").to_owned();
+    let revoked = std::process::Command::new(relay_bin())
+        .args(["admin", "key", "revoke", &key_id, "--data-dir", &data_dir])
+        .env_remove("DATABASE_URL")
+        .output()
+        .expect("admin");
+    assert!(revoked.status.success());
+    eventually("the daemon sees the revocation", || {
+        let status = home.json(&["daemon", "status"]);
+        (status["link"]["key_refused"] == true).then_some(())
+    })
+    .await;
+    let status = home.ok(&["status"]);
+    assert!(
+        status.contains("REVOKED") && status.contains("repowire setup"),
+        "{status}"
+    );
+    let sent = home.repowire(&["peer", "notify", "anyone", "hello?"]);
+    let said = String::from_utf8_lossy(&sent.stderr);
+    assert!(!sent.status.success(), "{said}");
+    assert!(
+        said.contains("not sent") && said.contains("repowire setup"),
+        "{said}"
+    );
+    assert!(!said.contains("when the link is up"), "{said}");
+    assert_eq!(
+        home.json(&["daemon", "status"])["outbox"],
+        0,
+        "nothing kept to send later"
+    );
+    home.ok(&["daemon", "stop"]);
+}
+
+/// Issue 15.4: the hook commands `setup` writes resolve: `repowire` when that name on PATH is
+/// this binary, else its absolute path; and when the program is gone (a moved checkout, a
+/// `cargo clean`), `doctor` and `status` say so instead of reporting every hook installed.
+#[test]
+fn hook_commands_resolve_and_broken_ones_are_reported() {
+    use std::process::Command;
+
+    use repowire_e2e::agents::bin;
+
+    let home = Home::new(None);
+    let settings = home.path().join(".claude/settings.json");
+    let commands = || -> Vec<String> {
+        let (_, v) = read(&settings);
+        v["hooks"]["SessionStart"][0]["hooks"]
+            .as_array()
+            .expect("our hook")
+            .iter()
+            .map(|h| h["command"].as_str().expect("command").to_owned())
+            .collect()
+    };
+    let run = |program: &Path, path_var: Option<&Path>, args: &[&str]| {
+        let mut c = Command::new(program);
+        c.args(args).envs(home.env());
+        if let Some(dir) = path_var {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            let mut dirs = vec![dir.to_path_buf()];
+            dirs.extend(std::env::split_paths(&path));
+            c.env("PATH", std::env::join_paths(dirs).expect("PATH"));
+        }
+        c.output().expect("run")
+    };
+
+    // On PATH as `repowire` (a symlink to this very binary): the hook runs `repowire`.
+    let on_path = tempfile::tempdir().expect("dir");
+    std::os::unix::fs::symlink(bin("repowire"), on_path.path().join("repowire")).expect("link");
+    let out = run(
+        &bin("repowire"),
+        Some(on_path.path()),
+        &["setup", "--non-interactive"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(commands()[0].starts_with("repowire "), "{:?}", commands());
+
+    // A copy not on PATH: its absolute path is written ...
+    let elsewhere = tempfile::tempdir().expect("dir");
+    let copy = elsewhere.path().join("repowire");
+    // Copied by `cp`, not `std::fs::copy`: a copy written by this process can be executed
+    // while another test thread's fork still holds the write descriptor (ETXTBSY).
+    let copied = Command::new("cp")
+        .arg(bin("repowire"))
+        .arg(&copy)
+        .status()
+        .expect("cp");
+    assert!(copied.success(), "cp failed");
+    let out = run(&copy, None, &["setup", "--non-interactive"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let copy_real = std::fs::canonicalize(&copy).expect("real");
+    assert!(
+        commands()[0].starts_with(copy_real.to_str().expect("utf8")),
+        "{:?}",
+        commands()
+    );
+    assert!(!home.ok(&["status"]).contains("BROKEN"));
+
+    // ... and once it is gone, doctor and status say which hooks are broken.
+    std::fs::remove_file(&copy).expect("remove");
+    let doctor = home.repowire(&["doctor"]);
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    assert!(!doctor.status.success(), "{said}");
+    assert!(
+        said.contains("SessionStart runs") && said.contains("does not exist"),
+        "{said}"
+    );
+    let status = home.ok(&["status"]);
+    assert!(status.contains("BROKEN"), "{status}");
+}

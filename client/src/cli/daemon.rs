@@ -65,21 +65,36 @@ fn init_tracing(filter: &str) {
         .init();
 }
 
-fn socket_answers(config: &Config) -> bool {
+/// The pid of the daemon answering on this home's socket, if one answers.
+fn running_pid(config: &Config) -> Option<u32> {
     api::call(
         &crate::config::socket_path(&config.home()),
         &Request::Status,
         Duration::from_secs(2),
     )
-    .is_ok()
+    .ok()?
+    .get("pid")?
+    .as_u64()
+    .and_then(|p| u32::try_from(p).ok())
+}
+
+/// The live process the daemon lock file of `home` names, if any.
+fn lock_holder(home: &std::path::Path) -> Option<u32> {
+    let pid: u32 = std::fs::read_to_string(home.join("daemon.lock"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    std::path::Path::new(&format!("/proc/{pid}"))
+        .exists()
+        .then_some(pid)
 }
 
 fn start(config: &Config) -> anyhow::Result<ExitCode> {
     use std::os::unix::process::CommandExt;
     let home = config.home();
-    if socket_answers(config) {
-        println!("the daemon is already running");
-        return Ok(ExitCode::SUCCESS);
+    if let Some(pid) = running_pid(config) {
+        anyhow::bail!("{}", crate::daemon::already_running(&home, Some(pid)));
     }
     config.settings()?; // fail here, not in the background, on a bad configuration
     crate::config::ensure_home(&home)?;
@@ -102,15 +117,22 @@ fn start(config: &Config) -> anyhow::Result<ExitCode> {
         .context("starting the daemon")?;
     let deadline = Instant::now() + Duration::from_secs(15);
     while Instant::now() < deadline {
-        if socket_answers(config) {
-            println!(
-                "daemon started (pid {}); log: {}",
-                child.id(),
-                log_path.display()
-            );
-            return Ok(ExitCode::SUCCESS);
+        match running_pid(config) {
+            Some(pid) if pid == child.id() => {
+                println!("daemon started (pid {pid}); log: {}", log_path.display());
+                return Ok(ExitCode::SUCCESS);
+            }
+            // Another start won the race: ours stops at the lock.
+            Some(pid) => anyhow::bail!("{}", crate::daemon::already_running(&home, Some(pid))),
+            None => {}
         }
         if let Some(status) = child.try_wait()? {
+            // Lost the race for the home's lock: the winner may not answer yet, but its lock
+            // file names it.
+            let holder = running_pid(config).or_else(|| lock_holder(&home));
+            if holder.is_some() {
+                anyhow::bail!("{}", crate::daemon::already_running(&home, holder));
+            }
             anyhow::bail!(
                 "the daemon exited at start ({status}); see {}",
                 log_path.display()
@@ -162,7 +184,14 @@ fn print_status(status: &Value) {
     let state = s(&link, "state");
     match state.as_str() {
         "connected" => println!("link     connected (tenant {})", s(&link, "tenant_id")),
-        "stopped" => println!("link     STOPPED: {}", s(&link, "reason")),
+        "stopped" => {
+            println!("link     STOPPED: {}", s(&link, "reason"));
+            if link.get("key_refused").and_then(Value::as_bool) == Some(true) {
+                println!(
+                    "         key revoked or unknown: run `repowire setup --relay-url URL --api-key rw_live_…`, then restart the daemon"
+                );
+            }
+        }
         _ => println!(
             "link     connecting{}",
             link.get("last_error")
@@ -208,8 +237,35 @@ pub fn mcp(config: &Config) -> anyhow::Result<ExitCode> {
 }
 
 /// `repowire config show`.
-pub fn show_config(config: &Config) -> anyhow::Result<ExitCode> {
+pub fn show_config(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
     let settings = config.settings()?;
+    // What the running daemon uses, which is what matters for messages.
+    let daemon = super::call(config, &Request::Status, Duration::from_secs(2)).ok();
+    let drift = daemon.as_ref().and_then(|d| super::relay_drift(config, d));
+    if json {
+        let relay = match &settings.relay {
+            RelayTarget::Embedded => serde_json::json!({ "embedded": true }),
+            RelayTarget::Remote { url, api_key } => serde_json::json!({
+                "embedded": false,
+                "url": url,
+                "api_key": format!("{}…", api_key.chars().take(12).collect::<String>()),
+            }),
+        };
+        let report = serde_json::json!({
+            "home": settings.home,
+            "relay": relay,
+            "circle": settings.circle,
+            "machine": settings.machine,
+            "reconnect_max_ms": settings.reconnect_max.as_millis() as u64,
+            "tmux_wake": settings.tmux_wake,
+            "daemon": daemon.as_ref().map(|d| serde_json::json!({
+                "relay": super::daemon_relay(d),
+                "differs": drift.is_some(),
+            })),
+        });
+        println!("{report:#}");
+        return Ok(ExitCode::SUCCESS);
+    }
     println!("home        {}", settings.home.display());
     match &settings.relay {
         RelayTarget::Embedded => println!("relay       embedded (loopback, SQLite)"),
@@ -223,5 +279,17 @@ pub fn show_config(config: &Config) -> anyhow::Result<ExitCode> {
     println!("machine     {}", settings.machine);
     println!("reconnect   ≤ {} ms", settings.reconnect_max.as_millis());
     println!("tmux wake   {}", settings.tmux_wake);
+    match &daemon {
+        Some(status) => {
+            println!("daemon      running, uses {}", super::daemon_relay(status));
+            if let Some((daemon, shell)) = drift {
+                println!(
+                    "            DIFFERS from the settings above ({shell} here, {daemon} there): {}",
+                    super::RESTART_HINT
+                );
+            }
+        }
+        None => println!("daemon      not running"),
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -2,7 +2,9 @@
 
 pub mod daemon;
 pub mod hook;
+pub mod outbox;
 pub mod peer;
+pub mod relay_setup;
 pub mod session;
 pub mod setup;
 
@@ -12,6 +14,34 @@ use serde_json::Value;
 
 use crate::api::{self, CallError, Request};
 use crate::config::Config;
+
+/// The relay the running daemon uses (from its status), as people read it.
+pub fn daemon_relay(status: &Value) -> String {
+    if status.get("embedded").and_then(Value::as_bool) == Some(true) {
+        "the embedded relay".to_owned()
+    } else {
+        status
+            .get("relay")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_owned()
+    }
+}
+
+/// When the running daemon uses another relay than this shell's settings name (the daemon was
+/// started with another environment or config.toml changed since): `(daemon's, shell's)`.
+pub fn relay_drift(config: &Config, status: &Value) -> Option<(String, String)> {
+    let shell = match config.settings().ok()?.relay {
+        crate::config::RelayTarget::Embedded => "the embedded relay".to_owned(),
+        crate::config::RelayTarget::Remote { url, .. } => url,
+    };
+    let daemon = daemon_relay(status);
+    (daemon != shell).then_some((daemon, shell))
+}
+
+/// What to do about a drift.
+pub const RESTART_HINT: &str =
+    "restart it from this shell to use them: `repowire daemon stop && repowire daemon start`";
 
 /// Calls the daemon, turning "not running" into an error with a hint.
 pub fn call(config: &Config, request: &Request, timeout: Duration) -> anyhow::Result<Value> {

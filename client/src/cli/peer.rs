@@ -249,9 +249,14 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
                     },
                     Duration::from_secs(timeout + 10),
                 )?;
+                // The same exit code in both output modes: 0 replied, 2 no reply in time.
+                let replied = s(&reply, "state") == "replied";
                 if json {
                     println!("{}", serde_json::to_string_pretty(&reply)?);
-                } else if s(&reply, "state") == "replied" {
+                    if !replied {
+                        return Ok(ExitCode::from(2));
+                    }
+                } else if replied {
                     let m = reply.get("reply").cloned().unwrap_or(Value::Null);
                     let from = m.get("from").map(|f| s(f, "name")).unwrap_or_default();
                     println!("@{from} replied to {cid}:\n{}", s(&m, "text"));
@@ -414,17 +419,23 @@ fn print_peers(peers: &Value) {
         return;
     }
     println!(
-        "{:<20} {:<12} {:<8} {:<8} {:<12} {:<22} PATH",
-        "NAME", "CIRCLE", "STATUS", "TURN", "BACKEND", "PEER ID"
+        "{:<20} {:<12} {:<8} {:<8} {:<12} {:<16} {:<22} PATH",
+        "NAME", "CIRCLE", "STATUS", "TURN", "BACKEND", "MACHINE", "PEER ID"
     );
     for p in list {
+        let machine = s(&p, "machine");
         println!(
-            "{:<20} {:<12} {:<8} {:<8} {:<12} {:<22} {}",
+            "{:<20} {:<12} {:<8} {:<8} {:<12} {:<16} {:<22} {}",
             s(&p, "name"),
             s(&p, "circle"),
             s(&p, "status"),
             s(&p, "turn_state"),
             s(&p, "backend"),
+            if machine.is_empty() {
+                "-".to_owned()
+            } else {
+                machine
+            },
             s(&p, "peer_id"),
             s(&p, "path")
         );

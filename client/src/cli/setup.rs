@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use crate::api::Request;
 use crate::config::{Config, user_home};
 
-/// Options of setup and uninstall.
+/// Options of setup.
 #[derive(Debug, Clone, Args)]
 pub struct SetupArgs {
     /// Never prompt (setup never prompts today; accepted for scripts).
@@ -25,6 +25,14 @@ pub struct SetupArgs {
     /// Also write a systemd user service that runs the daemon.
     #[arg(long)]
     pub service: bool,
+}
+
+/// Options of uninstall.
+#[derive(Debug, Clone, Args)]
+pub struct UninstallArgs {
+    /// Never prompt (uninstall never prompts today; accepted for scripts).
+    #[arg(long)]
+    pub non_interactive: bool,
 }
 
 const SERVICE_MARK: &str =
@@ -72,11 +80,8 @@ fn install_service(exe: &str, config: &Config) -> anyhow::Result<bool> {
         ),
         _ => {}
     }
-    let dir = path.parent().context("no parent directory")?;
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(".repowire.service.tmp");
-    std::fs::write(&tmp, unit)?;
-    std::fs::rename(&tmp, &path)?;
+    crate::userfile::replace(&path, unit.as_bytes(), crate::userfile::Mode::Keep)
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(true)
 }
 
@@ -98,11 +103,63 @@ fn claude_json_path() -> PathBuf {
     user_home().join(".claude.json")
 }
 
+/// The program hooks and the MCP entry run: `repowire` when that name on PATH is this very
+/// binary (an installed `repowire` keeps working after the build tree is cleaned or moved),
+/// else this binary's absolute path.
 fn exe() -> anyhow::Result<String> {
-    Ok(std::env::current_exe()
-        .context("locating the repowire binary")?
-        .to_string_lossy()
-        .into_owned())
+    let me = std::env::current_exe().context("locating the repowire binary")?;
+    let me_real = std::fs::canonicalize(&me).unwrap_or_else(|_| me.clone());
+    let on_path = find_on_path("repowire").and_then(|p| std::fs::canonicalize(p).ok());
+    Ok(if on_path.as_deref() == Some(me_real.as_path()) {
+        "repowire".to_owned()
+    } else {
+        me_real.to_string_lossy().into_owned()
+    })
+}
+
+/// The executable file a program name resolves to: itself if it has a `/`, else through PATH.
+fn find_on_path(program: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return runnable(&p).then_some(p);
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|p| runnable(p))
+}
+
+/// The programs of our hook commands in settings.json that do not resolve to an executable
+/// (a moved checkout, a `cargo clean`): `(event, program)`.
+fn broken_hooks() -> Vec<(String, String)> {
+    let Ok(Some(settings)) = read_json(&settings_path()) else {
+        return Vec::new();
+    };
+    let mut broken = Vec::new();
+    for (event, _) in EVENTS.iter().chain(std::iter::once(&PRE_TOOL_USE)) {
+        let entries = settings
+            .get("hooks")
+            .and_then(|h| h.get(*event))
+            .and_then(Value::as_array);
+        for entry in entries.into_iter().flatten().filter(|e| is_ours(e)) {
+            for h in entry
+                .get("hooks")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let (program, _) =
+                    split_program(h.get("command").and_then(Value::as_str).unwrap_or(""));
+                if find_on_path(&program).is_none() {
+                    broken.push(((*event).to_owned(), program));
+                }
+            }
+        }
+    }
+    broken
 }
 
 /// The command line a hook runs; `--home` only when the state directory is not the default.
@@ -240,22 +297,19 @@ fn read_json(path: &Path) -> anyhow::Result<Option<Value>> {
     }
 }
 
-/// Writes `value` to `path` if it differs from what is there: backup first, then an atomic
-/// rename of a fully written temporary file with the original's permissions.
+/// Writes `value` to `path` if it differs from what is there: backup first, then the new
+/// content staged beside it and renamed over it (see [`crate::userfile`]), the mode kept.
 fn write_if_changed(path: &Path, before: Option<&Value>, value: &Value) -> anyhow::Result<bool> {
-    use std::io::Write;
-    use std::os::unix::fs::PermissionsExt;
     if before == Some(value) {
         return Ok(false);
     }
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
     // A symlinked file (dotfile managers) is updated where it lives; the link stays.
-    let resolved = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let path = resolved.as_path();
-    let dir = path.parent().context("no parent directory")?;
-    std::fs::create_dir_all(dir)?;
-    let mode = std::fs::metadata(path)
-        .map(|m| m.permissions().mode() & 0o777)
-        .unwrap_or(0o600);
+    let staged = crate::userfile::stage(path, text.as_bytes(), crate::userfile::Mode::Keep)
+        .with_context(|| format!("writing {}", path.display()))?;
+    let path = staged.target().to_path_buf();
+    let path = path.as_path();
     if before.is_some() {
         let stamp = crate::daemon::store::now_ms();
         let backup = path.with_file_name(format!(
@@ -264,29 +318,17 @@ fn write_if_changed(path: &Path, before: Option<&Value>, value: &Value) -> anyho
         ));
         std::fs::copy(path, &backup).with_context(|| format!("backing up {}", path.display()))?;
     }
-    let tmp = path.with_file_name(format!(
-        ".{}.repowire-tmp-{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
-        std::process::id()
-    ));
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        let mut text = serde_json::to_string_pretty(value)?;
-        text.push('\n');
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-    }
     // Claude Code rewrites ~/.claude.json while it runs: if the file changed since it was
-    // read, give up rather than drop its changes.
+    // read, give up rather than drop its changes (dropping `staged` removes its file).
     if read_json(path)?.as_ref() != before {
-        let _ = std::fs::remove_file(&tmp);
         anyhow::bail!(
             "{} changed while it was being updated (is Claude Code writing it?); nothing was changed — run the command again",
             path.display()
         );
     }
-    std::fs::rename(&tmp, path).with_context(|| format!("replacing {}", path.display()))?;
+    staged
+        .commit()
+        .with_context(|| format!("replacing {}", path.display()))?;
     Ok(true)
 }
 
@@ -299,6 +341,8 @@ fn claude_present() -> bool {
 
 /// `repowire setup`.
 pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
+    // The relay first: a wrong URL or key stops setup before anything is written.
+    let relay = super::relay_setup::configure(config)?;
     if !claude_present() {
         println!(
             "Claude Code was not found (no ~/.claude, ~/.claude.json or `claude` on PATH); installing its configuration anyway."
@@ -314,26 +358,40 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
         .map(|(event, name)| (*event, hook_command(&exe, config, name)))
         .collect();
 
+    // Both files are read and their new content built before either is written: a file
+    // that cannot be updated (not JSON, not an object) stops setup with nothing changed.
     let settings = settings_path();
-    let before = read_json(&settings)?;
-    let after = merge_hooks(before.clone().unwrap_or_else(|| json!({})), &commands)?;
-    let changed_settings = write_if_changed(&settings, before.as_ref(), &after)?;
-
+    let settings_before = read_json(&settings)?;
+    let settings_after = merge_hooks(
+        settings_before.clone().unwrap_or_else(|| json!({})),
+        &commands,
+    )?;
     let claude_json = claude_json_path();
-    let before = read_json(&claude_json)?;
-    let mut after = before.clone().unwrap_or_else(|| json!({}));
-    after
+    let claude_before = read_json(&claude_json)?;
+    let mut claude_after = claude_before.clone().unwrap_or_else(|| json!({}));
+    claude_after
         .as_object_mut()
-        .context("~/.claude.json is not a JSON object")?
+        .context("~/.claude.json is not a JSON object; nothing was changed")?
         .entry("mcpServers")
         .or_insert_with(|| Value::Object(Map::new()))
         .as_object_mut()
-        .context("`mcpServers` in ~/.claude.json is not an object")?
+        .context("`mcpServers` in ~/.claude.json is not an object; nothing was changed")?
         .insert("repowire".into(), mcp_entry(&exe, config));
-    let changed_mcp = write_if_changed(&claude_json, before.as_ref(), &after)?;
+    let changed_settings = write_if_changed(&settings, settings_before.as_ref(), &settings_after)?;
+    let changed_mcp = write_if_changed(&claude_json, claude_before.as_ref(), &claude_after)?;
 
-    report(&settings, changed_settings, "hooks");
-    report(&claude_json, changed_mcp, "MCP server `repowire`");
+    report(
+        &settings,
+        changed_settings,
+        settings_before.is_some(),
+        "hooks",
+    );
+    report(
+        &claude_json,
+        changed_mcp,
+        claude_before.is_some(),
+        "MCP server `repowire`",
+    );
     if args.service {
         let path = service_path();
         if install_service(&exe, config)? {
@@ -345,23 +403,54 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
             "Enable it with: systemctl --user daemon-reload && systemctl --user enable --now repowire"
         );
     }
-    println!("Start the daemon with `repowire daemon start`; `repowire doctor` checks everything.");
+    match &relay {
+        Some(r) => println!(
+            "This machine now uses the relay at {} (tenant {}); the key is in {} (readable only by you).",
+            r.url,
+            r.tenant_id,
+            config.home().join("config.toml").display()
+        ),
+        None => match config.settings().map(|s| s.relay) {
+            Ok(crate::config::RelayTarget::Remote { url, .. }) => {
+                println!("This machine uses the relay at {url} (config.toml or environment).")
+            }
+            _ => println!(
+                "This machine uses its own embedded relay (local only); `repowire setup --relay-url URL --api-key KEY` joins a shared one."
+            ),
+        },
+    }
+    if relay.is_some() && super::call(config, &Request::Status, Duration::from_secs(2)).is_ok() {
+        println!(
+            "A daemon is running with the previous settings: restart it with `repowire daemon stop && repowire daemon start`."
+        );
+    } else {
+        println!(
+            "Start the daemon with `repowire daemon start`; `repowire doctor` checks everything."
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 
-fn report(path: &Path, changed: bool, what: &str) {
-    if changed {
+fn report(path: &Path, changed: bool, existed: bool, what: &str) {
+    if changed && existed {
         println!(
             "updated {} ({what}; the previous version is kept as a .repowire-backup-* file)",
             path.display()
         );
+    } else if changed {
+        println!("created {} ({what})", path.display());
     } else {
         println!("{} already up to date ({what})", path.display());
     }
 }
 
 /// `repowire uninstall`.
-pub fn uninstall(_config: &Config, _args: &SetupArgs) -> anyhow::Result<ExitCode> {
+pub fn uninstall(_config: &Config, _args: &UninstallArgs) -> anyhow::Result<ExitCode> {
+    // Both files are read before anything is changed (see `setup`).
+    let settings = settings_path();
+    let claude_json = claude_json_path();
+    let settings_before = read_json(&settings)?;
+    let claude_before = read_json(&claude_json)?;
     let unit = service_path();
     if std::fs::read_to_string(&unit).is_ok_and(|u| u.starts_with(SERVICE_MARK)) {
         std::fs::remove_file(&unit).with_context(|| format!("removing {}", unit.display()))?;
@@ -370,17 +459,16 @@ pub fn uninstall(_config: &Config, _args: &SetupArgs) -> anyhow::Result<ExitCode
             unit.display()
         );
     }
-    let settings = settings_path();
-    if let Some(before) = read_json(&settings)? {
+    if let Some(before) = settings_before {
         let after = remove_hooks(before.clone());
         report(
             &settings,
             write_if_changed(&settings, Some(&before), &after)?,
+            true,
             "hooks removed",
         );
     }
-    let claude_json = claude_json_path();
-    if let Some(before) = read_json(&claude_json)? {
+    if let Some(before) = claude_before {
         let mut after = before.clone();
         if let Some(servers) = after.get_mut("mcpServers").and_then(Value::as_object_mut) {
             servers.remove("repowire");
@@ -393,23 +481,41 @@ pub fn uninstall(_config: &Config, _args: &SetupArgs) -> anyhow::Result<ExitCode
         report(
             &claude_json,
             write_if_changed(&claude_json, Some(&before), &after)?,
+            true,
             "MCP server removed",
         );
     }
     Ok(ExitCode::SUCCESS)
 }
 
+/// doctor's findings, printed at the end as a list or as JSON.
 struct Checks {
     failed: bool,
+    found: Vec<Value>,
 }
 
 impl Checks {
     fn check(&mut self, ok: bool, what: &str, fix: &str) {
-        if ok {
-            println!("✓ {what}");
+        self.failed |= !ok;
+        self.found.push(if ok {
+            json!({ "ok": true, "check": what })
         } else {
-            self.failed = true;
-            println!("✗ {what}\n    fix: {fix}");
+            json!({ "ok": false, "check": what, "fix": fix })
+        });
+    }
+
+    fn print(&self, json: bool) {
+        if json {
+            println!("{:#}", json!({ "ok": !self.failed, "checks": self.found }));
+            return;
+        }
+        for c in &self.found {
+            let what = c["check"].as_str().unwrap_or("");
+            if c["ok"] == true {
+                println!("✓ {what}");
+            } else {
+                println!("✗ {what}\n    fix: {}", c["fix"].as_str().unwrap_or(""));
+            }
         }
     }
 }
@@ -436,42 +542,102 @@ fn mcp_installed() -> bool {
 }
 
 /// `repowire status`.
-pub fn status(config: &Config) -> anyhow::Result<ExitCode> {
+pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
     let hooks = hooks_installed();
+    let broken = broken_hooks();
+    let mcp = mcp_installed();
+    let daemon = super::call(config, &Request::Status, Duration::from_secs(5)).ok();
+    let drift = daemon.as_ref().and_then(|d| super::relay_drift(config, d));
+    if json {
+        let report = json!({
+            "hooks": {
+                "installed": hooks,
+                "expected": EVENTS.len(),
+                "settings": settings_path(),
+                "broken": broken.iter().map(|(event, program)| json!({"event": event, "program": program})).collect::<Vec<_>>(),
+            },
+            "mcp_registered": mcp,
+            "daemon": daemon.as_ref().map(|d| json!({
+                "pid": d["pid"],
+                "relay": super::daemon_relay(d),
+                "link": d["link"],
+                "outbox": d["outbox"],
+                "queued_elsewhere": d["queued_elsewhere"],
+            })),
+            "relay_drift": drift.as_ref().map(|(daemon, shell)| json!({"daemon": daemon, "shell": shell})),
+        });
+        println!("{report:#}");
+        return Ok(ExitCode::SUCCESS);
+    }
     println!(
         "hooks    {}/{} installed in {}",
         hooks.len(),
         EVENTS.len(),
         settings_path().display()
     );
+    for (event, program) in &broken {
+        println!(
+            "         BROKEN: the {event} hook runs `{program}`, which does not exist: run `repowire setup` again"
+        );
+    }
     println!(
         "mcp      {}",
-        if mcp_installed() {
+        if mcp {
             "registered in ~/.claude.json"
         } else {
             "not registered"
         }
     );
-    match super::call(config, &Request::Status, Duration::from_secs(5)) {
-        Ok(status) => {
+    match &daemon {
+        Some(status) => {
             let link = status
                 .get("link")
                 .and_then(|l| l.get("state"))
                 .and_then(Value::as_str)
                 .unwrap_or("?");
             println!(
-                "daemon   running (pid {}), relay link {link}",
-                status.get("pid").unwrap_or(&Value::Null)
+                "daemon   running (pid {}), relay {}, link {link}",
+                status.get("pid").unwrap_or(&Value::Null),
+                super::daemon_relay(status)
             );
+            if let Some((daemon, shell)) = &drift {
+                println!(
+                    "relay    DIFFERS: the running daemon uses {daemon}; this shell's settings say {shell}\n         {}",
+                    super::RESTART_HINT
+                );
+            }
+            if status["link"]["key_refused"].as_bool() == Some(true) {
+                println!(
+                    "key      REVOKED or unknown ({}): run `repowire setup --relay-url URL --api-key rw_live_…`, then restart the daemon",
+                    status["link"]["reason"].as_str().unwrap_or("?")
+                );
+            }
+            for q in status
+                .get("queued_elsewhere")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                println!(
+                    "queued   {} message(s) for another relay or tenant, not sent here: {}\n         \
+                     they go out when this machine uses that relay again; `repowire outbox drop {}` drops them",
+                    q.get("messages").unwrap_or(&Value::Null),
+                    q.get("realm").and_then(Value::as_str).unwrap_or("?"),
+                    q.get("realm").and_then(Value::as_str).unwrap_or("?"),
+                );
+            }
         }
-        Err(_) => println!("daemon   not running (`repowire daemon start`)"),
+        None => println!("daemon   not running (`repowire daemon start`)"),
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// `repowire doctor`.
-pub fn doctor(config: &Config) -> anyhow::Result<ExitCode> {
-    let mut c = Checks { failed: false };
+pub fn doctor(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
+    let mut c = Checks {
+        failed: false,
+        found: Vec::new(),
+    };
     let settings = config.settings();
     c.check(
         settings.is_ok(),
@@ -495,17 +661,40 @@ pub fn doctor(config: &Config) -> anyhow::Result<ExitCode> {
         "MCP server registered",
         "run `repowire setup`",
     );
+    let broken = broken_hooks();
+    let what: Vec<String> = broken
+        .iter()
+        .map(|(event, program)| format!("{event} runs `{program}`, which does not exist"))
+        .collect();
     c.check(
-        std::process::Command::new("tmux")
-            .arg("-V")
-            .output()
-            .is_ok_and(|o| o.status.success()),
+        broken.is_empty(),
+        "every installed hook command resolves to a program",
+        &format!(
+            "{}: install with `cargo install --path client` (so `repowire` is on PATH) and run `repowire setup` again",
+            what.join("; ")
+        ),
+    );
+    c.check(
+        crate::tmux::version().is_some(),
         "tmux is available (needed to wake idle agents)",
         "install tmux",
     );
     match super::call(config, &Request::Status, Duration::from_secs(5)) {
         Ok(status) => {
             c.check(true, "daemon is running", "");
+            let drift = super::relay_drift(config, &status);
+            c.check(
+                drift.is_none(),
+                &format!(
+                    "the running daemon uses this shell's relay ({})",
+                    super::daemon_relay(&status)
+                ),
+                &drift
+                    .map(|(_, shell)| {
+                        format!("this shell's settings say {shell}; {}", super::RESTART_HINT)
+                    })
+                    .unwrap_or_default(),
+            );
             let link = status.get("link").cloned().unwrap_or(Value::Null);
             let state = link.get("state").and_then(Value::as_str).unwrap_or("?");
             c.check(
@@ -526,6 +715,7 @@ pub fn doctor(config: &Config) -> anyhow::Result<ExitCode> {
             &format!("`repowire daemon start` ({e})"),
         ),
     }
+    c.print(json);
     Ok(if c.failed {
         ExitCode::FAILURE
     } else {

@@ -256,10 +256,18 @@ impl Daemon {
                 text.push_str(&format!("Online peers: {}.\n", others.join(", ")));
             }
         }
-        text.push_str(
-            "Talk to them with `repowire peer ask NAME \"question\"`, `repowire peer notify NAME \"text\"`, \
-             and close asks you receive with `repowire peer ack ASK_ID -m \"reply\"`.",
-        );
+        text.push_str(match Tools::now() {
+            Tools::Mcp => {
+                "Talk to them with the repowire MCP tools: `ask` (peer_name, query) and `notify` \
+                 (peer_name, message); close each ask you receive with `ack` (correlation_id, \
+                 message), or a structured question with `answer` (correlation_id, option_id)."
+            }
+            Tools::Cli => {
+                "Talk to them with `repowire peer ask NAME \"question\"`, `repowire peer notify NAME \"text\"`, \
+                 and close asks you receive with `repowire peer ack ASK_ID -m \"reply\"` (the repowire MCP \
+                 server is not registered for Claude Code; `repowire setup` registers it)."
+            }
+        });
         // Anything that arrived before the session started is handed over too.
         let mut after = None;
         if let Some((queued, handed)) = self.hand_over(&session, false).await? {
@@ -313,7 +321,10 @@ impl Daemon {
             }
         }
         if !open.is_empty() {
-            text.push_str("[repowire] Reminder: these asks are still open; close each with `repowire peer ack ID -m \"reply\"`:\n");
+            text.push_str(match Tools::now() {
+                Tools::Mcp => "[repowire] Reminder: these asks are still open; close each with the MCP tool `ack` (correlation_id, message):\n",
+                Tools::Cli => "[repowire] Reminder: these asks are still open; close each with `repowire peer ack ID -m \"reply\"`:\n",
+            });
             for row in &open {
                 if let Ok(m) = serde_json::from_str::<Message>(&row.body) {
                     text.push_str(&format!(
@@ -373,6 +384,40 @@ fn first_line(s: &str) -> String {
     }
 }
 
+/// How agents are told to act on a message: through our MCP tools (no permission prompt, the
+/// exact arguments given), or, when the MCP server is not registered for Claude Code, the CLI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tools {
+    Mcp,
+    Cli,
+}
+
+impl Tools {
+    /// Whether ~/.claude.json registers our MCP server; read again only when the file changes
+    /// (it is large, and hooks are on every turn).
+    fn now() -> Self {
+        static SEEN: std::sync::Mutex<Option<(std::time::SystemTime, bool)>> =
+            std::sync::Mutex::new(None);
+        let path = crate::config::user_home().join(".claude.json");
+        let Ok(modified) = std::fs::metadata(&path).and_then(|m| m.modified()) else {
+            return Tools::Cli;
+        };
+        let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+        let registered = match *seen {
+            Some((at, registered)) if at == modified => registered,
+            _ => {
+                let registered = std::fs::read_to_string(&path)
+                    .ok()
+                    .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                    .is_some_and(|v| v["mcpServers"]["repowire"].is_object());
+                *seen = Some((modified, registered));
+                registered
+            }
+        };
+        if registered { Tools::Mcp } else { Tools::Cli }
+    }
+}
+
 /// One message, framed so the agent sees who sent it (`@from → @to [ask #cid]`), with every
 /// line of the body quoted so a body cannot pass itself off as another message's header.
 fn render(row: &InboxRow, me: &str) -> String {
@@ -412,13 +457,21 @@ fn render(row: &InboxRow, me: &str) -> String {
                     .collect();
                 out.push_str(&format!(" Options: {}.", options.join(", ")));
             }
-            out.push_str(&format!(
-                " Answer with the MCP tool `answer`, or: repowire peer answer {cid} --option ID [--text TEXT])\n"
-            ));
+            out.push_str(&match Tools::now() {
+                Tools::Mcp => format!(
+                    " Answer with the MCP tool `answer`: correlation_id \"{cid}\", option_id \"ID\" (and text if asked).)\n"
+                ),
+                Tools::Cli => format!(
+                    " Answer with: repowire peer answer {cid} --option ID [--text TEXT])\n"
+                ),
+            });
         }
-        (MessageKind::Ask, None) => out.push_str(&format!(
-            "(Answer with: repowire peer ack {cid} -m \"your reply\")\n"
-        )),
+        (MessageKind::Ask, None) => out.push_str(&match Tools::now() {
+            Tools::Mcp => format!(
+                "(Answer with the MCP tool `ack`: correlation_id \"{cid}\", message \"your reply\")\n"
+            ),
+            Tools::Cli => format!("(Answer with: repowire peer ack {cid} -m \"your reply\")\n"),
+        }),
         _ => {}
     }
     out

@@ -93,6 +93,8 @@ pub enum LinkState {
     Stopped {
         /// Why.
         reason: String,
+        /// The relay refused the API key (unknown, revoked, expired): only a new key helps.
+        key_refused: bool,
     },
 }
 
@@ -221,6 +223,8 @@ enum Ended {
     Retry(String),
     /// Do not reconnect.
     Stop(String),
+    /// Do not reconnect: the relay refused the API key (a new one is needed).
+    KeyRefused(String),
 }
 
 /// Keeps the link up until `shutdown`.
@@ -236,7 +240,18 @@ pub async fn run(daemon: Arc<Daemon>, endpoint: Endpoint, shutdown: Cancellation
         match ended {
             Ended::Stop(reason) => {
                 tracing::error!(%reason, "relay link stopped");
-                daemon.link.detach(LinkState::Stopped { reason });
+                daemon.link.detach(LinkState::Stopped {
+                    reason,
+                    key_refused: false,
+                });
+                return;
+            }
+            Ended::KeyRefused(reason) => {
+                tracing::error!(%reason, "relay link stopped: the API key is refused");
+                daemon.link.detach(LinkState::Stopped {
+                    reason,
+                    key_refused: true,
+                });
                 return;
             }
             Ended::Retry(reason) => {
@@ -287,7 +302,7 @@ async fn fetch_token(endpoint: &Endpoint) -> Result<TokenResponse, Ended> {
         .map(|b| format!("{} ({})", b.error.message, b.error.code.as_str()))
         .unwrap_or_else(|| status.to_string());
     if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
-        Err(Ended::Stop(format!(
+        Err(Ended::KeyRefused(format!(
             "the relay refused the API key: {message}"
         )))
     } else {
@@ -422,9 +437,11 @@ fn ended_by_close(close: Option<tokio_tungstenite::tungstenite::protocol::CloseF
     };
     let code = u16::from(close.code);
     let why = format!("closed by the relay ({code}: {})", close.reason);
-    if matches!(
+    if code == CloseCode::KEY_REVOKED {
+        Ended::KeyRefused(format!("the API key was revoked ({why})"))
+    } else if matches!(
         code,
-        CloseCode::KEY_REVOKED | CloseCode::HELLO_REQUIRED | CloseCode::UNSUPPORTED_VERSION
+        CloseCode::HELLO_REQUIRED | CloseCode::UNSUPPORTED_VERSION
     ) {
         Ended::Stop(why)
     } else {

@@ -64,6 +64,18 @@ pub struct Daemon {
     pub shutdown: CancellationToken,
     /// Base URL of the relay in use (embedded or configured).
     pub relay_base: String,
+    /// The relay as realms name it: its configured URL, or `embedded`.
+    pub relay_identity: String,
+    /// SHA-256 of the API key in use, shortened: tells keys apart without storing them.
+    pub key_fingerprint: String,
+}
+
+/// A key's fingerprint: the first 16 hex digits of its SHA-256.
+pub fn key_fingerprint(api_key: &str) -> String {
+    repowire_relay::apikey::hash(api_key)
+        .chars()
+        .take(16)
+        .collect()
 }
 
 /// Runs the daemon in the foreground until `shutdown` (or a `shutdown` request).
@@ -71,13 +83,16 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     crate::config::ensure_home(&settings.home)?;
     let shutdown = CancellationToken::new();
     let socket = crate::config::socket_path(&settings.home);
-    // Refuse to start twice: a live daemon answers on the socket.
-    if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
-        anyhow::bail!(
-            "a daemon is already running (socket {}); stop it with `repowire daemon stop`",
-            socket.display()
-        );
-    }
+    // One daemon per home: the lock is taken before the socket is touched, so a second daemon
+    // started at the same moment can never unlink the first one's socket.
+    let _held = match repowire_relay::datadir::lock_file(&settings.home.join("daemon.lock")) {
+        Ok(held) => held,
+        Err(repowire_relay::datadir::LockError::Held { pid }) => {
+            anyhow::bail!("{}", already_running(&settings.home, pid))
+        }
+        Err(e) => return Err(e).context("locking the daemon's home"),
+    };
+    // Ours: a socket left there is a dead daemon's.
     let _ = std::fs::remove_file(&socket);
     let store = Store::open(&settings.home.join("state.db"))
         .await
@@ -95,6 +110,21 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             (relay.endpoint, Some(relay.task))
         }
     };
+    // The tenant wall: everything relay-bound is tied to this relay identity, and nothing
+    // queued under another one goes out here.
+    let relay_identity = match &settings.relay {
+        RelayTarget::Remote { url, .. } => url.clone(),
+        RelayTarget::Embedded => "embedded".to_owned(),
+    };
+    let key_fingerprint = key_fingerprint(&endpoint.api_key);
+    let realm = store
+        .known_realm(&relay_identity, &key_fingerprint)
+        .await
+        .context("reading state.db")?;
+    store
+        .enter_realm(&realm)
+        .await
+        .context("updating state.db")?;
     let daemon = Arc::new(Daemon {
         settings,
         store,
@@ -107,6 +137,8 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         registered_on: Mutex::new(HashMap::new()),
         shutdown: shutdown.clone(),
         relay_base: endpoint.base.clone(),
+        relay_identity,
+        key_fingerprint,
     });
     let listener = server::bind(&socket)?;
     tracing::info!(socket = %socket.display(), relay = %endpoint.base, "repowire daemon running");
@@ -123,6 +155,15 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What a second daemon for the same home says.
+pub fn already_running(home: &std::path::Path, pid: Option<u32>) -> String {
+    format!(
+        "a repowire daemon{} is already running for {}; stop it with `repowire daemon stop`",
+        pid.map(|p| format!(" (pid {p})")).unwrap_or_default(),
+        home.display()
+    )
+}
+
 async fn signals(shutdown: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
     let Ok(mut term) = signal(SignalKind::terminate()) else {
@@ -137,12 +178,7 @@ async fn signals(shutdown: CancellationToken) {
 
 /// A session's peer identity (peer id and how to reach its agent).
 pub fn role_of(row: &SessionRow) -> Role {
-    match row.role.as_str() {
-        "human" => Role::Human,
-        "service" => Role::Service,
-        "orchestrator" => Role::Orchestrator,
-        _ => Role::Agent,
-    }
+    row.role.parse().unwrap_or(Role::Agent)
 }
 
 #[allow(clippy::unwrap_used)] // poisoned locks only follow a panic elsewhere
@@ -151,6 +187,21 @@ impl Daemon {
     /// deliver receipts ended sessions still owe, then open the gate for messages, resend the
     /// outbox in order, and ask for outcomes missed while away.
     pub async fn on_connected(self: Arc<Self>) {
+        // The relay said which tenant the key is for: the realm is now known by tenant.
+        let tenant = match self.link.state() {
+            link::LinkState::Registering { tenant_id, .. }
+            | link::LinkState::Connected { tenant_id, .. } => Some(tenant_id),
+            _ => None,
+        };
+        if let Some(tenant) = tenant
+            && let Err(error) = self
+                .store
+                .learn_tenant(&self.relay_identity, &self.key_fingerprint, &tenant)
+                .await
+        {
+            tracing::error!(%error, "recording the relay's tenant; not sending anything");
+            return;
+        }
         let sessions = match self.store.active_sessions().await {
             Ok(s) => s,
             Err(error) => {

@@ -50,6 +50,18 @@ pub(super) fn unexpected(body: &Body) -> ApiError {
     )
 }
 
+/// What a request that needs the relay answers once the link has given up for good.
+pub fn stopped_error(reason: &str, key_refused: bool) -> ApiError {
+    let error = ApiError::new("relay_refused", format!("not sent: {reason}"));
+    if key_refused {
+        error.hint(
+            "the API key is revoked or unknown: get a new one, run `repowire setup --relay-url URL --api-key rw_live_…`, then `repowire daemon stop && repowire daemon start`",
+        )
+    } else {
+        error.hint("see `repowire daemon status`; restart the daemon once fixed")
+    }
+}
+
 /// A state.db failure as an API error.
 pub fn store_error(e: sqlx::Error) -> ApiError {
     ApiError::new("daemon_storage", format!("local state database: {e}"))
@@ -372,6 +384,15 @@ impl Daemon {
     ) -> Result<Value, ApiError> {
         // The relay's own decoder: the same limits and rules, checked before anything is stored.
         self.validated(&frame)?;
+        // A link that gave up will not come back by itself: say so, and keep nothing that
+        // would claim to be sent later.
+        if let super::link::LinkState::Stopped {
+            reason,
+            key_refused,
+        } = self.link.state()
+        {
+            return Err(stopped_error(&reason, key_refused));
+        }
         let encoded = repowire_protocol::encode(&frame);
         let id = frame.id.to_string();
         let correlation_id = match &frame.body {
@@ -577,16 +598,59 @@ impl Daemon {
     }
 
     /// Daemon status.
+    /// Queued messages per relay identity: the current one's go out as the link allows;
+    /// another's stay until the daemon works with that relay and tenant again, or are dropped.
+    pub async fn outbox(&self) -> Result<Value, ApiError> {
+        let realm = self.store.realm();
+        let realms = self.store.outbox_by_realm().await.map_err(store_error)?;
+        Ok(json!({
+            "realm": realm,
+            "realms": realms.into_iter().map(|r| json!({
+                "realm": r.realm,
+                "current": r.realm == realm,
+                "messages": r.messages,
+                "oldest_ms": r.oldest_ms,
+            })).collect::<Vec<_>>(),
+        }))
+    }
+
+    /// Drops what is queued for another relay identity (never the current one's).
+    pub async fn drop_outbox(&self, realm: &str) -> Result<Value, ApiError> {
+        if realm == self.store.realm() {
+            return Err(ApiError::new(
+                "invalid_request",
+                "that is the relay this daemon works with now: its queued messages are being sent",
+            ));
+        }
+        let dropped = self
+            .store
+            .drop_outbox_of_realm(realm)
+            .await
+            .map_err(store_error)?;
+        Ok(json!({ "realm": realm, "dropped": dropped }))
+    }
+
     pub async fn status(&self) -> Result<Value, ApiError> {
         let sessions = self.store.active_sessions().await.map_err(store_error)?;
         let outbox = self.store.outbox_len().await.map_err(store_error)?;
+        let realm = self.store.realm();
+        let elsewhere: Vec<_> = self
+            .store
+            .outbox_by_realm()
+            .await
+            .map_err(store_error)?
+            .into_iter()
+            .filter(|r| r.realm != realm)
+            .collect();
         Ok(json!({
             "pid": std::process::id(),
             "home": self.settings.home,
             "relay": self.relay_base,
+            "realm": realm,
             "embedded": matches!(self.settings.relay, crate::config::RelayTarget::Embedded),
             "link": self.link.state(),
             "outbox": outbox,
+            "queued_elsewhere": elsewhere,
             "sessions": sessions,
             "wakes": self.wake_outcomes(),
         }))

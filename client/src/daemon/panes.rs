@@ -16,9 +16,19 @@ impl Daemon {
     /// Panes of the tmux server at `socket` (default server when `None`), with the session
     /// each belongs to.
     pub async fn panes(&self, socket: Option<&str>) -> Result<Value, ApiError> {
-        let panes = tmux::panes(socket)
-            .await
-            .map_err(|e| ApiError::new("tmux", e.to_string()).hint("is a tmux server running?"))?;
+        let panes = match tmux::panes(socket).await {
+            Ok(panes) => panes,
+            // No tmux server running: there are no panes, which is an answer, not an error.
+            Err(tmux::TmuxError::Failed { stderr, .. })
+                if stderr.contains("no server running")
+                    || stderr.contains("error connecting to") =>
+            {
+                Vec::new()
+            }
+            Err(e) => {
+                return Err(ApiError::new("tmux", e.to_string()).hint("is tmux installed?"));
+            }
+        };
         let sessions = self
             .store
             .active_sessions()

@@ -111,6 +111,8 @@ async fn handle(
     let plain = |v: Value| (v, None);
     match request {
         Request::Status => daemon.status().await.map(plain),
+        Request::Outbox => daemon.outbox().await.map(plain),
+        Request::OutboxDrop { realm } => daemon.drop_outbox(&realm).await.map(plain),
         Request::Hook {
             event,
             payload,

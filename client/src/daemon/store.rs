@@ -7,81 +7,17 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
+use std::sync::{Arc, RwLock};
+
 use serde::Serialize;
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 pub type Result<T> = std::result::Result<T, sqlx::Error>;
 
-const SCHEMA: &str = r#"
-CREATE TABLE IF NOT EXISTS sessions (
-    session_id    TEXT PRIMARY KEY,
-    backend       TEXT NOT NULL,
-    role          TEXT NOT NULL,
-    circle        TEXT NOT NULL,
-    path          TEXT,
-    pane          TEXT,
-    tmux_socket   TEXT,
-    agent_pid     INTEGER,
-    agent_start   INTEGER,
-    transcript    TEXT,
-    peer_id       TEXT,
-    name          TEXT,
-    turn_state    TEXT NOT NULL DEFAULT 'unknown',
-    active        INTEGER NOT NULL DEFAULT 1,
-    -- 1 when the next session of the same agent process takes this one's peer over
-    -- (a pane adopted by `repowire link`, or a `/clear` in the runtime).
-    handoff       INTEGER NOT NULL DEFAULT 0,
-    started_at_ms INTEGER NOT NULL,
-    ended_at_ms   INTEGER
-);
-CREATE INDEX IF NOT EXISTS sessions_peer ON sessions(peer_id);
-CREATE TABLE IF NOT EXISTS inbox (
-    message_id     TEXT NOT NULL,
-    peer_id        TEXT NOT NULL,
-    seq            INTEGER NOT NULL,
-    kind           TEXT NOT NULL,
-    correlation_id TEXT,
-    body           TEXT NOT NULL,
-    state          TEXT NOT NULL,
-    closed         INTEGER NOT NULL DEFAULT 0,
-    received_at_ms INTEGER NOT NULL,
-    handed_at_ms   INTEGER,
-    -- An injected/failed receipt that could not be sent (link down): sent after reconnecting.
-    receipt_pending INTEGER NOT NULL DEFAULT 0,
-    fail_reason    TEXT,
-    -- A broadcast is one message delivered to several local peers.
-    PRIMARY KEY (peer_id, message_id)
-);
-CREATE INDEX IF NOT EXISTS inbox_peer_state ON inbox(peer_id, state);
-CREATE TABLE IF NOT EXISTS outbox (
-    frame_id      TEXT PRIMARY KEY,
-    peer_id       TEXT NOT NULL,
-    frame         TEXT NOT NULL,
-    created_at_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS sent (
-    message_id     TEXT PRIMARY KEY,
-    peer_id        TEXT NOT NULL,
-    kind           TEXT NOT NULL,
-    to_name        TEXT,
-    text           TEXT NOT NULL,
-    correlation_id TEXT,
-    state          TEXT NOT NULL,
-    error          TEXT,
-    reply          TEXT,
-    created_at_ms  INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS sent_cid ON sent(correlation_id);
-CREATE TABLE IF NOT EXISTS sent_events (
-    message_id TEXT NOT NULL,
-    recipient  TEXT,
-    state      TEXT NOT NULL,
-    reason     TEXT,
-    at_ms      INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS sent_events_msg ON sent_events(message_id);
-"#;
+/// The schema, versioned: `client/migrations` (0001 is the schema from before migrations, so
+/// a state.db made then upgrades in place).
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// A session the daemon hosts (an agent runtime session, or the daemon's own CLI peer).
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
@@ -169,6 +105,29 @@ pub struct SentEvent {
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: SqlitePool,
+    /// The relay identity this daemon works in now (see [`Store::enter_realm`]): what new rows
+    /// are stamped with and what relay-bound reads are limited to.
+    realm: Arc<RwLock<String>>,
+}
+
+/// The relay identity rows are tied to: `<relay url>#<tenant id>`, or
+/// `<relay url>#key:<fingerprint>` while the key's tenant is not known yet.
+pub fn realm_of(relay_url: &str, tenant_id: Option<&str>, key_fingerprint: &str) -> String {
+    match tenant_id {
+        Some(t) => format!("{relay_url}#{t}"),
+        None => format!("{relay_url}#key:{key_fingerprint}"),
+    }
+}
+
+/// Queued messages of one relay identity (`repowire outbox`).
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct RealmOutbox {
+    /// The relay identity.
+    pub realm: String,
+    /// Frames waiting.
+    pub messages: i64,
+    /// Oldest of them (ms).
+    pub oldest_ms: i64,
 }
 
 /// Milliseconds since the Unix epoch.
@@ -182,6 +141,10 @@ pub fn now_ms() -> i64 {
 impl Store {
     /// Opens (creating if needed) the state database.
     pub async fn open(path: &Path) -> Result<Self> {
+        // Message bodies live here: readable by this user only, like the relay's database.
+        if let Err(error) = repowire_relay::store::sqlite::private_files(path) {
+            return Err(sqlx::Error::Io(std::io::Error::other(error.to_string())));
+        }
         let options = SqliteConnectOptions::from_str("sqlite://")?
             .filename(path)
             .create_if_missing(true)
@@ -192,8 +155,145 @@ impl Store {
             .max_connections(1)
             .connect_with(options)
             .await?;
-        sqlx::raw_sql(SCHEMA).execute(&pool).await?;
-        Ok(Self { pool })
+        MIGRATOR.run(&pool).await?;
+        Ok(Self {
+            pool,
+            realm: Arc::new(RwLock::new(String::new())),
+        })
+    }
+
+    // ---- relay identity ----------------------------------------------------------------
+
+    /// The realm rows are stamped with now.
+    #[allow(clippy::unwrap_used)] // poisoned only by a panic while holding it, which is a bug
+    pub fn realm(&self) -> String {
+        self.realm.read().unwrap().clone()
+    }
+
+    /// The realm of this relay and key: by tenant if the relay told us the key's tenant before.
+    pub async fn known_realm(&self, relay_url: &str, key_fingerprint: &str) -> Result<String> {
+        let tenant: Option<(Option<String>,)> = sqlx::query_as(
+            "SELECT tenant_id FROM relays WHERE relay_url = ? AND key_fingerprint = ?",
+        )
+        .bind(relay_url)
+        .bind(key_fingerprint)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(realm_of(
+            relay_url,
+            tenant.and_then(|(t,)| t).as_deref(),
+            key_fingerprint,
+        ))
+    }
+
+    /// Works in `realm` from now on. Sessions take the peer identity they had in it (none if
+    /// they never registered there); the identity they had elsewhere is kept for a switch back.
+    /// Rows from before realms existed ('') join this one.
+    #[allow(clippy::unwrap_used)] // see `realm`
+    pub async fn enter_realm(&self, realm: &str) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        for table in ["sessions", "inbox", "outbox", "sent"] {
+            sqlx::query(&format!("UPDATE {table} SET realm = ? WHERE realm = ''"))
+                .bind(realm)
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query(
+            "INSERT OR REPLACE INTO session_identities (session_id, realm, peer_id, name)
+             SELECT session_id, realm, peer_id, name FROM sessions WHERE realm <> ? AND peer_id IS NOT NULL",
+        )
+        .bind(realm)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE sessions SET
+               peer_id = (SELECT i.peer_id FROM session_identities i WHERE i.session_id = sessions.session_id AND i.realm = ?1),
+               name = (SELECT i.name FROM session_identities i WHERE i.session_id = sessions.session_id AND i.realm = ?1),
+               realm = ?1
+             WHERE realm <> ?1",
+        )
+        .bind(realm)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        *self.realm.write().unwrap() = realm.to_owned();
+        Ok(())
+    }
+
+    /// The relay told us which tenant the key belongs to. A provisional realm (by key) becomes
+    /// the tenant's: its rows move with it, since they were made with this very key. Returns the
+    /// realm to work in.
+    pub async fn learn_tenant(
+        &self,
+        relay_url: &str,
+        key_fingerprint: &str,
+        tenant_id: &str,
+    ) -> Result<String> {
+        let now = now_ms();
+        sqlx::query(
+            "INSERT INTO relays (relay_url, key_fingerprint, tenant_id, first_seen_ms, last_seen_ms)
+             VALUES (?, ?, ?, ?, ?)
+             ON CONFLICT (relay_url, key_fingerprint) DO UPDATE SET tenant_id = excluded.tenant_id,
+               last_seen_ms = excluded.last_seen_ms",
+        )
+        .bind(relay_url)
+        .bind(key_fingerprint)
+        .bind(tenant_id)
+        .bind(now)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        let provisional = realm_of(relay_url, None, key_fingerprint);
+        let known = realm_of(relay_url, Some(tenant_id), key_fingerprint);
+        let mut tx = self.pool.begin().await?;
+        for table in ["sessions", "inbox", "outbox", "sent", "session_identities"] {
+            sqlx::query(&format!(
+                "UPDATE OR IGNORE {table} SET realm = ? WHERE realm = ?"
+            ))
+            .bind(&known)
+            .bind(&provisional)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        if self.realm() != known {
+            self.enter_realm(&known).await?;
+        }
+        Ok(known)
+    }
+
+    /// Queued frames per relay identity, the current one first.
+    pub async fn outbox_by_realm(&self) -> Result<Vec<RealmOutbox>> {
+        sqlx::query_as(
+            "SELECT realm, COUNT(*) AS messages, MIN(created_at_ms) AS oldest_ms FROM outbox
+             GROUP BY realm ORDER BY realm <> ?, realm",
+        )
+        .bind(self.realm())
+        .fetch_all(&self.pool)
+        .await
+    }
+
+    /// Drops the queued frames of another relay identity (never the current one's: those are
+    /// being sent); returns their ids. Their sent records say why.
+    pub async fn drop_outbox_of_realm(&self, realm: &str) -> Result<Vec<String>> {
+        if realm == self.realm() {
+            return Ok(Vec::new());
+        }
+        let mut tx = self.pool.begin().await?;
+        let rows: Vec<(String,)> =
+            sqlx::query_as("DELETE FROM outbox WHERE realm = ? RETURNING frame_id")
+                .bind(realm)
+                .fetch_all(&mut *tx)
+                .await?;
+        for (id,) in &rows {
+            sqlx::query("UPDATE sent SET state = 'dropped', error = ? WHERE message_id = ?")
+                .bind(format!("dropped by the user while queued for {realm}"))
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(rows.into_iter().map(|(id,)| id).collect())
     }
 
     // ---- sessions ----------------------------------------------------------------------
@@ -201,8 +301,8 @@ impl Store {
     /// Inserts or replaces a session's runtime facts, keeping its peer identity.
     pub async fn upsert_session(&self, s: &SessionRow) -> Result<()> {
         sqlx::query(
-            "INSERT INTO sessions (session_id, backend, role, circle, path, pane, tmux_socket, agent_pid, agent_start, transcript, peer_id, name, turn_state, active, handoff, started_at_ms)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
+            "INSERT INTO sessions (session_id, backend, role, circle, path, pane, tmux_socket, agent_pid, agent_start, transcript, peer_id, name, turn_state, active, handoff, started_at_ms, realm)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)
              ON CONFLICT(session_id) DO UPDATE SET backend = excluded.backend, path = excluded.path,
                pane = excluded.pane, tmux_socket = excluded.tmux_socket, agent_pid = excluded.agent_pid,
                agent_start = excluded.agent_start, transcript = excluded.transcript,
@@ -223,6 +323,7 @@ impl Store {
         .bind(&s.turn_state)
         .bind(s.handoff)
         .bind(s.started_at_ms)
+        .bind(self.realm())
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -251,13 +352,16 @@ impl Store {
         name: &str,
         circle: &str,
     ) -> Result<()> {
-        sqlx::query("UPDATE sessions SET peer_id = ?, name = ?, circle = ? WHERE session_id = ?")
-            .bind(peer_id)
-            .bind(name)
-            .bind(circle)
-            .bind(session_id)
-            .execute(&self.pool)
-            .await?;
+        sqlx::query(
+            "UPDATE sessions SET peer_id = ?, name = ?, circle = ?, realm = ? WHERE session_id = ?",
+        )
+        .bind(peer_id)
+        .bind(name)
+        .bind(circle)
+        .bind(self.realm())
+        .bind(session_id)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
@@ -308,9 +412,11 @@ impl Store {
     /// Ended sessions with receipts still to send.
     pub async fn ended_with_pending_receipts(&self) -> Result<Vec<SessionRow>> {
         sqlx::query_as(
-            "SELECT * FROM sessions s WHERE active = 0 AND peer_id IS NOT NULL
-             AND EXISTS (SELECT 1 FROM inbox i WHERE i.peer_id = s.peer_id AND i.receipt_pending = 1)",
+            "SELECT * FROM sessions s WHERE active = 0 AND peer_id IS NOT NULL AND realm = ?
+             AND EXISTS (SELECT 1 FROM inbox i WHERE i.peer_id = s.peer_id AND i.realm = s.realm
+                         AND i.receipt_pending = 1)",
         )
+        .bind(self.realm())
         .fetch_all(&self.pool)
         .await
     }
@@ -336,8 +442,8 @@ impl Store {
     ) -> Result<bool> {
         let body = serde_json::to_string(message).unwrap_or_default();
         let done = sqlx::query(
-            "INSERT INTO inbox (message_id, peer_id, seq, kind, correlation_id, body, state, received_at_ms)
-             VALUES (?, ?, ?, ?, ?, ?, 'queued', ?) ON CONFLICT(peer_id, message_id) DO NOTHING",
+            "INSERT INTO inbox (message_id, peer_id, seq, kind, correlation_id, body, state, received_at_ms, realm)
+             VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?) ON CONFLICT(peer_id, message_id) DO NOTHING",
         )
         .bind(message.message_id.to_string())
         .bind(peer_id)
@@ -346,6 +452,7 @@ impl Store {
         .bind(message.correlation_id.as_ref().map(|c| c.as_str().to_owned()))
         .bind(body)
         .bind(now_ms())
+        .bind(self.realm())
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)
@@ -447,9 +554,11 @@ impl Store {
         peer_id: &str,
     ) -> Result<Vec<(String, String, Option<String>)>> {
         sqlx::query_as(
-            "SELECT message_id, state, fail_reason FROM inbox WHERE peer_id = ? AND receipt_pending = 1 ORDER BY seq",
+            "SELECT message_id, state, fail_reason FROM inbox WHERE peer_id = ? AND realm = ?
+             AND receipt_pending = 1 ORDER BY seq",
         )
         .bind(peer_id)
+        .bind(self.realm())
         .fetch_all(&self.pool)
         .await
     }
@@ -471,13 +580,16 @@ impl Store {
 
     /// Keeps a message-creating frame until the relay answers it.
     pub async fn put_outbox(&self, frame_id: &str, peer_id: &str, frame: &str) -> Result<()> {
-        sqlx::query("INSERT OR REPLACE INTO outbox (frame_id, peer_id, frame, created_at_ms) VALUES (?, ?, ?, ?)")
-            .bind(frame_id)
-            .bind(peer_id)
-            .bind(frame)
-            .bind(now_ms())
-            .execute(&self.pool)
-            .await?;
+        sqlx::query(
+            "INSERT OR REPLACE INTO outbox (frame_id, peer_id, frame, created_at_ms, realm) VALUES (?, ?, ?, ?, ?)",
+        )
+        .bind(frame_id)
+        .bind(peer_id)
+        .bind(frame)
+        .bind(now_ms())
+        .bind(self.realm())
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
@@ -514,21 +626,23 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         sqlx::query(
-            "INSERT INTO outbox (frame_id, peer_id, frame, created_at_ms) VALUES (?, ?, ?, ?)",
+            "INSERT INTO outbox (frame_id, peer_id, frame, created_at_ms, realm) VALUES (?, ?, ?, ?, ?)",
         )
         .bind(new_id)
         .bind(peer_id)
         .bind(frame)
         .bind(now_ms())
+        .bind(self.realm())
         .execute(&mut *tx)
         .await?;
         sqlx::query(
-            "INSERT INTO sent (message_id, peer_id, kind, to_name, text, correlation_id, state, created_at_ms)
-             SELECT ?, ?, kind, to_name, text, correlation_id, 'queued', ? FROM sent WHERE message_id = ?",
+            "INSERT INTO sent (message_id, peer_id, kind, to_name, text, correlation_id, state, created_at_ms, realm)
+             SELECT ?, ?, kind, to_name, text, correlation_id, 'queued', ?, ? FROM sent WHERE message_id = ?",
         )
         .bind(new_id)
         .bind(peer_id)
         .bind(now_ms())
+        .bind(self.realm())
         .bind(old_id)
         .execute(&mut *tx)
         .await?;
@@ -540,11 +654,13 @@ impl Store {
         tx.commit().await
     }
 
-    /// Every unanswered frame, oldest first: (frame id, peer id, frame JSON).
+    /// Every unanswered frame of the current relay identity, oldest first: (frame id, peer id,
+    /// frame JSON). Frames queued for another relay or tenant are never among them.
     pub async fn outbox(&self) -> Result<Vec<(String, String, String)>> {
         sqlx::query_as(
-            "SELECT frame_id, peer_id, frame FROM outbox ORDER BY created_at_ms, frame_id",
+            "SELECT frame_id, peer_id, frame FROM outbox WHERE realm = ? ORDER BY created_at_ms, frame_id",
         )
+        .bind(self.realm())
         .fetch_all(&self.pool)
         .await
     }
@@ -563,16 +679,18 @@ impl Store {
     pub async fn open_sent(&self, since_ms: i64) -> Result<Vec<SentRow>> {
         sqlx::query_as(
             "SELECT * FROM sent WHERE state IN ('accepted', 'delivered', 'injected')
-             AND kind IN ('ask', 'notify') AND created_at_ms >= ?",
+             AND kind IN ('ask', 'notify') AND created_at_ms >= ? AND realm = ?",
         )
         .bind(since_ms)
+        .bind(self.realm())
         .fetch_all(&self.pool)
         .await
     }
 
-    /// Number of unanswered frames.
+    /// Number of unanswered frames of the current relay identity.
     pub async fn outbox_len(&self) -> Result<i64> {
-        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM outbox")
+        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM outbox WHERE realm = ?")
+            .bind(self.realm())
             .fetch_one(&self.pool)
             .await?;
         Ok(n)
@@ -583,8 +701,8 @@ impl Store {
     /// Records a message this daemon is sending.
     pub async fn insert_sent(&self, row: &SentRow) -> Result<()> {
         sqlx::query(
-            "INSERT OR IGNORE INTO sent (message_id, peer_id, kind, to_name, text, correlation_id, state, created_at_ms)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR IGNORE INTO sent (message_id, peer_id, kind, to_name, text, correlation_id, state, created_at_ms, realm)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(&row.message_id)
         .bind(&row.peer_id)
@@ -594,6 +712,7 @@ impl Store {
         .bind(&row.correlation_id)
         .bind(&row.state)
         .bind(row.created_at_ms)
+        .bind(self.realm())
         .execute(&self.pool)
         .await?;
         self.add_event(&row.message_id, None, &row.state, None)
@@ -690,5 +809,189 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         Ok(Some((row, events)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn sent(id: &str, peer: &str) -> SentRow {
+        SentRow {
+            message_id: id.into(),
+            peer_id: peer.into(),
+            kind: "notify".into(),
+            to_name: Some("target".into()),
+            text: "for relay A only".into(),
+            correlation_id: None,
+            state: "queued".into(),
+            error: None,
+            reply: None,
+            created_at_ms: 1,
+        }
+    }
+
+    /// A state.db made by the daemon before migrations existed, with data in it, opens with
+    /// everything kept; its rows join the realm the daemon starts in.
+    #[tokio::test]
+    async fn a_state_db_from_before_migrations_upgrades_with_its_data() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("state.db");
+        {
+            let options = SqliteConnectOptions::from_str("sqlite://")
+                .expect("options")
+                .filename(&path)
+                .create_if_missing(true);
+            let pool = SqlitePoolOptions::new()
+                .connect_with(options)
+                .await
+                .expect("old db");
+            // Migration 0001 is, by definition, the schema daemons made before migrations.
+            sqlx::raw_sql(include_str!("../../migrations/0001_state.sql"))
+                .execute(&pool)
+                .await
+                .expect("old schema");
+            sqlx::raw_sql(
+                "INSERT INTO sessions (session_id, backend, role, circle, peer_id, name, started_at_ms)
+                   VALUES ('s1', 'claude-code', 'agent', 'dev', 'peer-old', 'web', 1);
+                 INSERT INTO outbox (frame_id, peer_id, frame, created_at_ms) VALUES ('f1', 'peer-old', '{}', 1);
+                 INSERT INTO sent (message_id, peer_id, kind, text, state, created_at_ms)
+                   VALUES ('f1', 'peer-old', 'notify', 'hello', 'queued', 1);",
+            )
+            .execute(&pool)
+            .await
+            .expect("old data");
+            pool.close().await;
+        }
+        let store = Store::open(&path).await.expect("upgraded");
+        store.enter_realm("http://a#tnt-a").await.expect("realm");
+        let session = store.session("s1").await.expect("db").expect("kept");
+        assert_eq!(session.peer_id.as_deref(), Some("peer-old"));
+        assert_eq!(store.outbox().await.expect("outbox").len(), 1);
+        assert!(store.sent("f1").await.expect("db").is_some());
+        // Opening again runs nothing twice.
+        drop(store);
+        Store::open(&path).await.expect("reopened");
+    }
+
+    /// Issue 15.1: nothing queued under one relay identity is sent, re-minted or counted under
+    /// another; switching back restores the peer identity and the queue; dropping is explicit.
+    #[tokio::test]
+    async fn frames_queued_for_one_relay_never_leave_under_another() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(&dir.path().join("state.db"))
+            .await
+            .expect("open");
+        let a = "http://relay-a#tnt-a";
+        let b = "http://relay-b#tnt-b";
+        store.enter_realm(a).await.expect("a");
+        let row = SessionRow::new("s1".into(), "claude-code", "agent", "dev");
+        store.upsert_session(&row).await.expect("session");
+        store
+            .set_identity("s1", "peer-on-a", "web", "dev")
+            .await
+            .expect("identity");
+        store
+            .insert_sent(&sent("f1", "peer-on-a"))
+            .await
+            .expect("sent");
+        store
+            .put_outbox("f1", "peer-on-a", "{}")
+            .await
+            .expect("queued");
+
+        store.enter_realm(b).await.expect("b");
+        assert!(store.outbox().await.expect("outbox").is_empty());
+        assert_eq!(store.outbox_len().await.expect("len"), 0);
+        let on_b = store.session("s1").await.expect("db").expect("session");
+        assert_eq!(
+            on_b.peer_id, None,
+            "relay a's peer id is not used on relay b"
+        );
+        let listed = store.outbox_by_realm().await.expect("list");
+        assert_eq!(
+            listed
+                .iter()
+                .map(|r| (r.realm.as_str(), r.messages))
+                .collect::<Vec<_>>(),
+            vec![(a, 1)]
+        );
+        store
+            .set_identity("s1", "peer-on-b", "web", "dev")
+            .await
+            .expect("identity");
+
+        store.enter_realm(a).await.expect("back to a");
+        let back = store.session("s1").await.expect("db").expect("session");
+        assert_eq!(back.peer_id.as_deref(), Some("peer-on-a"));
+        assert_eq!(store.outbox().await.expect("outbox").len(), 1);
+        assert!(
+            store
+                .drop_outbox_of_realm(a)
+                .await
+                .expect("drop")
+                .is_empty(),
+            "the current relay's queue is never dropped"
+        );
+
+        store.enter_realm(b).await.expect("b again");
+        assert_eq!(
+            store
+                .session("s1")
+                .await
+                .expect("db")
+                .expect("s")
+                .peer_id
+                .as_deref(),
+            Some("peer-on-b")
+        );
+        assert_eq!(
+            store.drop_outbox_of_realm(a).await.expect("drop"),
+            vec!["f1"]
+        );
+        let (row, _) = store.sent("f1").await.expect("db").expect("sent");
+        assert_eq!(row.state, "dropped");
+        assert!(store.outbox_by_realm().await.expect("list").is_empty());
+    }
+
+    /// Frames queued before the relay said which tenant the key is for join that tenant's
+    /// realm; a key of another tenant on the same relay is another realm.
+    #[tokio::test]
+    async fn a_provisional_realm_becomes_the_keys_tenant() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Store::open(&dir.path().join("state.db"))
+            .await
+            .expect("open");
+        let url = "http://relay";
+        let first = store.known_realm(url, "fp1").await.expect("realm");
+        assert_eq!(first, "http://relay#key:fp1");
+        store.enter_realm(&first).await.expect("enter");
+        store.put_outbox("f1", "p", "{}").await.expect("queued");
+        let known = store
+            .learn_tenant(url, "fp1", "tnt-1")
+            .await
+            .expect("learn");
+        assert_eq!(known, "http://relay#tnt-1");
+        assert_eq!(store.realm(), known);
+        assert_eq!(store.outbox().await.expect("outbox").len(), 1);
+        assert_eq!(store.known_realm(url, "fp1").await.expect("realm"), known);
+
+        let other = store
+            .learn_tenant(url, "fp2", "tnt-2")
+            .await
+            .expect("learn");
+        assert_eq!(other, "http://relay#tnt-2");
+        assert!(store.outbox().await.expect("outbox").is_empty());
+    }
+
+    #[tokio::test]
+    async fn state_db_is_readable_by_its_owner_only() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("state.db");
+        let _store = Store::open(&path).await.expect("open");
+        let mode = std::fs::metadata(&path).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
     }
 }

@@ -1,0 +1,112 @@
+//! `repowire setup --relay-url URL --api-key KEY [--circle C]`: point this machine at a relay.
+//! The key is checked with the relay (exchanged for a token) before anything is written; then
+//! `~/.repowire/config.toml` gets the relay and the key (mode 0600, it holds a secret), so the
+//! daemon uses them whatever the environment of the shell that starts it.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use repowire_protocol::http::{HttpError, TokenRequest, TokenResponse};
+
+use crate::config::{Config, FileConfig};
+
+/// Where setup pointed this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Configured {
+    /// The relay's base URL.
+    pub url: String,
+    /// The tenant the key belongs to.
+    pub tenant_id: String,
+}
+
+/// Verifies and records the relay settings given to `setup` (flags or environment). `None`
+/// when none were given: the configuration is left as it is.
+pub fn configure(config: &Config) -> anyhow::Result<Option<Configured>> {
+    if config.relay_url.is_none() && config.api_key.is_none() && config.circle.is_none() {
+        return Ok(None);
+    }
+    let home = config.home();
+    let mut file = FileConfig::load(&home)?;
+    if let Some(circle) = &config.circle {
+        if !repowire_protocol::validate::is_valid_name(circle) {
+            bail!("circle `{circle}` is not a valid name (1–64 of A-Z a-z 0-9 . _ -)");
+        }
+        file.daemon.circle = Some(circle.clone());
+    }
+    let url = config.relay_url.clone().or(file.relay.url.clone());
+    let key = config.api_key.clone().or(file.relay.api_key.clone());
+    let configured = match (url, key) {
+        (None, None) => None,
+        (None, Some(_)) => bail!("an API key needs the relay it belongs to: add --relay-url URL"),
+        (Some(_), None) => bail!("a relay needs an API key: add --api-key rw_live_…"),
+        (Some(url), Some(key)) => {
+            let url = url.trim_end_matches('/').to_owned();
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                bail!("the relay URL must start with http:// or https:// (got `{url}`)");
+            }
+            let tenant_id = verify(&url, &key)?;
+            file.relay.url = Some(url.clone());
+            file.relay.api_key = Some(key);
+            Some(Configured { url, tenant_id })
+        }
+    };
+    let path = home.join("config.toml");
+    crate::config::ensure_home(&home)?;
+    let text = toml::to_string(&file).context("writing config.toml")?;
+    crate::userfile::replace(&path, text.as_bytes(), crate::userfile::Mode::Private)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(configured)
+}
+
+/// Exchanges the key for a token: the relay is there, is a Repowire relay, and takes the key.
+/// Returns the key's tenant. Every failure is said in plain words.
+fn verify(url: &str, key: &str) -> anyhow::Result<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let response = reqwest::Client::new()
+            .post(format!("{url}/v1/token"))
+            .timeout(Duration::from_secs(10))
+            .json(&TokenRequest {
+                api_key: key.to_owned(),
+            })
+            .send()
+            .await
+            .map_err(|e| {
+                let why = if e.is_timeout() {
+                    "no answer within 10 s".to_owned()
+                } else if e.is_connect() {
+                    "nothing answers there".to_owned()
+                } else {
+                    e.without_url().to_string()
+                };
+                anyhow::anyhow!(
+                    "cannot reach the relay at {url}: {why}; check the URL and that the relay runs (nothing was changed)"
+                )
+            })?;
+        let status = response.status();
+        if status.is_success() {
+            let token: TokenResponse = response.json().await.map_err(|_| {
+                anyhow::anyhow!("{url} answered, but not as a Repowire relay does (nothing was changed)")
+            })?;
+            return Ok(token.tenant_id);
+        }
+        let said: Option<HttpError> = response.json().await.ok();
+        match (status.as_u16(), said) {
+            (401 | 403, Some(e)) => bail!(
+                "the relay at {url} refused the API key: {} (nothing was changed)",
+                e.error.message
+            ),
+            (_, Some(e)) => bail!(
+                "the relay at {url} answered {status}: {} (nothing was changed)",
+                e.error.message
+            ),
+            (404, None) => bail!(
+                "{url} does not look like a Repowire relay (no /v1/token there); check the URL (nothing was changed)"
+            ),
+            (_, None) => bail!("{url} answered {status} (nothing was changed)"),
+        }
+    })
+}
