@@ -85,6 +85,20 @@ pub enum Request {
         #[serde(default)]
         tmux_pane: Option<String>,
     },
+    /// Which local session the caller acts as, and why (`repowire whoami`).
+    Identity {
+        /// As `--from` would name it.
+        #[serde(default)]
+        from: Option<String>,
+    },
+    /// What was delivered to the acting peer (`repowire inbox`).
+    Inbox(InboxQuery),
+    /// End a local session: its peer goes offline and what it was sent fails back to the
+    /// senders (`repowire session end`).
+    EndSession {
+        /// Session id, peer id or name.
+        session: String,
+    },
     /// Set (or, with an empty text, clear) the acting peer's description.
     Describe {
         /// Act as this local peer.
@@ -179,6 +193,33 @@ pub struct Outgoing {
     /// Chain to (and close) this ask.
     #[serde(default)]
     pub reply_to: Option<String>,
+}
+
+/// What `repowire inbox` asks for.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InboxQuery {
+    /// Act as this local peer.
+    #[serde(default)]
+    pub from: Option<String>,
+    /// Read messages too (newest first, after the unread ones).
+    #[serde(default)]
+    pub read: bool,
+    /// Only messages after this inbox position (`seq`).
+    #[serde(default)]
+    pub after_seq: Option<i64>,
+    /// At most this many read messages.
+    #[serde(default = "default_inbox_limit")]
+    pub limit: u32,
+    /// Leave unread messages unread.
+    #[serde(default)]
+    pub peek: bool,
+    /// Wait up to this long for an unread message when there is none.
+    #[serde(default)]
+    pub wait_ms: u64,
+}
+
+fn default_inbox_limit() -> u32 {
+    20
 }
 
 /// Kinds of message `send` creates.

@@ -35,6 +35,18 @@ enum Command {
         #[command(subcommand)]
         command: cli::peer::PeerCommand,
     },
+    /// What peers sent to you (the person at this terminal): unread first, with the ids
+    /// `peer ack` and `peer answer` take. Listing marks them read and tells their senders.
+    Inbox(cli::inbox::InboxArgs),
+    /// Which peer this terminal acts as, and why.
+    Whoami {
+        /// As `--from` would name it.
+        #[arg(long)]
+        from: Option<String>,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
     /// Messages queued for a relay, per relay and tenant.
     Outbox {
         #[command(subcommand)]
@@ -107,6 +119,8 @@ fn main() -> ExitCode {
         Command::Daemon { action } => cli::daemon::run(&cli.config, action),
         Command::Mcp => cli::daemon::mcp(&cli.config),
         Command::Peer { command } => cli::peer::run(&cli.config, command),
+        Command::Inbox(args) => cli::inbox::inbox(&cli.config, args),
+        Command::Whoami { from, json } => cli::inbox::whoami(&cli.config, from, json),
         Command::Session { command } => cli::session::run(&cli.config, command),
         Command::Outbox { command } => cli::outbox::run(&cli.config, command),
         Command::Link {

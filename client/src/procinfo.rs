@@ -75,6 +75,19 @@ pub fn agent_of_hook(hook_pid: u32) -> Option<u32> {
         .find(|&p| comm(p).is_none_or(|c| !SHELLS.contains(&c.as_str())))
 }
 
+/// Programs that host terminals and are never the agent behind a hook: a hook whose nearest
+/// non-shell ancestor is one of them was run by hand in a terminal.
+const TERMINAL_HOSTS: &[&str] = &["tmux", "screen", "sshd", "login", "mosh-server", "systemd"];
+
+/// True if `pid` is a terminal host (tmux's server calls itself `tmux: server`).
+pub fn is_terminal_host(pid: u32) -> bool {
+    comm(pid).is_some_and(|c| {
+        TERMINAL_HOSTS
+            .iter()
+            .any(|h| c == *h || c.starts_with(&format!("{h}:")))
+    })
+}
+
 /// `pid` and its descendants, breadth first (from a scan of /proc).
 pub fn tree(pid: u32) -> Vec<u32> {
     let mut parents: Vec<(u32, u32)> = Vec::new();

@@ -354,6 +354,14 @@ async fn two_agents_ask_ack_and_wait_on_ack_through_their_mcp_servers() {
             .contains("may not act as"),
         "{spoof}"
     );
+    // The refusal says what to do (issue 15.7).
+    assert!(
+        spoof["stderr"]
+            .as_str()
+            .unwrap_or("")
+            .contains("repowire session end"),
+        "{spoof}"
+    );
 
     // Shared state of the circle, durable in the relay: written by one, read by the other.
     let wrote = mcp(

@@ -1,6 +1,7 @@
 //! `repowire hook <event>`: forwards the runtime's hook JSON to the daemon and prints what
 //! the daemon answers. It must never hang or break the agent: no daemon, a slow daemon or
-//! bad input all end quickly with exit 0 and no output.
+//! bad input all end quickly with exit 0 and no output. Run by hand in a terminal, it
+//! refuses rather than make the terminal an agent session.
 
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -53,8 +54,39 @@ impl Event {
     }
 }
 
-/// Runs the hook. Always exits 0: a hook failure must not break the agent.
+/// Variables an agent runtime sets for the hook commands it runs (Claude Code documents
+/// `CLAUDE_PROJECT_DIR` for hooks and sets `CLAUDECODE` and `CLAUDE_CODE_ENTRYPOINT` for
+/// everything it starts).
+const RUNTIME_ENV: &[&str] = &["CLAUDE_PROJECT_DIR", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"];
+
+/// True when a person runs the hook in a terminal, not a runtime: a runtime pipes the hook's
+/// stdin (the payload) and stdout (what it reads back), and sets its own variables.
+fn run_by_hand(stdin_tty: bool, stdout_tty: bool, runtime_env: bool) -> bool {
+    (stdin_tty || stdout_tty) && !runtime_env
+}
+
+/// What a hook run by hand prints instead of making the terminal an agent session.
+const BY_HAND: &str = "repowire hook: not run by an agent runtime (this is a terminal and no \
+runtime variables such as CLAUDE_PROJECT_DIR are set), so nothing was registered.
+Hooks are run by Claude Code once `repowire setup` installed them. From a terminal:
+  repowire whoami            which peer this terminal acts as
+  repowire peer list         who is online
+  repowire inbox             what peers sent you
+  repowire link --pane %N    make an agent already running in a tmux pane a peer";
+
+/// Runs the hook. Exits 0 whatever happens when a runtime runs it: a hook failure must not
+/// break the agent. Run by hand in a terminal, it refuses with exit 1 and says what to do.
 pub fn run(config: &Config, event: Event) -> ExitCode {
+    use std::io::IsTerminal;
+    let runtime_env = RUNTIME_ENV.iter().any(|v| std::env::var_os(v).is_some());
+    if run_by_hand(
+        std::io::stdin().is_terminal(),
+        std::io::stdout().is_terminal(),
+        runtime_env,
+    ) {
+        eprintln!("{BY_HAND}");
+        return ExitCode::FAILURE;
+    }
     let mut raw = String::new();
     if std::io::stdin()
         .take(MAX_PAYLOAD)
@@ -85,4 +117,22 @@ pub fn run(config: &Config, event: Event) -> ExitCode {
         Err(e) => eprintln!("repowire hook {}: {e}", event.name()),
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::run_by_hand;
+
+    #[test]
+    fn only_a_terminal_without_a_runtime_is_by_hand() {
+        // A runtime: pipes, whatever the environment.
+        assert!(!run_by_hand(false, false, false));
+        assert!(!run_by_hand(false, false, true));
+        // `echo '{…}' | repowire hook session-start` in a shell: stdout is the terminal.
+        assert!(run_by_hand(false, true, false));
+        // Typing the payload: stdin is the terminal.
+        assert!(run_by_hand(true, false, false));
+        // A terminal inside the runtime's environment (its own shell tool): allowed.
+        assert!(!run_by_hand(true, true, true));
+    }
 }

@@ -2,6 +2,7 @@
 
 pub mod daemon;
 pub mod hook;
+pub mod inbox;
 pub mod outbox;
 pub mod peer;
 pub mod relay_setup;
@@ -54,11 +55,14 @@ pub fn call(config: &Config, request: &Request, timeout: Duration) -> anyhow::Re
         Err(CallError::Api(e)) => {
             let mut text = format!("{} ({})", e.message, e.code);
             for c in &e.candidates {
+                let field = |k: &str| {
+                    crate::sanitize::for_terminal(c.get(k).and_then(Value::as_str).unwrap_or("?"))
+                };
                 text.push_str(&format!(
                     "\n  candidate: {} (peer {}, circle {})",
-                    c.get("name").and_then(Value::as_str).unwrap_or("?"),
-                    c.get("peer_id").and_then(Value::as_str).unwrap_or("?"),
-                    c.get("circle").and_then(Value::as_str).unwrap_or("?"),
+                    field("name"),
+                    field("peer_id"),
+                    field("circle"),
                 ));
             }
             if let Some(h) = e.hint {

@@ -188,13 +188,13 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
                         "machine",
                         "description",
                     ] {
-                        println!("{key:<12} {}", s(one, key));
+                        println!("{key:<12} {}", t(one, key));
                     }
                 }
                 many => {
                     let ids: Vec<String> = many
                         .iter()
-                        .map(|p| format!("{} ({})", s(p, "peer_id"), s(p, "circle")))
+                        .map(|p| format!("{} ({})", t(p, "peer_id"), t(p, "circle")))
                         .collect();
                     anyhow::bail!(
                         "`{id}` names {} peers: {}\nhint: use the peer id",
@@ -258,8 +258,11 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
                     }
                 } else if replied {
                     let m = reply.get("reply").cloned().unwrap_or(Value::Null);
-                    let from = m.get("from").map(|f| s(f, "name")).unwrap_or_default();
-                    println!("@{from} replied to {cid}:\n{}", s(&m, "text"));
+                    let from = m.get("from").map(|f| t(f, "name")).unwrap_or_default();
+                    println!(
+                        "@{from} replied to {cid}:\n{}",
+                        crate::sanitize::for_context(&s(&m, "text"))
+                    );
                 } else {
                     println!("no reply to {cid} within {timeout} s; the ask stays open");
                     return Ok(ExitCode::from(2));
@@ -350,14 +353,14 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
                     "{} {} → {}  state: {}",
                     s(&m, "kind"),
                     s(&m, "message_id"),
-                    s(&m, "to_name"),
+                    t(&m, "to_name"),
                     s(&m, "state")
                 );
                 if let Some(cid) = m.get("correlation_id").and_then(Value::as_str) {
                     println!("id       {cid}");
                 }
                 if let Some(reply) = m.get("reply").and_then(Value::as_str) {
-                    println!("reply    {reply}");
+                    println!("reply    {}", crate::sanitize::for_context(reply));
                 }
                 for e in status
                     .get("events")
@@ -383,12 +386,13 @@ fn print_sent(sent: &Value, json: bool, what: &str) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(sent)?);
         return Ok(());
     }
+    let what = &format!("{what} as {}", sender(sent));
     match s(sent, "state").as_str() {
         "accepted" => {
             let to: Vec<String> = sent
                 .get("recipients")
                 .and_then(Value::as_array)
-                .map(|r| r.iter().map(|p| format!("@{}", s(p, "name"))).collect())
+                .map(|r| r.iter().map(|p| format!("@{}", t(p, "name"))).collect())
                 .unwrap_or_default();
             let id = sent
                 .get("correlation_id")
@@ -412,6 +416,20 @@ fn print_sent(sent: &Value, json: bool, what: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A field from the relay (other peers' names, paths, descriptions), safe to print.
+fn t(v: &Value, key: &str) -> String {
+    crate::sanitize::for_terminal(&s(v, key))
+}
+
+/// The peer a send went out as: `@name`, or the session when it has no name yet.
+fn sender(sent: &Value) -> String {
+    let from = &sent["from"];
+    match from["name"].as_str() {
+        Some(name) => format!("@{}", crate::sanitize::for_terminal(name)),
+        None => format!("session {}", s(from, "session_id")),
+    }
+}
+
 fn print_peers(peers: &Value) {
     let list = peers.as_array().cloned().unwrap_or_default();
     if list.is_empty() {
@@ -423,21 +441,21 @@ fn print_peers(peers: &Value) {
         "NAME", "CIRCLE", "STATUS", "TURN", "BACKEND", "MACHINE", "PEER ID"
     );
     for p in list {
-        let machine = s(&p, "machine");
+        let machine = t(&p, "machine");
         println!(
             "{:<20} {:<12} {:<8} {:<8} {:<12} {:<16} {:<22} {}",
-            s(&p, "name"),
-            s(&p, "circle"),
-            s(&p, "status"),
-            s(&p, "turn_state"),
-            s(&p, "backend"),
+            t(&p, "name"),
+            t(&p, "circle"),
+            t(&p, "status"),
+            t(&p, "turn_state"),
+            t(&p, "backend"),
             if machine.is_empty() {
                 "-".to_owned()
             } else {
                 machine
             },
-            s(&p, "peer_id"),
-            s(&p, "path")
+            t(&p, "peer_id"),
+            t(&p, "path")
         );
     }
 }

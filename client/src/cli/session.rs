@@ -22,11 +22,36 @@ pub enum SessionCommand {
         #[arg(long)]
         json: bool,
     },
+    /// End a local agent session: its peer goes offline and messages still waiting for it
+    /// fail back to their senders. For a session the daemon should not have (a hook run by
+    /// hand in a terminal) or one whose agent is gone.
+    End {
+        /// Session id, peer id or name (`repowire daemon status` lists them).
+        session: String,
+    },
 }
 
 /// Runs a session command.
 pub fn run(config: &Config, command: SessionCommand) -> anyhow::Result<ExitCode> {
-    let SessionCommand::List { all, json } = command;
+    let (all, json) = match command {
+        SessionCommand::List { all, json } => (all, json),
+        SessionCommand::End { session } => {
+            let ended = super::call(
+                config,
+                &Request::EndSession { session },
+                Duration::from_secs(15),
+            )?;
+            println!(
+                "ended session {} ({})",
+                s(&ended, "ended"),
+                ended["name"]
+                    .as_str()
+                    .map(|n| format!("@{}", crate::sanitize::for_terminal(n)))
+                    .unwrap_or("no peer".into())
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
     let panes = super::call(
         config,
         &Request::Panes {

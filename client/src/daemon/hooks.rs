@@ -153,6 +153,18 @@ impl Daemon {
     /// Records a runtime session from a hook and registers its peer.
     async fn adopt(&self, session_id: &str, call: &HookCall<'_>) -> Result<SessionRow, ApiError> {
         let agent_pid = call.hook_pid.and_then(crate::procinfo::agent_of_hook);
+        if let Some(host) = agent_pid.filter(|&p| crate::procinfo::is_terminal_host(p)) {
+            // Adopting it would make every shell of that terminal (or tmux server) speak as
+            // this session.
+            return Err(ApiError::new(
+                "not_an_agent",
+                format!(
+                    "this hook was not run by an agent runtime: the process behind it is `{}` (pid {host}); nothing was registered",
+                    crate::procinfo::comm(host).unwrap_or_default()
+                ),
+            )
+            .hint("hooks are run by Claude Code once `repowire setup` installed them; `repowire whoami` shows who this terminal acts as"));
+        }
         let mut existing = self
             .store
             .session(session_id)

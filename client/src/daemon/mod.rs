@@ -4,12 +4,15 @@
 //!
 //! - [`link`]: the relay connection. [`store`]: state.db. [`server`]: the Unix-socket API.
 //! - [`hooks`]: what each runtime hook does. [`ops`]: peer commands (send, ack, list, status).
+//! - [`identity`]: which session a request acts as. [`inbox`]: `repowire inbox`.
 //! - [`wake`]: waking idle agents through tmux. [`embedded`]: the in-process relay used when
 //!   none is configured.
 
 pub mod embedded;
 pub mod files;
 pub mod hooks;
+pub mod identity;
+pub mod inbox;
 pub mod link;
 pub mod ops;
 pub mod panes;
@@ -50,6 +53,8 @@ pub struct Daemon {
     pub link: Link,
     /// Wakes `wait_reply` callers when a reply arrives.
     pub replies: Notify,
+    /// Bumped whenever a new message is stored in the inbox (`repowire inbox --watch`).
+    pub inbox_arrivals: watch::Sender<u64>,
     /// Per session: a counter bumped at every prompt-submit hook (verifies tmux wakes).
     prompts: Mutex<HashMap<String, watch::Sender<u64>>>,
     /// Sessions with a wake in progress.
@@ -130,6 +135,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         store,
         link: Link::default(),
         replies: Notify::new(),
+        inbox_arrivals: watch::channel(0).0,
         prompts: Mutex::new(HashMap::new()),
         waking: Mutex::new(HashSet::new()),
         wakes: Mutex::new(HashMap::new()),
@@ -639,6 +645,7 @@ impl Daemon {
             return;
         }
         tracing::info!(%to, from = %d.message.from.name, kind = d.message.kind.as_str(), msg = %message_id, "message delivered");
+        self.inbox_arrivals.send_modify(|n| *n += 1);
         if d.message.kind == MessageKind::Reply
             && let Some(cid) = &d.message.correlation_id
         {

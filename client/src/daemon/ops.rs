@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::hooks::AfterWrite;
 use super::link::LinkError;
 use super::store::{SentRow, SessionRow, now_ms};
-use super::{CLI_SESSION, Daemon, RELAY_TIMEOUT};
+use super::{Daemon, RELAY_TIMEOUT};
 use crate::api::{ApiError, Outgoing, SendKind};
 
 /// An error from the relay as an API error (keeps the protocol code and the candidates).
@@ -62,107 +62,22 @@ pub fn stopped_error(reason: &str, key_refused: bool) -> ApiError {
     }
 }
 
+/// A send's answer with the peer it was sent as (`peer ask` and friends print it).
+fn with_sender(mut sent: Value, session: &SessionRow) -> Value {
+    sent["from"] = json!({
+        "peer_id": session.peer_id,
+        "name": session.name,
+        "session_id": session.session_id,
+    });
+    sent
+}
+
 /// A state.db failure as an API error.
 pub fn store_error(e: sqlx::Error) -> ApiError {
     ApiError::new("daemon_storage", format!("local state database: {e}"))
 }
 
 impl Daemon {
-    /// The agent session `pid` belongs to: the nearest ancestor that is a registered agent
-    /// process (same pid and start time). `Err` when an agent program the daemon does not know
-    /// comes first; `Ok(None)` when no agent is among the ancestors.
-    fn proven_session(sessions: &[SessionRow], pid: u32) -> Result<Option<SessionRow>, ApiError> {
-        for ancestor in crate::procinfo::ancestors(pid) {
-            if let Some(s) = sessions.iter().find(|s| {
-                s.session_id != CLI_SESSION
-                    && s.agent_pid == Some(i64::from(ancestor))
-                    && s.agent_start.is_some()
-                    && crate::procinfo::same_process(ancestor, s.agent_start)
-            }) {
-                return Ok(Some(s.clone()));
-            }
-            if let Some(program) = crate::procinfo::comm(ancestor)
-                && super::panes::AGENTS.contains(&program.as_str())
-            {
-                return Err(ApiError::new(
-                    "identity_unproven",
-                    format!(
-                        "this `{program}` session (pid {ancestor}) is not registered with the repowire daemon"
-                    ),
-                )
-                .hint("install the hooks with `repowire setup` and restart the agent, or adopt its pane with `repowire link --pane $TMUX_PANE`"));
-            }
-        }
-        Ok(None)
-    }
-
-    /// The session a request acts as: the agent session whose process started the caller
-    /// (nearest ancestor first, proven by pid and start time); else `from` (a local peer id,
-    /// name or session id) — which an agent's process may not use to speak as another
-    /// session; else the daemon's own CLI peer. An agent the daemon does not know is refused
-    /// rather than allowed to speak as the human at the terminal.
-    pub async fn actor(
-        &self,
-        from: Option<&str>,
-        caller_pid: Option<u32>,
-    ) -> Result<SessionRow, ApiError> {
-        let sessions = self.store.active_sessions().await.map_err(store_error)?;
-        let proven = match caller_pid {
-            Some(pid) => Self::proven_session(&sessions, pid)?,
-            None => None,
-        };
-        if let Some(from) = from {
-            let named = sessions
-                .iter()
-                .find(|s| {
-                    s.session_id == from
-                        || s.peer_id.as_deref() == Some(from)
-                        || s.name.as_deref() == Some(from)
-                })
-                .cloned()
-                .ok_or_else(|| {
-                    ApiError::new("unknown_session", format!("no local session `{from}`"))
-                        .hint("`repowire daemon status` lists this daemon's sessions")
-                })?;
-            if let Some(own) = &proven
-                && own.session_id != named.session_id
-            {
-                return Err(ApiError::new(
-                    "identity_mismatch",
-                    format!(
-                        "this process belongs to session @{}; it may not act as `{from}`",
-                        own.name.as_deref().unwrap_or("?")
-                    ),
-                ));
-            }
-            return Ok(named);
-        }
-        if let Some(own) = proven {
-            return Ok(own);
-        }
-        if let Some(cli) = sessions.into_iter().find(|s| s.session_id == CLI_SESSION) {
-            return Ok(cli);
-        }
-        let row = SessionRow::new(CLI_SESSION.into(), "cli", "human", &self.settings.circle);
-        self.store.upsert_session(&row).await.map_err(store_error)?;
-        Ok(row)
-    }
-
-    /// The actor, registered with the relay (registering it now if it has no peer id yet).
-    pub async fn registered_actor(
-        &self,
-        from: Option<&str>,
-        caller_pid: Option<u32>,
-    ) -> Result<(SessionRow, String), ApiError> {
-        let session = self.actor(from, caller_pid).await?;
-        if let Some(peer) = session.peer_id.clone() {
-            return Ok((session, peer));
-        }
-        let session = self.register(&session, RELAY_TIMEOUT).await?;
-        let peer = session.peer_id.clone().unwrap_or_default();
-        Ok((session, peer))
-    }
-
     /// Sends an ask, notify or broadcast. The frame is durable in the outbox before it goes
     /// out; the answer says `accepted` only when the relay said so, else `queued`.
     pub async fn send(&self, out: Outgoing, caller_pid: Option<u32>) -> Result<Value, ApiError> {
@@ -174,7 +89,7 @@ impl Daemon {
             text,
             reply_to,
         } = out;
-        let (_, peer) = self.registered_actor(from.as_deref(), caller_pid).await?;
+        let (session, peer) = self.registered_actor(from.as_deref(), caller_pid).await?;
         let from = PeerId(peer.clone());
         let need_to = || {
             to.clone()
@@ -205,8 +120,10 @@ impl Daemon {
             SendKind::Notify => "notify",
             SendKind::Broadcast => "broadcast",
         };
-        self.submit(Frame::new(body), &peer, kind_name, to, text)
-            .await
+        let sent = self
+            .submit(Frame::new(body), &peer, kind_name, to, text)
+            .await?;
+        Ok(with_sender(sent, &session))
     }
 
     /// Closes an ask this actor received, optionally with a reply.
@@ -217,20 +134,23 @@ impl Daemon {
         correlation_id: String,
         reply: Option<String>,
     ) -> Result<Value, ApiError> {
-        let (_, peer) = self.registered_actor(from, caller_pid).await?;
+        let (session, peer) = self.registered_actor(from, caller_pid).await?;
+        let correlation_id = self.ask_id_of(&peer, &correlation_id).await?;
         let body = Body::Ack(Ack {
             from: PeerId(peer.clone()),
             correlation_id: CorrelationId(correlation_id.clone()),
             reply: reply.clone(),
         });
-        self.submit(
-            Frame::new(body),
-            &peer,
-            "ack",
-            Some(correlation_id),
-            reply.unwrap_or_default(),
-        )
-        .await
+        let sent = self
+            .submit(
+                Frame::new(body),
+                &peer,
+                "ack",
+                Some(correlation_id),
+                reply.unwrap_or_default(),
+            )
+            .await?;
+        Ok(with_sender(sent, &session))
     }
 
     /// Answers a structured ask this actor received.
@@ -242,7 +162,8 @@ impl Daemon {
         option_id: Option<String>,
         text: Option<String>,
     ) -> Result<Value, ApiError> {
-        let (_, peer) = self.registered_actor(from, caller_pid).await?;
+        let (session, peer) = self.registered_actor(from, caller_pid).await?;
+        let correlation_id = self.ask_id_of(&peer, &correlation_id).await?;
         let summary = option_id.clone().or(text.clone()).unwrap_or_default();
         let body = Body::Answer(repowire_protocol::Answer {
             from: PeerId(peer.clone()),
@@ -250,48 +171,16 @@ impl Daemon {
             option_id,
             text,
         });
-        self.submit(
-            Frame::new(body),
-            &peer,
-            "answer",
-            Some(correlation_id),
-            summary,
-        )
-        .await
-    }
-
-    /// The agent session the caller belongs to, proven by process ancestry (pid and start
-    /// time of the agent that ran its SessionStart hook) and, when given, its tmux pane.
-    /// There is no fallback: an unproven caller is refused.
-    pub async fn whoami(
-        &self,
-        caller_pid: Option<u32>,
-        tmux_pane: Option<&str>,
-    ) -> Result<Value, ApiError> {
-        let unproven = |why: String| {
-            ApiError::new("identity_unproven", why).hint(
-                "run the MCP server from an agent session whose hooks are installed (`repowire setup`), \
-                 or adopt the agent's pane with `repowire link --pane $TMUX_PANE`",
+        let sent = self
+            .submit(
+                Frame::new(body),
+                &peer,
+                "answer",
+                Some(correlation_id),
+                summary,
             )
-        };
-        let pid = caller_pid.ok_or_else(|| unproven("the caller's process is unknown".into()))?;
-        let sessions = self.store.active_sessions().await.map_err(store_error)?;
-        let Some(session) = Self::proven_session(&sessions, pid)? else {
-            return Err(unproven(
-                "this process does not descend from an agent session this daemon registered".into(),
-            ));
-        };
-        if let (Some(claimed), Some(own)) = (tmux_pane, session.pane.as_deref())
-            && claimed != own
-        {
-            return Err(unproven(format!(
-                "TMUX_PANE {claimed} is not the pane of the session this process belongs to ({own})"
-            )));
-        }
-        let (session, _) = self
-            .registered_actor(Some(&session.session_id), None)
             .await?;
-        Ok(json!(session))
+        Ok(with_sender(sent, &session))
     }
 
     /// Writes or deletes a key of the actor's circle's shared state (kept by the relay).

@@ -158,6 +158,9 @@ async fn handle(
             .await
             .map(plain),
         Request::Whoami { tmux_pane } => daemon.whoami(pid, tmux_pane.as_deref()).await.map(plain),
+        Request::Identity { from } => daemon.identity(from.as_deref(), pid).await.map(plain),
+        Request::Inbox(query) => daemon.inbox(query, pid).await.map(plain),
+        Request::EndSession { session } => daemon.end_named_session(&session).await.map(plain),
         Request::Describe { from, text } => {
             daemon.describe(from.as_deref(), pid, text).await.map(plain)
         }

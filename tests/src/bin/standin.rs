@@ -204,6 +204,8 @@ impl Agent {
             let started = Instant::now();
             let mut child = match Command::new("sh")
                 .args(["-c", &command])
+                // As Claude Code documents for hook commands.
+                .env("CLAUDE_PROJECT_DIR", &self.cwd)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())

@@ -1,0 +1,197 @@
+//! `repowire inbox` (what peers sent to the person at the terminal) and `repowire whoami`
+//! (which peer this terminal acts as, and why).
+//!
+//! Message text comes from remote peers: it is printed through [`sanitize::for_context`]
+//! (control characters made visible, nothing removed) and names through
+//! [`sanitize::for_terminal`], so no escape sequence in a message acts on the terminal.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use serde_json::Value;
+
+use crate::api::text as s;
+use crate::api::{InboxQuery, Request};
+use crate::config::Config;
+use crate::sanitize;
+
+/// `repowire inbox` options.
+#[derive(Debug, Clone, Args)]
+pub struct InboxArgs {
+    /// Read messages too, newest first, after the unread ones.
+    #[arg(long)]
+    all: bool,
+    /// How many read messages `--all` shows.
+    #[arg(long, default_value_t = 20)]
+    limit: u32,
+    /// Keep waiting and print messages as they arrive (Ctrl-C ends).
+    #[arg(long)]
+    watch: bool,
+    /// Leave the messages unread (their senders are not told they were read).
+    #[arg(long)]
+    peek: bool,
+    /// Act as this local session (peer id or name).
+    #[arg(long)]
+    from: Option<String>,
+    /// JSON output (with --watch: one JSON object per message, one per line).
+    #[arg(long)]
+    json: bool,
+}
+
+/// How long one `--watch` request waits before asking again.
+const WATCH_WAIT: Duration = Duration::from_secs(30);
+
+/// Runs `repowire inbox`.
+pub fn inbox(config: &Config, args: InboxArgs) -> anyhow::Result<ExitCode> {
+    let mut query = InboxQuery {
+        from: args.from.clone(),
+        read: args.all,
+        after_seq: None,
+        limit: args.limit,
+        peek: args.peek,
+        wait_ms: 0,
+    };
+    let first = super::call(config, &Request::Inbox(query.clone()), TIMEOUT)?;
+    let messages = list(&first);
+    let me = peer_label(&first);
+    if args.json && !args.watch {
+        println!("{}", serde_json::to_string_pretty(&first)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.json {
+        for m in &messages {
+            println!("{}", serde_json::to_string(m)?);
+        }
+    } else {
+        print_listing(&me, &messages, args.watch);
+    }
+    if !args.watch {
+        return Ok(ExitCode::SUCCESS);
+    }
+    // Following: only messages after the newest one seen, unread ones only.
+    query.read = false;
+    query.wait_ms = WATCH_WAIT.as_millis() as u64;
+    query.after_seq = messages.iter().filter_map(|m| m["seq"].as_i64()).max();
+    loop {
+        let next = super::call(config, &Request::Inbox(query.clone()), WATCH_WAIT + TIMEOUT)?;
+        for m in list(&next) {
+            query.after_seq = query.after_seq.max(m["seq"].as_i64());
+            if args.json {
+                println!("{}", serde_json::to_string(&m)?);
+            } else {
+                print!("{}", render(&m));
+            }
+        }
+        std::io::stdout().flush()?;
+    }
+}
+
+const TIMEOUT: Duration = Duration::from_secs(15);
+
+fn list(answer: &Value) -> Vec<Value> {
+    answer["messages"].as_array().cloned().unwrap_or_default()
+}
+
+fn peer_label(answer: &Value) -> String {
+    let p = &answer["peer"];
+    format!(
+        "@{} (peer {}, circle {})",
+        sanitize::for_terminal(&s(p, "name")),
+        s(p, "peer_id"),
+        sanitize::for_terminal(&s(p, "circle"))
+    )
+}
+
+fn print_listing(me: &str, messages: &[Value], watching: bool) {
+    let unread = messages.iter().filter(|m| m["unread"] == true).count();
+    println!("inbox of {me}: {unread} unread");
+    for m in messages {
+        print!("{}", render(m));
+    }
+    if messages.iter().any(|m| m["open"] == true) {
+        println!(
+            "reply with `repowire peer ack ID -m \"…\"` (or `peer answer ID --option …` for a question)"
+        );
+    }
+    if watching {
+        println!("waiting for messages (Ctrl-C ends)…");
+    }
+    let _ = std::io::stdout().flush();
+}
+
+/// One message as a person reads it.
+fn render(m: &Value) -> String {
+    let from = &m["from"];
+    let kind = s(m, "kind");
+    let mut head = format!(
+        "{} {} from @{} (peer {})",
+        if m["unread"] == true { "NEW " } else { "    " },
+        kind,
+        sanitize::for_terminal(&s(from, "name")),
+        s(from, "peer_id"),
+    );
+    head.push_str(&format!("  id {}", s(m, "id")));
+    if m["open"] == true {
+        head.push_str("  (open: waiting for your reply)");
+    } else if kind == "ask" {
+        head.push_str("  (closed)");
+    }
+    let text = m["text"].as_str().map(sanitize::for_context);
+    let mut out = format!("{head}\n");
+    match text {
+        Some(t) => {
+            for line in t.lines() {
+                out.push_str(&format!("    │ {line}\n"));
+            }
+        }
+        None => out.push_str("    │ (unreadable message)\n"),
+    }
+    if let Some(options) = m["question"]["options"]
+        .as_array()
+        .filter(|o| !o.is_empty())
+    {
+        let list: Vec<String> = options
+            .iter()
+            .map(|o| {
+                format!(
+                    "{} = {}",
+                    sanitize::for_terminal(&s(o, "id")),
+                    sanitize::for_terminal(&s(o, "label"))
+                )
+            })
+            .collect();
+        out.push_str(&format!("    options: {}\n", list.join(", ")));
+    }
+    out
+}
+
+/// Runs `repowire whoami`.
+pub fn whoami(config: &Config, from: Option<String>, json: bool) -> anyhow::Result<ExitCode> {
+    let who = super::call(config, &Request::Identity { from }, TIMEOUT)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&who)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let session = &who["session"];
+    let name = session["name"].as_str().map(sanitize::for_terminal);
+    match &name {
+        Some(name) => println!("@{name} (peer {})", s(session, "peer_id")),
+        None => println!("session {} (no peer yet)", s(session, "session_id")),
+    }
+    println!("  session  {}", s(session, "session_id"));
+    println!("  role     {}", s(session, "role"));
+    println!(
+        "  circle   {}",
+        sanitize::for_terminal(&s(session, "circle"))
+    );
+    if let Some(path) = session["path"].as_str() {
+        println!("  project  {}", sanitize::for_terminal(path));
+    }
+    println!("  why      {}", s(&who, "because"));
+    if let Some(why) = who["unregistered"].as_str() {
+        println!("  not registered with the relay yet: {why}");
+    }
+    Ok(ExitCode::SUCCESS)
+}

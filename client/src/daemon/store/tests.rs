@@ -1,0 +1,180 @@
+use std::os::unix::fs::PermissionsExt;
+
+use super::*;
+
+fn sent(id: &str, peer: &str) -> SentRow {
+    SentRow {
+        message_id: id.into(),
+        peer_id: peer.into(),
+        kind: "notify".into(),
+        to_name: Some("target".into()),
+        text: "for relay A only".into(),
+        correlation_id: None,
+        state: "queued".into(),
+        error: None,
+        reply: None,
+        created_at_ms: 1,
+    }
+}
+
+/// A state.db made by the daemon before migrations existed, with data in it, opens with
+/// everything kept; its rows join the realm the daemon starts in.
+#[tokio::test]
+async fn a_state_db_from_before_migrations_upgrades_with_its_data() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("state.db");
+    {
+        let options = SqliteConnectOptions::from_str("sqlite://")
+            .expect("options")
+            .filename(&path)
+            .create_if_missing(true);
+        let pool = SqlitePoolOptions::new()
+            .connect_with(options)
+            .await
+            .expect("old db");
+        // Migration 0001 is, by definition, the schema daemons made before migrations.
+        sqlx::raw_sql(include_str!("../../../migrations/0001_state.sql"))
+            .execute(&pool)
+            .await
+            .expect("old schema");
+        sqlx::raw_sql(
+            "INSERT INTO sessions (session_id, backend, role, circle, peer_id, name, started_at_ms)
+               VALUES ('s1', 'claude-code', 'agent', 'dev', 'peer-old', 'web', 1);
+             INSERT INTO outbox (frame_id, peer_id, frame, created_at_ms) VALUES ('f1', 'peer-old', '{}', 1);
+             INSERT INTO sent (message_id, peer_id, kind, text, state, created_at_ms)
+               VALUES ('f1', 'peer-old', 'notify', 'hello', 'queued', 1);",
+        )
+        .execute(&pool)
+        .await
+        .expect("old data");
+        pool.close().await;
+    }
+    let store = Store::open(&path).await.expect("upgraded");
+    store.enter_realm("http://a#tnt-a").await.expect("realm");
+    let session = store.session("s1").await.expect("db").expect("kept");
+    assert_eq!(session.peer_id.as_deref(), Some("peer-old"));
+    assert_eq!(store.outbox().await.expect("outbox").len(), 1);
+    assert!(store.sent("f1").await.expect("db").is_some());
+    // Opening again runs nothing twice.
+    drop(store);
+    Store::open(&path).await.expect("reopened");
+}
+
+/// Issue 15.1: nothing queued under one relay identity is sent, re-minted or counted under
+/// another; switching back restores the peer identity and the queue; dropping is explicit.
+#[tokio::test]
+async fn frames_queued_for_one_relay_never_leave_under_another() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = Store::open(&dir.path().join("state.db"))
+        .await
+        .expect("open");
+    let a = "http://relay-a#tnt-a";
+    let b = "http://relay-b#tnt-b";
+    store.enter_realm(a).await.expect("a");
+    let row = SessionRow::new("s1".into(), "claude-code", "agent", "dev");
+    store.upsert_session(&row).await.expect("session");
+    store
+        .set_identity("s1", "peer-on-a", "web", "dev")
+        .await
+        .expect("identity");
+    store
+        .insert_sent(&sent("f1", "peer-on-a"))
+        .await
+        .expect("sent");
+    store
+        .put_outbox("f1", "peer-on-a", "{}")
+        .await
+        .expect("queued");
+
+    store.enter_realm(b).await.expect("b");
+    assert!(store.outbox().await.expect("outbox").is_empty());
+    assert_eq!(store.outbox_len().await.expect("len"), 0);
+    let on_b = store.session("s1").await.expect("db").expect("session");
+    assert_eq!(
+        on_b.peer_id, None,
+        "relay a's peer id is not used on relay b"
+    );
+    let listed = store.outbox_by_realm().await.expect("list");
+    assert_eq!(
+        listed
+            .iter()
+            .map(|r| (r.realm.as_str(), r.messages))
+            .collect::<Vec<_>>(),
+        vec![(a, 1)]
+    );
+    store
+        .set_identity("s1", "peer-on-b", "web", "dev")
+        .await
+        .expect("identity");
+
+    store.enter_realm(a).await.expect("back to a");
+    let back = store.session("s1").await.expect("db").expect("session");
+    assert_eq!(back.peer_id.as_deref(), Some("peer-on-a"));
+    assert_eq!(store.outbox().await.expect("outbox").len(), 1);
+    assert!(
+        store
+            .drop_outbox_of_realm(a)
+            .await
+            .expect("drop")
+            .is_empty(),
+        "the current relay's queue is never dropped"
+    );
+
+    store.enter_realm(b).await.expect("b again");
+    assert_eq!(
+        store
+            .session("s1")
+            .await
+            .expect("db")
+            .expect("s")
+            .peer_id
+            .as_deref(),
+        Some("peer-on-b")
+    );
+    assert_eq!(
+        store.drop_outbox_of_realm(a).await.expect("drop"),
+        vec!["f1"]
+    );
+    let (row, _) = store.sent("f1").await.expect("db").expect("sent");
+    assert_eq!(row.state, "dropped");
+    assert!(store.outbox_by_realm().await.expect("list").is_empty());
+}
+
+/// Frames queued before the relay said which tenant the key is for join that tenant's
+/// realm; a key of another tenant on the same relay is another realm.
+#[tokio::test]
+async fn a_provisional_realm_becomes_the_keys_tenant() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = Store::open(&dir.path().join("state.db"))
+        .await
+        .expect("open");
+    let url = "http://relay";
+    let first = store.known_realm(url, "fp1").await.expect("realm");
+    assert_eq!(first, "http://relay#key:fp1");
+    store.enter_realm(&first).await.expect("enter");
+    store.put_outbox("f1", "p", "{}").await.expect("queued");
+    let known = store
+        .learn_tenant(url, "fp1", "tnt-1")
+        .await
+        .expect("learn");
+    assert_eq!(known, "http://relay#tnt-1");
+    assert_eq!(store.realm(), known);
+    assert_eq!(store.outbox().await.expect("outbox").len(), 1);
+    assert_eq!(store.known_realm(url, "fp1").await.expect("realm"), known);
+
+    let other = store
+        .learn_tenant(url, "fp2", "tnt-2")
+        .await
+        .expect("learn");
+    assert_eq!(other, "http://relay#tnt-2");
+    assert!(store.outbox().await.expect("outbox").is_empty());
+}
+
+#[tokio::test]
+async fn state_db_is_readable_by_its_owner_only() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("state.db");
+    let _store = Store::open(&path).await.expect("open");
+    let mode = std::fs::metadata(&path).expect("meta").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}
