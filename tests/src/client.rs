@@ -20,6 +20,8 @@ pub struct TestClient {
     ws: Ws,
     buffered: VecDeque<Frame>,
     pub tenant_id: String,
+    /// The relay's `welcome`, once connected.
+    pub welcome: Option<Welcome>,
     /// How long a read waits for a frame ([`WAIT`] unless changed with [`TestClient::patience`]).
     wait: std::time::Duration,
 }
@@ -81,6 +83,7 @@ impl TestClient {
             ws,
             buffered: VecDeque::new(),
             tenant_id: token.tenant_id,
+            welcome: None,
             wait: WAIT,
         };
         let id = c
@@ -88,11 +91,13 @@ impl TestClient {
                 client: "repowire-tests/0".into(),
             }))
             .await;
-        c.expect(|f| match &f.body {
-            Body::Welcome(w) if w.re == id => Some(()),
-            _ => None,
-        })
-        .await;
+        let welcome = c
+            .expect(|f| match &f.body {
+                Body::Welcome(w) if w.re == id => Some(w.clone()),
+                _ => None,
+            })
+            .await;
+        c.welcome = Some(welcome);
         c
     }
 
@@ -102,6 +107,7 @@ impl TestClient {
             ws,
             buffered: VecDeque::new(),
             tenant_id: String::new(),
+            welcome: None,
             wait: WAIT,
         }
     }

@@ -358,17 +358,19 @@ async fn connect_and_serve(
     }
     let welcome = loop {
         match tokio::time::timeout(Duration::from_secs(10), stream.next()).await {
-            Ok(Some(Ok(WsMessage::Text(text)))) => match repowire_protocol::decode(&text) {
-                Ok(Frame {
-                    body: Body::Welcome(w),
-                    ..
-                }) => break w,
-                Ok(Frame {
-                    body: Body::Error(e),
-                    ..
-                }) => return Ended::Stop(format!("relay refused hello: {}", e.message)),
-                Ok(_) | Err(_) => continue,
-            },
+            Ok(Some(Ok(WsMessage::Text(text)))) => {
+                match repowire_protocol::decode_from_relay(&text) {
+                    Ok(Frame {
+                        body: Body::Welcome(w),
+                        ..
+                    }) => break w,
+                    Ok(Frame {
+                        body: Body::Error(e),
+                        ..
+                    }) => return Ended::Stop(format!("relay refused hello: {}", e.message)),
+                    Ok(_) | Err(_) => continue,
+                }
+            }
             Ok(Some(Ok(WsMessage::Close(close)))) => return ended_by_close(close),
             Ok(Some(Ok(_))) => continue,
             Ok(Some(Err(e))) => return Ended::Retry(format!("reading welcome: {e}")),
@@ -411,7 +413,7 @@ async fn connect_and_serve(
             ));
         };
         match next {
-            Some(Ok(WsMessage::Text(text))) => match repowire_protocol::decode(&text) {
+            Some(Ok(WsMessage::Text(text))) => match repowire_protocol::decode_from_relay(&text) {
                 Ok(frame) => {
                     daemon.on_frame(&frame).await;
                     if let Some(unclaimed) = daemon.link.complete(frame) {

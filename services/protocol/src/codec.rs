@@ -4,7 +4,10 @@
 //! type, invalid fields, failed validation. Each failure is a [`DecodeError`] carrying the error
 //! code to send back and the frame id when it could be read, so the answer can name the request.
 
+use std::fmt;
+
 use serde::Deserialize;
+use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use crate::codes::ErrorCode;
@@ -35,23 +38,163 @@ impl DecodeError {
     }
 }
 
-#[derive(Deserialize)]
+/// What decoding needs before the typed parse: `v`, `type` and `id`, read in one pass that
+/// also refuses a duplicate key in any object of the frame (protocol.md §4.1).
 struct Header {
     v: Option<Value>,
-    #[serde(rename = "type")]
     kind: Option<Value>,
     id: Option<Value>,
 }
 
-/// Decodes and validates one frame.
+impl<'de> Deserialize<'de> for Header {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(HeaderVisitor)
+    }
+}
+
+struct HeaderVisitor;
+
+impl<'de> Visitor<'de> for HeaderVisitor {
+    type Value = Header;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Header, A::Error> {
+        let mut header = Header {
+            v: None,
+            kind: None,
+            id: None,
+        };
+        let mut seen: Vec<Key<'de>> = Vec::new();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            if seen.iter().any(|k| k.as_str() == key.as_str()) {
+                return Err(de::Error::custom(format_args!(
+                    "duplicate key `{}`",
+                    key.as_str()
+                )));
+            }
+            match key.as_str() {
+                "v" => header.v = Some(map.next_value()?),
+                "type" => header.kind = Some(map.next_value()?),
+                "id" => header.id = Some(map.next_value()?),
+                _ => {
+                    map.next_value::<Unique>()?;
+                }
+            }
+            seen.push(key);
+        }
+        Ok(header)
+    }
+}
+
+/// An object key, borrowed from the input when it has no escapes.
+enum Key<'de> {
+    Borrowed(&'de str),
+    Owned(String),
+}
+
+impl Key<'_> {
+    fn as_str(&self) -> &str {
+        match self {
+            Key::Borrowed(s) => s,
+            Key::Owned(s) => s,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string key")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key::Borrowed(v))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key::Owned(v.to_owned()))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+/// Any JSON value, checked for duplicate keys in its objects and otherwise ignored.
+struct Unique;
+
+impl<'de> Deserialize<'de> for Unique {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(UniqueVisitor)
+    }
+}
+
+struct UniqueVisitor;
+
+impl<'de> Visitor<'de> for UniqueVisitor {
+    type Value = Unique;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+    fn visit_unit<E>(self) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Unique, A::Error> {
+        while seq.next_element::<Unique>()?.is_some() {}
+        Ok(Unique)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Unique, A::Error> {
+        let mut seen: Vec<Key<'de>> = Vec::new();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            if seen.iter().any(|k| k.as_str() == key.as_str()) {
+                return Err(de::Error::custom(format_args!(
+                    "duplicate key `{}`",
+                    key.as_str()
+                )));
+            }
+            map.next_value::<Unique>()?;
+            seen.push(key);
+        }
+        Ok(Unique)
+    }
+}
+
+/// Decodes and validates one frame sent to the relay (at most [`MAX_FRAME_BYTES`]).
 pub fn decode(text: &str) -> Result<Frame, DecodeError> {
-    if text.len() > MAX_FRAME_BYTES {
+    decode_with_limit(text, MAX_FRAME_BYTES)
+}
+
+/// Decodes and validates one frame sent by the relay: its answers may be larger than a client's
+/// frames (a `peers` list of many peers), up to the transport limit (protocol.md §5).
+pub fn decode_from_relay(text: &str) -> Result<Frame, DecodeError> {
+    decode_with_limit(text, crate::limits::MAX_TRANSPORT_BYTES)
+}
+
+fn decode_with_limit(text: &str, limit: usize) -> Result<Frame, DecodeError> {
+    if text.len() > limit {
         return Err(DecodeError::new(
             ErrorCode::FrameTooLarge,
-            format!(
-                "frame is {} bytes; the limit is {MAX_FRAME_BYTES}",
-                text.len()
-            ),
+            format!("frame is {} bytes; the limit is {limit}", text.len()),
         ));
     }
     // serde would read a JSON array positionally into `Header`: only objects are frames.
@@ -62,13 +205,16 @@ pub fn decode(text: &str) -> Result<Frame, DecodeError> {
         ));
     }
     let header: Header = serde_json::from_str(text).map_err(|e| {
-        DecodeError::new(ErrorCode::MalformedFrame, format!("not a JSON object: {e}"))
+        DecodeError::new(
+            ErrorCode::MalformedFrame,
+            format!("not a valid JSON object: {e}"),
+        )
     })?;
     let request_id = header
         .id
         .as_ref()
         .and_then(Value::as_str)
-        .and_then(|s| s.parse::<MessageId>().ok());
+        .and_then(MessageId::parse_canonical);
     let with_id = |code, message: String| DecodeError {
         code,
         message,
@@ -120,7 +266,7 @@ pub fn decode(text: &str) -> Result<Frame, DecodeError> {
         None => {
             return Err(with_id(
                 ErrorCode::InvalidFrame,
-                "missing or malformed `id` (a UUIDv7 string)".into(),
+                "missing or malformed `id` (a UUIDv7 in lowercase hyphenated form)".into(),
             ));
         }
     }

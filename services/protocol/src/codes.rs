@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// Why a request failed. Serialized as a snake_case string; clients must treat unknown codes
 /// as generic failures.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(
     Debug,
     Clone,

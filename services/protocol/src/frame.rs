@@ -12,9 +12,11 @@ use crate::codes::ErrorCode;
 use crate::ids::{CorrelationId, MessageId, PeerId};
 
 /// One frame: version, id, and the typed body.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Frame {
-    /// Protocol version; always [`crate::PROTOCOL_VERSION`] for frames this crate builds.
+    /// Protocol version: 1.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 1)))]
     pub v: u32,
     /// Frame id (UUIDv7), minted by the sender.
     pub id: MessageId,
@@ -61,6 +63,7 @@ pub enum Direction {
 }
 
 /// Every frame type. The serde tag is the wire `type`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(
     Debug, Clone, PartialEq, Serialize, Deserialize, strum::IntoStaticStr, strum::VariantNames,
 )]
@@ -170,6 +173,7 @@ impl Body {
 // Shared value types
 
 /// What kind of peer this is. `agent` peers see their own circle; the others cross circles.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(
     Debug,
     Clone,
@@ -211,6 +215,7 @@ impl Role {
 }
 
 /// Presence as the relay computes it.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(
     Debug,
     Clone,
@@ -235,6 +240,7 @@ pub enum PeerStatus {
 }
 
 /// The agent's turn state, reported by the client from the runtime's hooks.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(
     Debug,
     Clone,
@@ -268,6 +274,7 @@ impl TurnState {
 }
 
 /// A peer as the relay shows it.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PeerInfo {
     /// Routing key.
@@ -298,6 +305,7 @@ pub struct PeerInfo {
 }
 
 /// A short reference to a peer (in messages, errors and recipient lists).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeerSummary {
     /// Routing key.
@@ -309,6 +317,7 @@ pub struct PeerSummary {
 }
 
 /// A frame that names one peer of this connection.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeerRef {
     /// The peer.
@@ -319,6 +328,7 @@ pub struct PeerRef {
 // Client → relay
 
 /// `hello`: the first frame of a connection.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hello {
     /// Client software and version, e.g. `repowire/0.1.0`.
@@ -326,6 +336,7 @@ pub struct Hello {
 }
 
 /// `register`: claim a peer on this connection.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Register {
     /// Requested display name; defaults to the last component of `path`, then to `backend`.
@@ -351,6 +362,7 @@ pub struct Register {
 }
 
 /// `update_peer`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UpdatePeer {
     /// The peer (must be registered on this connection).
@@ -364,6 +376,7 @@ pub struct UpdatePeer {
 }
 
 /// `list_peers`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListPeers {
     /// The asking peer; its circle and role decide what is visible.
@@ -380,6 +393,7 @@ pub struct ListPeers {
 }
 
 /// Kind of a structured question.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(
     Debug,
     Clone,
@@ -404,6 +418,7 @@ pub enum QuestionKind {
 }
 
 /// One option of a choice question.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuestionOption {
     /// Option id, answered with `answer.option_id`.
@@ -413,6 +428,7 @@ pub struct QuestionOption {
 }
 
 /// A typed question riding on an ask.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Question {
     /// Kind.
@@ -423,6 +439,7 @@ pub struct Question {
 }
 
 /// `ask`. The frame id is the message id.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ask {
     /// Sending peer (registered on this connection).
@@ -443,6 +460,7 @@ pub struct Ask {
 }
 
 /// `notify`. The frame id is the message id.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Notify {
     /// Sending peer.
@@ -457,6 +475,7 @@ pub struct Notify {
 }
 
 /// `broadcast`. The frame id is the message id.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Broadcast {
     /// Sending peer.
@@ -466,6 +485,7 @@ pub struct Broadcast {
 }
 
 /// `ack`. With a reply, the frame id is the reply's message id.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ack {
     /// The acking peer: the ask's recipient.
@@ -478,6 +498,7 @@ pub struct Ack {
 }
 
 /// `answer`. The frame id is the id of the reply message carrying the answer to the asker.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Answer {
     /// The answering peer: the ask's recipient.
@@ -493,6 +514,7 @@ pub struct Answer {
 }
 
 /// States a client may report with `receipt`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(
     Debug,
     Clone,
@@ -517,6 +539,7 @@ pub enum ReceiptState {
 }
 
 /// `receipt`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Receipt {
     /// Recipient peer (registered on this connection).
@@ -531,6 +554,7 @@ pub struct Receipt {
 }
 
 /// `replay`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Replay {
     /// The peer whose inbox to replay (registered on this connection).
@@ -541,6 +565,7 @@ pub struct Replay {
 }
 
 /// `status_query`: give either `message_id` or `correlation_id`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatusQuery {
     /// A peer of this connection; only messages it sent are visible.
@@ -554,6 +579,7 @@ pub struct StatusQuery {
 }
 
 /// `state_set`: write `key` of the shared state of the peer's circle; without `value`, delete it.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StateSet {
     /// The writing peer (registered on this connection); its circle is the scope.
@@ -566,6 +592,7 @@ pub struct StateSet {
 }
 
 /// `state_get`: read one key, or every key, of the shared state of the peer's circle.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StateGet {
     /// The reading peer (registered on this connection); its circle is the scope.
@@ -578,16 +605,41 @@ pub struct StateGet {
 // ---------------------------------------------------------------------------------------------
 // Relay → client
 
-/// Limits the relay enforces, announced in `welcome`.
+/// Limits and settings the relay enforces, announced in `welcome` so that clients need not
+/// hard-code them. Fields after the first two were added later: a relay that predates them
+/// leaves them out, so clients read them as optional.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
     /// Largest frame in bytes.
     pub max_frame_bytes: usize,
     /// Largest message text in bytes.
     pub max_text_bytes: usize,
+    /// Largest WebSocket message read at all (larger: close 1009).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_transport_bytes: Option<usize>,
+    /// Message-creating frames per second per connection, sustained (0: unlimited).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_rate_per_sec: Option<u32>,
+    /// Burst allowance above the sustained send rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_burst: Option<u32>,
+    /// Undelivered entries a peer's inbox holds before new messages get `inbox_full`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inbox_cap: Option<u64>,
+    /// How long an undelivered message waits before it expires, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_ttl_ms: Option<u64>,
+    /// How often the relay pings, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ping_interval_ms: Option<u64>,
+    /// A connection silent this long is closed (4009), milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_ms: Option<u64>,
 }
 
 /// `welcome`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Welcome {
     /// Answers the `hello`.
@@ -603,6 +655,7 @@ pub struct Welcome {
 }
 
 /// `registered`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Registered {
     /// Answers the `register`.
@@ -616,6 +669,7 @@ pub struct Registered {
 }
 
 /// `ok`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reply {
     /// The request this answers.
@@ -623,6 +677,7 @@ pub struct Reply {
 }
 
 /// `peers`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Peers {
     /// The request this answers.
@@ -632,6 +687,7 @@ pub struct Peers {
 }
 
 /// `accepted`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Accepted {
     /// The request this answers (equals `message_id`).
@@ -646,6 +702,7 @@ pub struct Accepted {
 }
 
 /// What a message is.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(
     Debug,
     Clone,
@@ -679,6 +736,7 @@ impl MessageKind {
 }
 
 /// A message as delivered.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
     /// De-duplicate by this.
@@ -708,6 +766,7 @@ pub struct Message {
 }
 
 /// A recorded answer.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AnswerValue {
     /// Chosen option.
@@ -719,6 +778,7 @@ pub struct AnswerValue {
 }
 
 /// `deliver`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Deliver {
     /// Recipient peer on this connection.
@@ -733,6 +793,7 @@ pub struct Deliver {
 }
 
 /// Delivery states a sender sees.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(
     Debug,
     Clone,
@@ -790,6 +851,7 @@ impl DeliveryState {
 }
 
 /// `delivery`: a state change of a message sent by `from`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Delivery {
     /// The sending peer (on this connection).
@@ -809,6 +871,7 @@ pub struct Delivery {
 }
 
 /// What happened to a peer.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(
     Debug,
     Clone,
@@ -833,6 +896,7 @@ pub enum PresenceEvent {
 }
 
 /// `presence`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Presence {
     /// What happened.
@@ -842,6 +906,7 @@ pub struct Presence {
 }
 
 /// `replay_done`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplayDone {
     /// The `replay` this ends.
@@ -855,6 +920,7 @@ pub struct ReplayDone {
 }
 
 /// One recipient's state in `status`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecipientState {
     /// The recipient.
@@ -867,6 +933,7 @@ pub struct RecipientState {
 }
 
 /// `status`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Status {
     /// The query this answers.
@@ -889,6 +956,7 @@ pub struct Status {
 }
 
 /// One key of a circle's shared state.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StateEntry {
     /// Key.
@@ -902,6 +970,7 @@ pub struct StateEntry {
 }
 
 /// `state`: answer to `state_get`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct State {
     /// The `state_get` this answers.
@@ -913,6 +982,7 @@ pub struct State {
 }
 
 /// `error`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorFrame {
     /// The request this answers, when it could be read.

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::codes::ErrorCode;
 
 /// `POST /v1/token` request: exchange an API key for a short-lived JWT.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TokenRequest {
     /// The API key (`rw_live_…` or `rw_test_…`).
@@ -12,6 +13,7 @@ pub struct TokenRequest {
 }
 
 /// `POST /v1/token` response.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TokenResponse {
     /// The JWT to present as `Authorization: Bearer …` on the WebSocket upgrade.
@@ -23,6 +25,7 @@ pub struct TokenResponse {
 }
 
 /// Every HTTP error body: `{"error": {"code": "...", "message": "..."}}`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HttpError {
     /// The error.
@@ -30,6 +33,7 @@ pub struct HttpError {
 }
 
 /// The inner error object.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HttpErrorBody {
     /// Machine-readable code.

@@ -11,12 +11,49 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-/// A UUIDv7 frame/message id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+/// A UUIDv7 frame/message id. On the wire only the canonical form is read: lowercase,
+/// hyphenated (`8-4-4-4-12`), because ids are echoed and compared as strings (protocol.md §4.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(transparent)]
 pub struct MessageId(pub Uuid);
 
+impl<'de> Deserialize<'de> for MessageId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Self::parse_canonical(&s).ok_or_else(|| {
+            serde::de::Error::custom(format_args!(
+                "`{s}` is not a UUID in lowercase hyphenated form"
+            ))
+        })
+    }
+}
+
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for MessageId {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "MessageId".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A UUID in lowercase hyphenated form; version 7 for ids a sender mints.",
+            "pattern": "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+        })
+    }
+}
+
 impl MessageId {
+    /// The id written as `s`, if `s` is a UUID in its canonical form (lowercase, hyphenated).
+    /// [`str::parse`] also reads the other spellings (upper case, braces, `urn:uuid:`, no
+    /// hyphens), for ids a person types.
+    pub fn parse_canonical(s: &str) -> Option<Self> {
+        if s.len() != 36 || s.bytes().any(|b| b.is_ascii_uppercase()) {
+            return None;
+        }
+        Uuid::parse_str(s).ok().map(Self)
+    }
+
     /// A fresh UUIDv7.
     pub fn new() -> Self {
         Self(Uuid::now_v7())
@@ -51,6 +88,7 @@ macro_rules! string_id {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
         #[serde(transparent)]
         pub struct $name(pub String);
 

@@ -20,7 +20,7 @@ pub mod ids;
 pub mod limits;
 pub mod validate;
 
-pub use codec::{DecodeError, decode, encode};
+pub use codec::{DecodeError, decode, decode_from_relay, encode};
 pub use codes::{CloseCode, ErrorCode};
 pub use frame::*;
 pub use ids::{CorrelationId, MessageId, PeerId};

@@ -1,7 +1,18 @@
 //! Size limits. Over a limit is an explicit error, never a truncation.
 
 /// Largest frame (one WebSocket text message), in bytes of UTF-8.
-pub const MAX_FRAME_BYTES: usize = 64 * 1024;
+///
+/// Sized so that every frame whose fields are within the other limits fits however a standard
+/// JSON encoder escapes it. The field limits count decoded bytes; an encoder may write any
+/// character as a `\uXXXX` escape (Python's default does for non-ASCII, Go's for `<`, `>` and
+/// `&`, all do for control characters), at most 6 bytes of frame per byte of text. The largest
+/// frame is an `ask` with a 32 KiB text and 32 options of 512-byte labels and 64-byte ids:
+/// 6 × (32 768 + 32 × 512 + 32 × 64 + names and ids) + structure = 309 593 bytes with every
+/// character escaped (`tests/edges.rs` builds it).
+/// 512 KiB leaves room; the transport limit (1 MiB) stays above it.
+pub const MAX_FRAME_BYTES: usize = 512 * 1024;
+/// Largest WebSocket message the relay reads at all; a larger one closes the connection (1009).
+pub const MAX_TRANSPORT_BYTES: usize = 1024 * 1024;
 /// Largest message text (`text` of ask/notify/broadcast, `reply` of ack), in bytes of UTF-8.
 pub const MAX_TEXT_BYTES: usize = 32 * 1024;
 /// Display names, circles and `to` targets.

@@ -20,9 +20,6 @@ use crate::state::AppState;
 use crate::token::{TokenError, bearer};
 use crate::{admin, apikey};
 
-/// Largest WebSocket message the transport reads; between the protocol's frame limit and this,
-/// the relay answers `frame_too_large` and keeps the connection.
-const TRANSPORT_MAX_MESSAGE: usize = 1024 * 1024;
 /// Read buffer per connection, allocated up front by tungstenite and grown on demand for a larger
 /// frame: small, because most connections are idle most of the time (measured with
 /// `repowire-bench`: 4 KiB here cost ~3 KiB more per idle connection than 1 KiB).
@@ -175,8 +172,8 @@ async fn ws(
         // Frames queued together leave in one system call (see `connection::write_queued`);
         // with 0 every frame was a write of its own, ~30 % of the relay's CPU under load.
         .write_buffer_size(connection::WRITE_BATCH_BYTES)
-        .max_message_size(TRANSPORT_MAX_MESSAGE)
-        .max_frame_size(TRANSPORT_MAX_MESSAGE)
+        .max_message_size(repowire_protocol::limits::MAX_TRANSPORT_BYTES)
+        .max_frame_size(repowire_protocol::limits::MAX_TRANSPORT_BYTES)
         .on_upgrade(move |socket| {
             tracker.track_future(connection::serve(socket, state, authed, permit))
         }))

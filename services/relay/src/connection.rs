@@ -157,10 +157,7 @@ pub async fn serve(
         connection_id: format!("conn-{conn}"),
         tenant_id: auth.tenant_id.clone(),
         server: concat!("repowire-relay/", env!("CARGO_PKG_VERSION")).to_owned(),
-        limits: Limits {
-            max_frame_bytes: limits::MAX_FRAME_BYTES,
-            max_text_bytes: limits::MAX_TEXT_BYTES,
-        },
+        limits: announced_limits(&state.config),
     })));
     if sink.send(Message::Text(welcome.into())).await.is_err() {
         return;
@@ -326,5 +323,21 @@ async fn on_text(s: &Session, limiter: Option<&Limiter>, text: &str) {
             }
             route::handle(s, frame, started).await;
         }
+    }
+}
+
+/// What `welcome` announces: the limits and settings a client needs (protocol.md §9.1).
+fn announced_limits(config: &crate::config::RelayConfig) -> Limits {
+    let ms = |secs: u64| secs.saturating_mul(1000);
+    Limits {
+        max_frame_bytes: limits::MAX_FRAME_BYTES,
+        max_text_bytes: limits::MAX_TEXT_BYTES,
+        max_transport_bytes: Some(limits::MAX_TRANSPORT_BYTES),
+        send_rate_per_sec: Some(config.send_rate),
+        send_burst: Some(config.send_burst),
+        inbox_cap: Some(u64::try_from(config.inbox_cap).unwrap_or(0)),
+        message_ttl_ms: Some(ms(config.message_ttl_secs)),
+        ping_interval_ms: Some(ms(config.ping_interval_secs)),
+        idle_timeout_ms: Some(ms(config.idle_timeout_secs)),
     }
 }

@@ -52,10 +52,41 @@ async fn malformed_and_oversized_frames_get_error_frames_and_change_nothing(db: 
     .await;
     assert_eq!(a.error().await.code, ErrorCode::UnsupportedVersion);
 
-    let huge = notify_frame(&alice, "bob", "x".repeat(70_000));
+    let huge = notify_frame(&alice, "bob", "x".repeat(limits::MAX_FRAME_BYTES));
     a.send_frame(&huge).await;
     let e = a.error().await;
-    assert_eq!(e.code, ErrorCode::FrameTooLarge);
+    assert_eq!((e.code, e.re), (ErrorCode::FrameTooLarge, None));
+
+    // protocol.md §4.3: a duplicate key anywhere, or an id in another spelling than lowercase
+    // hyphenated, is refused without `re` (the relay would echo a different string).
+    let id = MessageId::new();
+    a.send_raw(format!(
+        r#"{{"v":1,"type":"notify","id":"{id}","from":"{}","to":"bob","text":"one","text":"two"}}"#,
+        alice.peer_id
+    ))
+    .await;
+    let e = a.error().await;
+    assert_eq!((e.code, e.re), (ErrorCode::MalformedFrame, None));
+    a.send_raw(format!(
+        r#"{{"v":1,"type":"notify","id":"{}","from":"{}","to":"bob","text":"x"}}"#,
+        MessageId::new().to_string().to_uppercase(),
+        alice.peer_id
+    ))
+    .await;
+    let e = a.error().await;
+    assert_eq!((e.code, e.re), (ErrorCode::InvalidFrame, None));
+    // Relay-minted ids are opaque strings: another spelling is another (unknown) id.
+    let upper = notify_frame(&alice, "bob", "x");
+    let mut upper_from = upper.clone();
+    if let Body::Notify(n) = &mut upper_from.body {
+        n.from = PeerId(alice.peer_id.as_str().to_uppercase());
+    }
+    a.send_frame(&upper_from).await;
+    let e = a.error().await;
+    assert_eq!(
+        (e.code, e.re),
+        (ErrorCode::NotRegistered, Some(upper_from.id))
+    );
 
     let long = notify_frame(&alice, "bob", "y".repeat(40_000));
     a.send_frame(&long).await;
@@ -219,14 +250,24 @@ async fn bad_tokens_and_keys_are_refused_over_http(db: Db) {
         401
     );
 
-    let resp = reqwest::Client::new()
-        .post(format!("{}/v1/token", relay.http))
-        .body("{")
-        .header("content-type", "application/json")
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(resp.status().as_u16(), 400);
+    // protocol.md §3.3: a body that is not JSON, or whose `api_key` is not a string, is 400.
+    for body in [
+        "{",
+        r#"{"api_key": 5}"#,
+        r#"{"api_key": null}"#,
+        r#"{"api_key": ["rw"]}"#,
+    ] {
+        let resp = reqwest::Client::new()
+            .post(format!("{}/v1/token", relay.http))
+            .body(body)
+            .header("content-type", "application/json")
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(resp.status().as_u16(), 400, "{body}");
+        let said: serde_json::Value = resp.json().await.expect("json");
+        assert_eq!(said["error"]["code"], "invalid_request", "{body}: {said}");
+    }
 
     assert_eq!(
         client::open(&relay.ws, None).await.err(),
@@ -428,6 +469,37 @@ async fn the_admin_api_needs_its_own_credential(db: Db) {
         .expect("json");
     let text = minted["api_key"].as_str().expect("key shown once");
     assert!(text.starts_with("rw_test_"));
+    // protocol.md §3.6: out-of-range numbers and unprintable labels are refused; no key is
+    // stored for them.
+    for body in [
+        serde_json::json!({"expires_in_days": 0}),
+        serde_json::json!({"expires_in_days": 3651}),
+        serde_json::json!({"expires_in_days": -1}),
+        serde_json::json!({"expires_in_days": 1.5}),
+        serde_json::json!({"label": "x".repeat(129)}),
+        serde_json::json!({"label": "bell\u{7}"}),
+    ] {
+        let resp = http
+            .post(format!("{url}/beta/keys"))
+            .bearer_auth("test-admin-token")
+            .json(&body)
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(resp.status().as_u16(), 400, "{body}");
+    }
+    let one_day: serde_json::Value = http
+        .post(format!("{url}/beta/keys"))
+        .bearer_auth("test-admin-token")
+        .json(&serde_json::json!({"expires_in_days": 1}))
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json");
+    let day_key = one_day["api_key"].as_str().expect("a one-day key");
+    assert!(client::token(&relay.http, day_key).await.is_ok());
     assert!(
         minted["key"].get("hash").is_none(),
         "the hash is never returned"
@@ -445,6 +517,11 @@ async fn the_admin_api_needs_its_own_credential(db: Db) {
     assert!(
         !listed.to_string().contains(text),
         "listing never shows key text"
+    );
+    assert_eq!(
+        listed.as_array().map(Vec::len),
+        Some(2),
+        "only the two valid requests stored keys: {listed}"
     );
     let m = relay.metrics().await;
     assert!(errors(&m, "forbidden") >= 3.0, "{m}");

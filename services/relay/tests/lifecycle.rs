@@ -15,7 +15,82 @@ both_backends!(
     a_reclaim_from_another_connection_takes_the_peer_over,
     shutdown_closes_connections_with_going_away,
     a_message_pushed_from_the_inbox_keeps_its_trace,
+    welcome_announces_the_limits_a_client_needs,
+    a_reclaim_whose_name_is_taken_gets_a_suffixed_name_and_keeps_it,
 );
+
+/// protocol.md §10.3: a reclaimed peer whose stored name another live peer holds now gets the
+/// next free suffixed name, stored as its name; the holder keeps its own.
+async fn a_reclaim_whose_name_is_taken_gets_a_suffixed_name_and_keeps_it(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let (tenant, key) = relay.tenant("acme").await;
+    let api = offline(&relay, &key, "api").await;
+    let mut other = relay.client(&key).await;
+    let holder = other.peer("api", "dev").await;
+    assert_eq!(holder.name, "api", "an offline peer holds no name");
+
+    let mut back = relay.client(&key).await;
+    let again = back
+        .register(Register {
+            circle: Some("dev".into()),
+            ..reclaim(&api)
+        })
+        .await;
+    assert!(again.reclaimed);
+    assert_eq!(again.peer.peer_id, api.peer_id);
+    assert_eq!(again.peer.name, "api-2");
+    let listed = back.list(&api.peer_id, true).await;
+    let name_of = |id: &PeerId| {
+        listed
+            .iter()
+            .find(|p| &p.peer_id == id)
+            .map(|p| p.name.clone())
+    };
+    assert_eq!(name_of(&holder.peer_id).as_deref(), Some("api"));
+    assert_eq!(name_of(&api.peer_id).as_deref(), Some("api-2"));
+    let stored = db
+        .store()
+        .await
+        .get_peer(&tenant, api.peer_id.as_str())
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(stored.name, "api-2", "the suffixed name is the stored name");
+}
+
+/// protocol.md §9.1: `welcome.limits` carries the deployment's settings, not the defaults.
+async fn welcome_announces_the_limits_a_client_needs(db: Db) {
+    let relay = TestRelay::start_with(
+        &db,
+        RelayConfig {
+            inbox_cap: 7,
+            send_rate: 11,
+            send_burst: 13,
+            message_ttl_secs: 17,
+            ping_interval_secs: 19,
+            idle_timeout_secs: 23,
+            ..RelayConfig::for_tests()
+        },
+    )
+    .await;
+    let (_, key) = relay.tenant("acme").await;
+    let c = relay.client(&key).await;
+    let limits = c.welcome.expect("welcome").limits;
+    assert_eq!(
+        limits,
+        Limits {
+            max_frame_bytes: 512 * 1024,
+            max_text_bytes: 32 * 1024,
+            max_transport_bytes: Some(1024 * 1024),
+            send_rate_per_sec: Some(11),
+            send_burst: Some(13),
+            inbox_cap: Some(7),
+            message_ttl_ms: Some(17_000),
+            ping_interval_ms: Some(19_000),
+            idle_timeout_ms: Some(23_000),
+        }
+    );
+}
 
 async fn offline(relay: &TestRelay, key: &str, name: &str) -> PeerInfo {
     let mut c = relay.client(key).await;

@@ -62,6 +62,35 @@ async fn tenant(store: &dyn Store, id_or_name: &str) -> Result<TenantRecord, Adm
         .ok_or_else(|| AdminError::NotFound(format!("no tenant `{id_or_name}`")))
 }
 
+/// Longest key lifetime, in days (protocol.md §3.6).
+pub const MAX_EXPIRES_IN_DAYS: u32 = 3650;
+/// Longest key label, in bytes.
+pub const MAX_LABEL_BYTES: usize = 128;
+
+/// Checks a key's label and lifetime: a lifetime of 0 days would mint a key that is expired
+/// already, and a label is shown in tables and dashboards, so it holds no control characters.
+fn check_new_key(label: &str, expires_in_days: Option<u32>) -> Result<(), AdminError> {
+    if let Some(days) = expires_in_days
+        && !(1..=MAX_EXPIRES_IN_DAYS).contains(&days)
+    {
+        return Err(AdminError::Invalid(format!(
+            "expires_in_days is {days}; it must be 1 to {MAX_EXPIRES_IN_DAYS} (leave it out for a key that does not expire)"
+        )));
+    }
+    if label.len() > MAX_LABEL_BYTES {
+        return Err(AdminError::Invalid(format!(
+            "the label is {} bytes; the limit is {MAX_LABEL_BYTES}",
+            label.len()
+        )));
+    }
+    if label.chars().any(char::is_control) {
+        return Err(AdminError::Invalid(
+            "the label holds control characters".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Mints and stores a key for a tenant (by id or name).
 pub async fn create_key(
     store: &dyn Store,
@@ -70,6 +99,7 @@ pub async fn create_key(
     label: &str,
     expires_in_days: Option<u32>,
 ) -> Result<MintedKey, AdminError> {
+    check_new_key(label, expires_in_days)?;
     let tenant = tenant(store, tenant_ref).await?;
     let now = now_ms();
     let expires = expires_in_days.map(|d| now + i64::from(d) * 86_400_000);

@@ -263,5 +263,13 @@ mod tests {
             Some("my-project")
         );
         assert_eq!(name_from_path("/").as_deref(), None);
+        // protocol.md §10.3: cut to 64 characters (all ASCII by then), then stripped of '-'.
+        let long = format!("/src/{}-{}", "a".repeat(63), "b".repeat(10));
+        assert_eq!(name_from_path(&long), Some("a".repeat(63)));
+        assert_eq!(
+            name_from_path("/src/éé").as_deref(),
+            None,
+            "nothing left once non-name characters are replaced and stripped"
+        );
     }
 }
