@@ -68,6 +68,9 @@ pub enum TenantCommand {
     Create {
         /// Unique tenant name.
         name: String,
+        /// Its plan [default: free].
+        #[arg(long)]
+        plan: Option<String>,
     },
     /// List tenants.
     List,

@@ -44,6 +44,7 @@ pub mod hub;
 pub mod ids;
 pub mod inbound;
 pub mod keycheck;
+pub mod limits;
 pub mod metrics;
 pub mod route;
 pub mod state;

@@ -440,6 +440,24 @@ mod tests {
         async fn list_tenants(&self) -> crate::store::Result<Vec<TenantRecord>> {
             unused()
         }
+        async fn update_tenant(&self, _: &TenantRecord) -> crate::store::Result<bool> {
+            unused()
+        }
+        async fn create_plan(&self, _: &crate::store::PlanRecord) -> crate::store::Result<()> {
+            unused()
+        }
+        async fn list_plans(&self) -> crate::store::Result<Vec<crate::store::PlanRecord>> {
+            unused()
+        }
+        async fn get_plan(
+            &self,
+            _: &str,
+        ) -> crate::store::Result<Option<crate::store::PlanRecord>> {
+            unused()
+        }
+        async fn update_plan(&self, _: &crate::store::PlanRecord) -> crate::store::Result<bool> {
+            unused()
+        }
         async fn find_tenant(&self, _: &str) -> crate::store::Result<Option<TenantRecord>> {
             unused()
         }

@@ -42,6 +42,8 @@ async fn setup(store: &dyn Store, tenant: &str, peers: &[&str]) {
             name: tenant.into(),
             plan: "free".into(),
             created_at_ms: 1,
+            display_name: None,
+            overrides: Default::default(),
         })
         .await
         .expect("tenant");

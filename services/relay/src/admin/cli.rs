@@ -22,8 +22,16 @@ pub async fn run(
     notes: &mut dyn Write,
 ) -> anyhow::Result<()> {
     match command {
-        AdminCommand::Tenant(TenantCommand::Create { name }) => {
-            let tenant = create_tenant(store, &name).await?;
+        AdminCommand::Tenant(TenantCommand::Create { name, plan }) => {
+            let tenant = create_tenant(
+                store,
+                super::NewTenant {
+                    name,
+                    plan,
+                    ..Default::default()
+                },
+            )
+            .await?;
             print_tenants(out, json, std::slice::from_ref(&tenant), true)?;
         }
         AdminCommand::Tenant(TenantCommand::List) => {

@@ -12,22 +12,111 @@ use repowire_protocol::ErrorCode;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{create_key, create_tenant, list_keys, revoke_key};
+use super::plans::{self, NewPlan, PlanPatch};
+use super::{
+    NewTenant, TenantDetail, TenantPatch, create_key, create_tenant, get_tenant, list_keys,
+    revoke_key, update_tenant,
+};
 use crate::apikey::KeyMode;
 use crate::error::AppError;
 use crate::state::AppState;
-use crate::store::{ApiKeyRecord, TenantRecord};
+use crate::store::{ApiKeyRecord, PlanRecord, TenantRecord};
 
 /// Admin routes, nested under `/admin/v1`.
 pub fn router(state: AppState) -> Router<AppState> {
-    Router::new()
+    let guarded = Router::new()
+        .route("/plans", get(list_plans_http).post(create_plan_http))
+        .route("/plans/{plan}", get(get_plan_http).patch(update_plan_http))
         .route("/tenants", get(list_tenants_http).post(create_tenant_http))
+        .route(
+            "/tenants/{tenant}",
+            get(get_tenant_http).patch(update_tenant_http),
+        )
         .route(
             "/tenants/{tenant}/keys",
             get(list_keys_http).post(create_key_http),
         )
         .route("/keys/{key_id}", delete(revoke_key_http))
-        .layer(middleware::from_fn_with_state(state, require_admin))
+        .layer(middleware::from_fn_with_state(state, require_admin));
+    // The document describes the API; it holds nothing secret.
+    #[cfg(feature = "openapi")]
+    let guarded = guarded.route("/openapi.json", get(openapi_http));
+    guarded
+}
+
+/// Every admin error body: `{"error": {"code": "...", "message": "..."}}`. Only described here
+/// (for the OpenAPI document); [`AppError`] writes it.
+#[cfg(feature = "openapi")]
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+struct ErrorBody {
+    error: ErrorDetail,
+}
+
+/// The error inside [`ErrorBody`].
+#[cfg(feature = "openapi")]
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+struct ErrorDetail {
+    /// Stable machine-readable code (`invalid_request`, `not_found`, `conflict`, `forbidden`,
+    /// `unavailable`).
+    code: String,
+    /// For people.
+    message: String,
+}
+
+/// The admin API's OpenAPI document.
+#[cfg(feature = "openapi")]
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    use utoipa::OpenApi;
+    AdminApi::openapi()
+}
+
+#[cfg(feature = "openapi")]
+async fn openapi_http() -> Json<utoipa::openapi::OpenApi> {
+    Json(openapi())
+}
+
+#[cfg(feature = "openapi")]
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(
+        title = "Repowire relay admin API",
+        version = "1",
+        description = "Plans, tenants and API keys of a Repowire relay deployment. Every route needs `Authorization: Bearer <admin credential>` (REPOWIRE_ADMIN_TOKEN); no tenant key or token is ever accepted. docs/admin.md explains the operations."
+    ),
+    paths(
+        list_plans_http,
+        create_plan_http,
+        get_plan_http,
+        update_plan_http,
+        list_tenants_http,
+        create_tenant_http,
+        get_tenant_http,
+        update_tenant_http,
+        list_keys_http,
+        create_key_http,
+        revoke_key_http
+    ),
+    components(schemas(ErrorBody, ErrorDetail)),
+    modifiers(&AdminCredential),
+    security(("admin" = []))
+)]
+struct AdminApi;
+
+#[cfg(feature = "openapi")]
+struct AdminCredential;
+
+#[cfg(feature = "openapi")]
+impl utoipa::Modify for AdminCredential {
+    fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = api.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "admin",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
 }
 
 fn digest(s: &str) -> [u8; 32] {
@@ -63,45 +152,157 @@ async fn require_admin(
     next.run(request).await
 }
 
-#[derive(Debug, Deserialize)]
-struct NewTenant {
-    name: String,
+/// A JSON body, or `400 invalid_request` saying what was expected.
+fn body<T>(body: Result<Json<T>, JsonRejection>, what: &str) -> Result<T, AppError> {
+    body.map(|Json(b)| b)
+        .map_err(|e| AppError::bad_request(format!("invalid {what}: {e}")))
 }
 
-async fn create_tenant_http(
+#[cfg_attr(feature = "openapi", utoipa::path(
+    operation_id = "list_plans", get, path = "/admin/v1/plans", tag = "plans",
+    responses((status = 200, description = "Every plan, by name", body = [PlanRecord]),
+              (status = 403, description = "Not an admin credential", body = ErrorBody))
+))]
+async fn list_plans_http(State(state): State<AppState>) -> Result<Json<Vec<PlanRecord>>, AppError> {
+    Ok(Json(state.store.list_plans().await?))
+}
+
+#[cfg_attr(feature = "openapi", utoipa::path(
+    operation_id = "create_plan", post, path = "/admin/v1/plans", tag = "plans", request_body = NewPlan,
+    responses((status = 201, description = "The plan", body = PlanRecord),
+              (status = 400, description = "Bad name, text or limit", body = ErrorBody),
+              (status = 409, description = "The name is taken", body = ErrorBody))
+))]
+async fn create_plan_http(
     State(state): State<AppState>,
-    body: Result<Json<NewTenant>, JsonRejection>,
-) -> Result<(StatusCode, Json<TenantRecord>), AppError> {
-    let Json(body) =
-        body.map_err(|e| AppError::bad_request(format!("expected {{\"name\": \"…\"}}: {e}")))?;
+    new: Result<Json<NewPlan>, JsonRejection>,
+) -> Result<(StatusCode, Json<PlanRecord>), AppError> {
+    let new = body(new, "plan")?;
     Ok((
         StatusCode::CREATED,
-        Json(create_tenant(state.store.as_ref(), &body.name).await?),
+        Json(plans::create_plan(state.store.as_ref(), new).await?),
     ))
 }
 
+#[cfg_attr(feature = "openapi", utoipa::path(
+    operation_id = "get_plan", get, path = "/admin/v1/plans/{plan}", tag = "plans",
+    params(("plan" = String, Path, description = "Plan name")),
+    responses((status = 200, description = "The plan", body = PlanRecord),
+              (status = 404, description = "No such plan", body = ErrorBody))
+))]
+async fn get_plan_http(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<PlanRecord>, AppError> {
+    Ok(Json(plans::get_plan(state.store.as_ref(), &name).await?))
+}
+
+#[cfg_attr(feature = "openapi", utoipa::path(
+    operation_id = "update_plan", patch, path = "/admin/v1/plans/{plan}", tag = "plans", request_body = PlanPatch,
+    params(("plan" = String, Path, description = "Plan name")),
+    responses((status = 200, description = "The plan as changed", body = PlanRecord),
+              (status = 400, description = "Bad text or limit; nothing changed", body = ErrorBody),
+              (status = 404, description = "No such plan", body = ErrorBody))
+))]
+async fn update_plan_http(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    patch: Result<Json<PlanPatch>, JsonRejection>,
+) -> Result<Json<PlanRecord>, AppError> {
+    let patch = body(patch, "plan change")?;
+    Ok(Json(
+        plans::update_plan(state.store.as_ref(), &name, patch).await?,
+    ))
+}
+
+#[cfg_attr(feature = "openapi", utoipa::path(
+    operation_id = "create_tenant", post, path = "/admin/v1/tenants", tag = "tenants", request_body = NewTenant,
+    responses((status = 201, description = "The tenant", body = TenantRecord),
+              (status = 400, description = "Bad name, unknown plan, bad override", body = ErrorBody),
+              (status = 409, description = "The name is taken", body = ErrorBody))
+))]
+async fn create_tenant_http(
+    State(state): State<AppState>,
+    new: Result<Json<NewTenant>, JsonRejection>,
+) -> Result<(StatusCode, Json<TenantRecord>), AppError> {
+    let new = body(new, "tenant (expected {\"name\": \"…\"})")?;
+    Ok((
+        StatusCode::CREATED,
+        Json(create_tenant(state.store.as_ref(), new).await?),
+    ))
+}
+
+#[cfg_attr(feature = "openapi", utoipa::path(
+    operation_id = "list_tenants", get, path = "/admin/v1/tenants", tag = "tenants",
+    responses((status = 200, description = "Every tenant, oldest first", body = [TenantRecord]))
+))]
 async fn list_tenants_http(
     State(state): State<AppState>,
 ) -> Result<Json<Vec<TenantRecord>>, AppError> {
     Ok(Json(state.store.list_tenants().await?))
 }
 
+#[cfg_attr(feature = "openapi", utoipa::path(
+    operation_id = "get_tenant", get, path = "/admin/v1/tenants/{tenant}", tag = "tenants",
+    params(("tenant" = String, Path, description = "Tenant id or name")),
+    responses((status = 200, description = "The tenant with the limits in effect", body = TenantDetail),
+              (status = 404, description = "No such tenant", body = ErrorBody))
+))]
+async fn get_tenant_http(
+    State(state): State<AppState>,
+    Path(tenant_ref): Path<String>,
+) -> Result<Json<TenantDetail>, AppError> {
+    Ok(Json(get_tenant(state.store.as_ref(), &tenant_ref).await?))
+}
+
+#[cfg_attr(feature = "openapi", utoipa::path(
+    operation_id = "update_tenant", patch, path = "/admin/v1/tenants/{tenant}", tag = "tenants", request_body = TenantPatch,
+    params(("tenant" = String, Path, description = "Tenant id or name")),
+    responses((status = 200, description = "The tenant as changed", body = TenantDetail),
+              (status = 400, description = "Unknown plan, bad text or override; nothing changed", body = ErrorBody),
+              (status = 404, description = "No such tenant", body = ErrorBody))
+))]
+async fn update_tenant_http(
+    State(state): State<AppState>,
+    Path(tenant_ref): Path<String>,
+    patch: Result<Json<TenantPatch>, JsonRejection>,
+) -> Result<Json<TenantDetail>, AppError> {
+    let patch = body(patch, "tenant change")?;
+    Ok(Json(
+        update_tenant(state.store.as_ref(), &tenant_ref, patch).await?,
+    ))
+}
+
+/// `POST /tenants/{tenant}/keys`.
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 struct NewKey {
+    /// For people (at most 128 bytes, no control characters).
     #[serde(default)]
     label: String,
+    /// A test key (`rw_test_…`).
     #[serde(default)]
     test: bool,
+    /// 1–3650; left out: the key does not expire.
     expires_in_days: Option<u32>,
 }
 
+/// A new key: its text, shown this once, and its record.
 #[derive(Debug, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 struct MintedKeyBody {
     /// The key text: shown this once.
     api_key: String,
     key: ApiKeyRecord,
 }
 
+#[cfg_attr(feature = "openapi", utoipa::path(
+    operation_id = "create_key", post, path = "/admin/v1/tenants/{tenant}/keys", tag = "keys", request_body = NewKey,
+    params(("tenant" = String, Path, description = "Tenant id or name")),
+    responses((status = 201, description = "The key; its text is shown only here", body = MintedKeyBody),
+              (status = 400, description = "Bad label or lifetime; no key stored", body = ErrorBody),
+              (status = 404, description = "No such tenant", body = ErrorBody))
+))]
 async fn create_key_http(
     State(state): State<AppState>,
     Path(tenant_ref): Path<String>,
@@ -131,6 +332,12 @@ async fn create_key_http(
     ))
 }
 
+#[cfg_attr(feature = "openapi", utoipa::path(
+    operation_id = "list_keys", get, path = "/admin/v1/tenants/{tenant}/keys", tag = "keys",
+    params(("tenant" = String, Path, description = "Tenant id or name")),
+    responses((status = 200, description = "The tenant's keys (never their text)", body = [ApiKeyRecord]),
+              (status = 404, description = "No such tenant", body = ErrorBody))
+))]
 async fn list_keys_http(
     State(state): State<AppState>,
     Path(tenant_ref): Path<String>,
@@ -138,6 +345,12 @@ async fn list_keys_http(
     Ok(Json(list_keys(state.store.as_ref(), &tenant_ref).await?))
 }
 
+#[cfg_attr(feature = "openapi", utoipa::path(
+    operation_id = "revoke_key", delete, path = "/admin/v1/keys/{key_id}", tag = "keys",
+    params(("key_id" = String, Path, description = "Key id (`key-…`)")),
+    responses((status = 204, description = "Revoked; its connections close on every relay process"),
+              (status = 404, description = "No such key", body = ErrorBody))
+))]
 async fn revoke_key_http(
     State(state): State<AppState>,
     Path(key_id): Path<String>,

@@ -3,10 +3,15 @@
 
 pub mod cli;
 mod http;
+pub mod plans;
+pub mod tenants;
 
 use repowire_protocol::CloseCode;
 
+#[cfg(feature = "openapi")]
+pub use http::openapi;
 pub use http::router;
+pub use tenants::{NewTenant, TenantDetail, TenantPatch, create_tenant, get_tenant, update_tenant};
 
 use crate::apikey::{self, KeyMode, MintedKey};
 use crate::error::AppError;
@@ -23,6 +28,7 @@ pub enum AdminError {
     /// Bad input.
     #[error("{0}")]
     Invalid(String),
+
     /// Storage.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -33,29 +39,16 @@ impl From<AdminError> for AppError {
         match e {
             AdminError::NotFound(m) => AppError::not_found(m),
             AdminError::Invalid(m) => AppError::bad_request(m),
+
             AdminError::Store(s) => s.into(),
         }
     }
 }
 
-/// Creates a tenant.
-pub async fn create_tenant(store: &dyn Store, name: &str) -> Result<TenantRecord, AdminError> {
-    if !repowire_protocol::validate::is_valid_name(name) {
-        return Err(AdminError::Invalid(
-            "a tenant name is 1-64 characters of letters, digits, '.', '_' or '-'".into(),
-        ));
-    }
-    let tenant = TenantRecord {
-        id: format!("tnt-{}", random_suffix()),
-        name: name.to_owned(),
-        plan: "free".into(),
-        created_at_ms: now_ms(),
-    };
-    store.create_tenant(&tenant).await?;
-    Ok(tenant)
-}
-
-async fn tenant(store: &dyn Store, id_or_name: &str) -> Result<TenantRecord, AdminError> {
+pub(crate) async fn tenant(
+    store: &dyn Store,
+    id_or_name: &str,
+) -> Result<TenantRecord, AdminError> {
     store
         .find_tenant(id_or_name)
         .await?
@@ -137,11 +130,14 @@ pub async fn revoke_key(
 /// The `default` tenant and its first key, minted but not stored: the caller keeps the key
 /// text somewhere safe first, then stores both with [`store_first_tenant`].
 pub fn default_tenant() -> (TenantRecord, MintedKey) {
+    // The local machine's own relay: no plan limits.
     let tenant = TenantRecord {
         id: format!("tnt-{}", random_suffix()),
         name: "default".into(),
-        plan: "free".into(),
+        plan: "unlimited".into(),
         created_at_ms: now_ms(),
+        display_name: None,
+        overrides: crate::store::Limits::default(),
     };
     let key = apikey::mint(
         &tenant.id,

@@ -105,6 +105,17 @@ pub trait Store: Send + Sync + 'static {
     /// One tenant by id or by name.
     async fn find_tenant(&self, id_or_name: &str) -> Result<Option<TenantRecord>>;
 
+    /// Replaces a tenant's plan, display name and overrides; false if there is no such tenant.
+    async fn update_tenant(&self, tenant: &TenantRecord) -> Result<bool>;
+    /// Creates a plan; `Conflict` if the name is taken.
+    async fn create_plan(&self, plan: &PlanRecord) -> Result<()>;
+    /// All plans, by name.
+    async fn list_plans(&self) -> Result<Vec<PlanRecord>>;
+    /// One plan by name.
+    async fn get_plan(&self, name: &str) -> Result<Option<PlanRecord>>;
+    /// Replaces a plan's description and limits; false if there is no such plan.
+    async fn update_plan(&self, plan: &PlanRecord) -> Result<bool>;
+
     /// Stores a new API key (hash only).
     async fn insert_api_key(&self, key: &ApiKeyRecord) -> Result<()>;
     /// Looks a key up by the hash of its full text.

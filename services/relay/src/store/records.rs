@@ -4,6 +4,7 @@ use repowire_protocol::{DeliveryState, MessageKind};
 
 /// A tenant.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TenantRecord {
     /// Id (`tnt-…`).
     pub id: String,
@@ -13,10 +14,61 @@ pub struct TenantRecord {
     pub plan: String,
     /// Creation time (ms).
     pub created_at_ms: i64,
+    /// A name for people; the `name` is the stable handle.
+    pub display_name: Option<String>,
+    /// This tenant's own values, replacing the plan's; `null`: the plan's value.
+    #[sqlx(flatten)]
+    pub overrides: Limits,
+}
+
+/// The limits a plan sets, or a tenant's overrides of them. In a plan `null` is unlimited; in
+/// overrides it is "the plan's value".
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, sqlx::FromRow, serde::Serialize, serde::Deserialize,
+)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Live peers at once.
+    #[serde(default)]
+    pub max_peers: Option<i64>,
+    /// Open WebSocket connections at once.
+    #[serde(default)]
+    pub max_connections: Option<i64>,
+    /// Largest message text, bytes (at most the protocol's 32 768).
+    #[serde(default)]
+    pub max_message_bytes: Option<i64>,
+    /// Undelivered entries per peer inbox.
+    #[serde(default)]
+    pub inbox_cap: Option<i64>,
+    /// Messages accepted per minute, across every relay process.
+    #[serde(default)]
+    pub messages_per_minute: Option<i64>,
+    /// Messages accepted per calendar month (UTC).
+    #[serde(default)]
+    pub messages_per_month: Option<i64>,
+}
+
+/// A plan: a named bundle of limits tenants are on.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PlanRecord {
+    /// Unique name (the name rule of protocol.md §5).
+    pub name: String,
+    /// What it is for, for people.
+    pub description: String,
+    /// Its limits; `null` is unlimited.
+    #[sqlx(flatten)]
+    pub limits: Limits,
+    /// Creation time (ms); 0 for the seeded plans.
+    pub created_at_ms: i64,
+    /// Last change (ms).
+    pub updated_at_ms: i64,
 }
 
 /// An API key; the key text itself is never stored.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ApiKeyRecord {
     /// Id (`key-…`), the JWT subject.
     pub id: String,

@@ -148,9 +148,15 @@ impl TestRelay {
 
     /// A new tenant and a live key for it.
     pub async fn tenant(&self, name: &str) -> (String, String) {
-        let t = admin::create_tenant(self.state.store.as_ref(), name)
-            .await
-            .expect("tenant");
+        let t = admin::create_tenant(
+            self.state.store.as_ref(),
+            admin::NewTenant {
+                name: name.to_owned(),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("tenant");
         let k = admin::create_key(
             self.state.store.as_ref(),
             &t.id,

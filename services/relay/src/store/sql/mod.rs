@@ -19,9 +19,12 @@
 //! [`Store`](super::Store) methods themselves.
 
 pub(crate) mod accept;
+pub(crate) mod tenancy;
 pub(crate) mod update;
 
-pub(crate) const TENANT_COLS: &str = "id, name, plan, created_at_ms";
+pub(crate) const TENANT_COLS: &str = "id, name, plan, created_at_ms, display_name, max_peers, \
+     max_connections, max_message_bytes, inbox_cap, max_messages_per_minute AS messages_per_minute, \
+     max_monthly_messages AS messages_per_month";
 pub(crate) const KEY_COLS: &str = "id, tenant_id, hash, display, label, mode, created_at_ms, expires_at_ms, revoked_at_ms, \
      last_used_at_ms";
 pub(crate) const PEER_COLS: &str = "tenant_id, peer_id, name, circle, backend, role, path, machine, \
@@ -153,6 +156,7 @@ macro_rules! impl_store {
 
         $crate::store::sql::accept::impl_accepts!($store);
         $crate::store::sql::update::impl_updates!($store, $db, $lock_ask);
+        $crate::store::sql::tenancy::impl_tenancy!($store, $db);
 
         #[async_trait::async_trait]
         impl Store for $store {
@@ -178,18 +182,7 @@ macro_rules! impl_store {
             }
 
             async fn create_tenant(&self, t: &TenantRecord) -> Result<()> {
-                let inserted = sqlx::query(
-                    "INSERT INTO tenants (id, name, plan, created_at_ms) VALUES ($1, $2, $3, $4) \
-                     ON CONFLICT DO NOTHING",
-                )
-                .bind(&t.id)
-                .bind(&t.name)
-                .bind(&t.plan)
-                .bind(t.created_at_ms)
-                .execute(&self.pool)
-                .await?
-                .rows_affected();
-                if inserted == 0 {
+                if !Self::insert_tenant_on(&self.pool, t).await? {
                     return Err(StoreError::Conflict(format!("a tenant named `{}` exists", t.name)));
                 }
                 Ok(())
@@ -197,18 +190,7 @@ macro_rules! impl_store {
 
             async fn create_tenant_with_key(&self, t: &TenantRecord, k: &ApiKeyRecord) -> Result<()> {
                 let mut tx = self.pool.begin().await?;
-                let inserted = sqlx::query(
-                    "INSERT INTO tenants (id, name, plan, created_at_ms) VALUES ($1, $2, $3, $4) \
-                     ON CONFLICT DO NOTHING",
-                )
-                .bind(&t.id)
-                .bind(&t.name)
-                .bind(&t.plan)
-                .bind(t.created_at_ms)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if inserted == 0 {
+                if !Self::insert_tenant_on(&mut *tx, t).await? {
                     return Err(StoreError::Conflict(format!("a tenant named `{}` exists", t.name)));
                 }
                 Self::insert_key_on(&mut *tx, k).await?;
@@ -224,6 +206,29 @@ macro_rules! impl_store {
             async fn find_tenant(&self, id_or_name: &str) -> Result<Option<TenantRecord>> {
                 let sql = format!("SELECT {TENANT_COLS} FROM tenants WHERE id = $1 OR name = $1");
                 Ok(sqlx::query_as(&sql).bind(id_or_name).fetch_optional(&self.pool).await?)
+            }
+
+            async fn update_tenant(&self, t: &TenantRecord) -> Result<bool> {
+                self.update_tenant_row(t).await
+            }
+
+            async fn create_plan(&self, p: &PlanRecord) -> Result<()> {
+                if !self.insert_plan_row(p).await? {
+                    return Err(StoreError::Conflict(format!("a plan named `{}` exists", p.name)));
+                }
+                Ok(())
+            }
+
+            async fn list_plans(&self) -> Result<Vec<PlanRecord>> {
+                self.plans_where(None).await
+            }
+
+            async fn get_plan(&self, name: &str) -> Result<Option<PlanRecord>> {
+                Ok(self.plans_where(Some(name)).await?.pop())
+            }
+
+            async fn update_plan(&self, p: &PlanRecord) -> Result<bool> {
+                self.update_plan_row(p).await
             }
 
             async fn insert_api_key(&self, k: &ApiKeyRecord) -> Result<()> {

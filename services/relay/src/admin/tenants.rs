@@ -1,0 +1,141 @@
+//! Tenants: create (on a plan, with optional overrides), get with the limits in effect, change.
+
+use serde::{Deserialize, Serialize};
+
+use super::{AdminError, plans};
+use crate::ids::{now_ms, random_suffix};
+use crate::limits::{self, LimitsPatch};
+use crate::store::{Limits, PlanRecord, Store, TenantRecord};
+
+/// Longest display name, bytes.
+pub const MAX_DISPLAY_NAME_BYTES: usize = 128;
+
+/// The plan a tenant gets when none is named.
+pub const DEFAULT_PLAN: &str = "free";
+
+/// `POST /tenants`.
+#[derive(Debug, Default, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NewTenant {
+    /// Unique name (1–64 bytes of letters, digits, `.`, `_`, `-`).
+    pub name: String,
+    /// Its plan (default `free`).
+    #[serde(default)]
+    pub plan: Option<String>,
+    /// A name for people (at most 128 bytes).
+    #[serde(default)]
+    pub display_name: Option<String>,
+    /// Values replacing the plan's for this tenant.
+    #[serde(default)]
+    pub overrides: Limits,
+}
+
+/// `PATCH /tenants/{tenant}`: what is left out stays as it is.
+#[derive(Debug, Default, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TenantPatch {
+    /// Move the tenant to this plan.
+    #[serde(default)]
+    pub plan: Option<String>,
+    /// New display name; `null` removes it.
+    #[serde(default, deserialize_with = "present_text")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub display_name: Option<Option<String>>,
+    /// Changes to the overrides (`null` returns a limit to the plan's value).
+    #[serde(default)]
+    pub overrides: Option<LimitsPatch>,
+}
+
+fn present_text<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+/// A tenant with its plan and the limits in effect.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TenantDetail {
+    /// The tenant.
+    #[serde(flatten)]
+    pub tenant: TenantRecord,
+    /// Each override where it has one, else the plan's value; `null` is unlimited.
+    pub effective_limits: Limits,
+}
+
+async fn plan_named(store: &dyn Store, name: &str) -> Result<PlanRecord, AdminError> {
+    store.get_plan(name).await?.ok_or_else(|| {
+        AdminError::Invalid(format!("no plan `{name}` (GET /admin/v1/plans lists them)"))
+    })
+}
+
+fn check_display_name(name: Option<&str>) -> Result<(), AdminError> {
+    match name {
+        Some(n) => plans::check_text("display name", n, MAX_DISPLAY_NAME_BYTES),
+        None => Ok(()),
+    }
+}
+
+/// Creates a tenant. Everything is checked before anything is stored.
+pub async fn create_tenant(store: &dyn Store, new: NewTenant) -> Result<TenantRecord, AdminError> {
+    if !repowire_protocol::validate::is_valid_name(&new.name) {
+        return Err(AdminError::Invalid(
+            "a tenant name is 1-64 characters of letters, digits, '.', '_' or '-'".into(),
+        ));
+    }
+    check_display_name(new.display_name.as_deref())?;
+    limits::validate(&new.overrides).map_err(AdminError::Invalid)?;
+    let plan = plan_named(store, new.plan.as_deref().unwrap_or(DEFAULT_PLAN)).await?;
+    let tenant = TenantRecord {
+        id: format!("tnt-{}", random_suffix()),
+        name: new.name,
+        plan: plan.name,
+        created_at_ms: now_ms(),
+        display_name: new.display_name,
+        overrides: new.overrides,
+    };
+    store.create_tenant(&tenant).await?;
+    Ok(tenant)
+}
+
+/// A tenant (by id or name) with the limits in effect.
+pub async fn get_tenant(store: &dyn Store, tenant_ref: &str) -> Result<TenantDetail, AdminError> {
+    let tenant = super::tenant(store, tenant_ref).await?;
+    let plan = store.get_plan(&tenant.plan).await?.ok_or_else(|| {
+        AdminError::Store(crate::store::StoreError::Corrupt(format!(
+            "tenant {} is on plan `{}`, which does not exist",
+            tenant.id, tenant.plan
+        )))
+    })?;
+    Ok(TenantDetail {
+        effective_limits: limits::effective(&plan.limits, &tenant.overrides),
+        tenant,
+    })
+}
+
+/// Changes a tenant's plan, display name or overrides. A limit below the tenant's current use
+/// is accepted and applies from then on.
+pub async fn update_tenant(
+    store: &dyn Store,
+    tenant_ref: &str,
+    patch: TenantPatch,
+) -> Result<TenantDetail, AdminError> {
+    let mut tenant = super::tenant(store, tenant_ref).await?;
+    if let Some(plan) = &patch.plan {
+        tenant.plan = plan_named(store, plan).await?.name;
+    }
+    if let Some(display_name) = patch.display_name {
+        check_display_name(display_name.as_deref())?;
+        tenant.display_name = display_name;
+    }
+    if let Some(change) = &patch.overrides {
+        tenant.overrides = change.apply(&tenant.overrides);
+    }
+    limits::validate(&tenant.overrides).map_err(AdminError::Invalid)?;
+    if !store.update_tenant(&tenant).await? {
+        return Err(AdminError::NotFound(format!("no tenant `{tenant_ref}`")));
+    }
+    get_tenant(store, &tenant.id).await
+}

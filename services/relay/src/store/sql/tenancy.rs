@@ -1,0 +1,130 @@
+//! Tenants' settings and plans, instantiated inside [`super::impl_store!`]: the statements
+//! behind the admin API's plan and tenant operations.
+
+/// Columns of `plans`, in [`crate::store::PlanRecord`] order.
+pub(crate) const PLAN_COLS: &str = "name, description, max_peers, max_connections, \
+     max_message_bytes, inbox_cap, messages_per_minute, messages_per_month, created_at_ms, \
+     updated_at_ms";
+
+macro_rules! impl_tenancy {
+    ($store:ident, $db:ty) => {
+        impl $store {
+            /// Inserts a tenant with its settings (on a pool or inside a transaction); false if
+            /// the name is taken.
+            async fn insert_tenant_on<'e, E>(executor: E, t: &TenantRecord) -> Result<bool>
+            where
+                E: sqlx::Executor<'e, Database = $db>,
+            {
+                let o = &t.overrides;
+                Ok(sqlx::query(
+                    "INSERT INTO tenants (id, name, plan, created_at_ms, display_name, max_peers, \
+                     max_connections, max_message_bytes, inbox_cap, max_messages_per_minute, \
+                     max_monthly_messages) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                     ON CONFLICT DO NOTHING",
+                )
+                .bind(&t.id)
+                .bind(&t.name)
+                .bind(&t.plan)
+                .bind(t.created_at_ms)
+                .bind(&t.display_name)
+                .bind(o.max_peers)
+                .bind(o.max_connections)
+                .bind(o.max_message_bytes)
+                .bind(o.inbox_cap)
+                .bind(o.messages_per_minute)
+                .bind(o.messages_per_month)
+                .execute(executor)
+                .await?
+                .rows_affected()
+                    == 1)
+            }
+
+            async fn update_tenant_row(&self, t: &TenantRecord) -> Result<bool> {
+                let o = &t.overrides;
+                Ok(sqlx::query(
+                    "UPDATE tenants SET plan = $2, display_name = $3, max_peers = $4, \
+                     max_connections = $5, max_message_bytes = $6, inbox_cap = $7, \
+                     max_messages_per_minute = $8, max_monthly_messages = $9 WHERE id = $1",
+                )
+                .bind(&t.id)
+                .bind(&t.plan)
+                .bind(&t.display_name)
+                .bind(o.max_peers)
+                .bind(o.max_connections)
+                .bind(o.max_message_bytes)
+                .bind(o.inbox_cap)
+                .bind(o.messages_per_minute)
+                .bind(o.messages_per_month)
+                .execute(&self.pool)
+                .await?
+                .rows_affected()
+                    == 1)
+            }
+
+            async fn insert_plan_row(&self, p: &PlanRecord) -> Result<bool> {
+                let l = &p.limits;
+                Ok(sqlx::query(
+                    "INSERT INTO plans (name, description, max_peers, max_connections, \
+                     max_message_bytes, inbox_cap, messages_per_minute, messages_per_month, \
+                     created_at_ms, updated_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+                     ON CONFLICT DO NOTHING",
+                )
+                .bind(&p.name)
+                .bind(&p.description)
+                .bind(l.max_peers)
+                .bind(l.max_connections)
+                .bind(l.max_message_bytes)
+                .bind(l.inbox_cap)
+                .bind(l.messages_per_minute)
+                .bind(l.messages_per_month)
+                .bind(p.created_at_ms)
+                .bind(p.updated_at_ms)
+                .execute(&self.pool)
+                .await?
+                .rows_affected()
+                    == 1)
+            }
+
+            async fn update_plan_row(&self, p: &PlanRecord) -> Result<bool> {
+                let l = &p.limits;
+                Ok(sqlx::query(
+                    "UPDATE plans SET description = $2, max_peers = $3, max_connections = $4, \
+                     max_message_bytes = $5, inbox_cap = $6, messages_per_minute = $7, \
+                     messages_per_month = $8, updated_at_ms = $9 WHERE name = $1",
+                )
+                .bind(&p.name)
+                .bind(&p.description)
+                .bind(l.max_peers)
+                .bind(l.max_connections)
+                .bind(l.max_message_bytes)
+                .bind(l.inbox_cap)
+                .bind(l.messages_per_minute)
+                .bind(l.messages_per_month)
+                .bind(p.updated_at_ms)
+                .execute(&self.pool)
+                .await?
+                .rows_affected()
+                    == 1)
+            }
+
+            async fn plans_where(&self, name: Option<&str>) -> Result<Vec<PlanRecord>> {
+                let cols = $crate::store::sql::tenancy::PLAN_COLS;
+                Ok(match name {
+                    Some(name) => {
+                        sqlx::query_as(&format!("SELECT {cols} FROM plans WHERE name = $1"))
+                            .bind(name)
+                            .fetch_all(&self.pool)
+                            .await?
+                    }
+                    None => {
+                        sqlx::query_as(&format!("SELECT {cols} FROM plans ORDER BY name"))
+                            .fetch_all(&self.pool)
+                            .await?
+                    }
+                })
+            }
+        }
+    };
+}
+
+pub(crate) use impl_tenancy;

@@ -1,0 +1,295 @@
+//! Admin API v1, first slice of issue 16: plans (seeded, created, changed), tenants on a plan
+//! with overrides and the limits in effect, bad input refused with nothing stored, and the
+//! OpenAPI document served, committed and true to the routes.
+
+mod common;
+
+use common::{Db, TestRelay};
+use serde_json::{Value, json};
+
+both_backends!(
+    plans_are_seeded_created_listed_and_changed,
+    tenants_have_a_plan_overrides_and_effective_limits,
+    bad_admin_input_is_refused_and_changes_nothing,
+);
+
+const ADMIN: &str = "test-admin-token";
+
+struct Admin {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Admin {
+    fn new(relay: &TestRelay) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            base: format!("{}/admin/v1", relay.http),
+        }
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(ADMIN);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.expect("send");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.expect("body");
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        self.call(reqwest::Method::GET, path, None).await
+    }
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call(reqwest::Method::POST, path, Some(body)).await
+    }
+    async fn patch(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call(reqwest::Method::PATCH, path, Some(body)).await
+    }
+}
+
+async fn plans_are_seeded_created_listed_and_changed(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let admin = Admin::new(&relay);
+    let (status, plans) = admin.get("/plans").await;
+    assert_eq!(status, 200);
+    let names: Vec<&str> = plans
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(names, ["free", "team", "unlimited"]);
+    let (_, free) = admin.get("/plans/free").await;
+    assert_eq!(free["limits"]["messages_per_minute"], 60, "{free}");
+    let (_, unlimited) = admin.get("/plans/unlimited").await;
+    assert!(unlimited["limits"]["max_peers"].is_null(), "{unlimited}");
+
+    let (status, created) = admin
+        .post(
+            "/plans",
+            json!({"name": "pro", "description": "for a bigger team",
+                   "limits": {"max_peers": 500, "messages_per_minute": 5000}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["limits"]["max_peers"], 500);
+    assert!(
+        created["limits"]["inbox_cap"].is_null(),
+        "left out: unlimited"
+    );
+    assert_eq!(admin.post("/plans", json!({"name": "pro"})).await.0, 409);
+
+    // A change touches only what it names; null makes a limit unlimited.
+    let (status, changed) = admin
+        .patch(
+            "/plans/pro",
+            json!({"limits": {"max_peers": 600, "messages_per_minute": null}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{changed}");
+    assert_eq!(changed["limits"]["max_peers"], 600);
+    assert!(changed["limits"]["messages_per_minute"].is_null());
+    assert_eq!(changed["description"], "for a bigger team");
+    let (_, again) = admin.get("/plans/pro").await;
+    assert_eq!(again, changed, "stored as answered");
+    assert_eq!(admin.get("/plans/nope").await.0, 404);
+    assert_eq!(admin.patch("/plans/nope", json!({})).await.0, 404);
+    relay.stop().await;
+}
+
+async fn tenants_have_a_plan_overrides_and_effective_limits(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let admin = Admin::new(&relay);
+    let (status, t) = admin
+        .post(
+            "/tenants",
+            json!({"name": "acme", "plan": "team", "display_name": "Acme Inc.",
+                   "overrides": {"max_peers": 300}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{t}");
+    assert_eq!(t["plan"], "team");
+    let (_, detail) = admin.get("/tenants/acme").await;
+    assert_eq!(detail["display_name"], "Acme Inc.");
+    assert_eq!(detail["overrides"]["max_peers"], 300);
+    assert_eq!(
+        detail["effective_limits"]["max_peers"], 300,
+        "the override wins"
+    );
+    assert_eq!(
+        detail["effective_limits"]["messages_per_minute"], 1200,
+        "the plan fills the rest: {detail}"
+    );
+
+    // Without a plan: free. By id as well as by name.
+    let (_, plain) = admin.post("/tenants", json!({"name": "plain"})).await;
+    assert_eq!(plain["plan"], "free");
+    let id = plain["id"].as_str().expect("id");
+    assert_eq!(
+        admin.get(&format!("/tenants/{id}")).await.1["name"],
+        "plain"
+    );
+
+    // Moving to another plan, dropping an override, removing the display name.
+    let (status, moved) = admin
+        .patch(
+            "/tenants/acme",
+            json!({"plan": "unlimited", "overrides": {"max_peers": null},
+                   "display_name": null}),
+        )
+        .await;
+    assert_eq!(status, 200, "{moved}");
+    assert_eq!(moved["plan"], "unlimited");
+    assert!(moved["display_name"].is_null());
+    assert!(moved["effective_limits"]["max_peers"].is_null(), "{moved}");
+    // A plan change reaches the tenants on it.
+    admin
+        .patch("/plans/unlimited", json!({"limits": {"inbox_cap": 42}}))
+        .await;
+    let (_, after) = admin.get("/tenants/acme").await;
+    assert_eq!(after["effective_limits"]["inbox_cap"], 42, "{after}");
+    relay.stop().await;
+}
+
+async fn bad_admin_input_is_refused_and_changes_nothing(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let admin = Admin::new(&relay);
+    admin.post("/tenants", json!({"name": "acme"})).await;
+    let before_tenant = admin.get("/tenants/acme").await.1;
+    let before_plans = admin.get("/plans").await.1;
+
+    for (path, body) in [
+        ("/plans", json!({"name": "bad", "limits": {"max_peers": 0}})),
+        (
+            "/plans",
+            json!({"name": "bad", "limits": {"max_peers": -5}}),
+        ),
+        (
+            "/plans",
+            json!({"name": "bad", "limits": {"max_message_bytes": 1_000_000}}),
+        ),
+        (
+            "/plans",
+            json!({"name": "bad", "limits": {"max_peers": 1.5}}),
+        ),
+        ("/plans", json!({"name": "bad", "limits": {"max_peerz": 1}})),
+        ("/plans", json!({"name": "has space"})),
+        (
+            "/plans",
+            json!({"name": "bad", "description": "x".repeat(513)}),
+        ),
+        ("/plans", json!({"name": "bad", "description": "bell\u{7}"})),
+        ("/tenants", json!({"name": "beta", "plan": "gold"})),
+        (
+            "/tenants",
+            json!({"name": "beta", "overrides": {"inbox_cap": 0}}),
+        ),
+        (
+            "/tenants",
+            json!({"name": "beta", "display_name": "x".repeat(129)}),
+        ),
+        ("/tenants", json!({"name": "beta", "color": "red"})),
+    ] {
+        let (status, said) = admin.post(path, body.clone()).await;
+        assert_eq!(status, 400, "{path} {body}: {said}");
+        assert_eq!(said["error"]["code"], "invalid_request", "{said}");
+    }
+    for body in [
+        json!({"plan": "gold"}),
+        json!({"overrides": {"messages_per_month": 0}}),
+        json!({"plan": "team", "overrides": {"max_peers": -1}}),
+        json!({"display_name": "tab\there"}),
+    ] {
+        let (status, said) = admin.patch("/tenants/acme", body.clone()).await;
+        assert_eq!(status, 400, "{body}: {said}");
+    }
+    assert_eq!(
+        admin
+            .patch("/plans/free", json!({"limits": {"inbox_cap": 0}}))
+            .await
+            .0,
+        400
+    );
+    // Not JSON, and over the body limit axum enforces.
+    let raw = reqwest::Client::new()
+        .post(format!("{}/admin/v1/plans", relay.http))
+        .bearer_auth(ADMIN)
+        .header("content-type", "application/json")
+        .body("{")
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(raw.status().as_u16(), 400);
+    let huge = reqwest::Client::new()
+        .post(format!("{}/admin/v1/plans", relay.http))
+        .bearer_auth(ADMIN)
+        .json(&json!({"name": "huge", "description": "x".repeat(3 * 1024 * 1024)}))
+        .send()
+        .await
+        .expect("send");
+    assert!(
+        (400..500).contains(&huge.status().as_u16()),
+        "{}",
+        huge.status()
+    );
+
+    assert_eq!(admin.get("/tenants/acme").await.1, before_tenant);
+    assert_eq!(admin.get("/plans").await.1, before_plans);
+    assert_eq!(admin.get("/tenants/beta").await.0, 404);
+    relay.stop().await;
+}
+
+/// The document is served without a credential, equals the committed docs/admin-openapi.json
+/// (`REPOWIRE_BLESS=1` rewrites it), and names every route the router answers.
+#[tokio::test]
+async fn the_openapi_document_is_served_committed_and_complete() {
+    let relay = TestRelay::start(&Db::sqlite()).await;
+    let served: Value = reqwest::get(format!("{}/admin/v1/openapi.json", relay.http))
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
+    let generated = serde_json::to_value(repowire_relay::admin::openapi()).expect("json");
+    assert_eq!(served, generated);
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/admin-openapi.json");
+    let mut pretty = serde_json::to_string_pretty(&generated).expect("json");
+    pretty.push('\n');
+    if std::env::var_os("REPOWIRE_BLESS").is_some() {
+        std::fs::write(&path, &pretty).expect("write");
+    }
+    assert!(
+        std::fs::read_to_string(&path).unwrap_or_default() == pretty,
+        "docs/admin-openapi.json is stale: run `REPOWIRE_BLESS=1 cargo test -p repowire-relay \
+         --test admin_api` and commit it"
+    );
+    assert!(
+        served["openapi"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("3.1")),
+        "{}",
+        served["openapi"]
+    );
+    let paths: Vec<&String> = served["paths"].as_object().expect("paths").keys().collect();
+    for route in [
+        "/admin/v1/plans",
+        "/admin/v1/plans/{plan}",
+        "/admin/v1/tenants",
+        "/admin/v1/tenants/{tenant}",
+        "/admin/v1/tenants/{tenant}/keys",
+        "/admin/v1/keys/{key_id}",
+    ] {
+        assert!(
+            paths.iter().any(|p| *p == route),
+            "{route} missing: {paths:?}"
+        );
+    }
+    relay.stop().await;
+}
