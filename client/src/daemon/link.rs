@@ -298,10 +298,18 @@ async fn fetch_token(endpoint: &Endpoint) -> Result<TokenResponse, Ended> {
             .map_err(|e| Ended::Retry(format!("token exchange: unreadable answer: {e}")));
     }
     let body: Option<HttpError> = response.json().await.ok();
+    let suspended = body
+        .as_ref()
+        .is_some_and(|b| b.error.code == repowire_protocol::ErrorCode::TenantSuspended);
     let message = body
         .map(|b| format!("{} ({})", b.error.message, b.error.code.as_str()))
         .unwrap_or_else(|| status.to_string());
-    if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
+    if suspended {
+        // The key is fine; the operator may resume the tenant: keep trying, slowly.
+        Err(Ended::Retry(format!("token exchange: {message}")))
+    } else if status == reqwest::StatusCode::UNAUTHORIZED
+        || status == reqwest::StatusCode::FORBIDDEN
+    {
         Err(Ended::KeyRefused(format!(
             "the relay refused the API key: {message}"
         )))
@@ -441,6 +449,10 @@ fn ended_by_close(close: Option<tokio_tungstenite::tungstenite::protocol::CloseF
     let why = format!("closed by the relay ({code}: {})", close.reason);
     if code == CloseCode::KEY_REVOKED {
         Ended::KeyRefused(format!("the API key was revoked ({why})"))
+    } else if code == CloseCode::TENANT_SUSPENDED {
+        Ended::Retry(format!(
+            "the relay's operator suspended this tenant; retrying until it is resumed ({why})"
+        ))
     } else if matches!(
         code,
         CloseCode::HELLO_REQUIRED | CloseCode::UNSUPPORTED_VERSION

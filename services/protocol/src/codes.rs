@@ -79,6 +79,9 @@ pub enum ErrorCode {
     NotFound,
     /// A size or count limit other than the text limit (e.g. keys of a circle's shared state).
     LimitExceeded,
+    /// The tenant is suspended by the relay's operator (HTTP 403): nothing is served until it is
+    /// resumed.
+    TenantSuspended,
 }
 
 impl ErrorCode {
@@ -119,4 +122,7 @@ impl CloseCode {
     pub const SLOW_CONSUMER: u16 = 4008;
     /// No traffic (not even a pong) within the idle timeout.
     pub const IDLE_TIMEOUT: u16 = 4009;
+    /// The tenant was suspended by the relay's operator: reconnecting fails with
+    /// `403 tenant_suspended` until it is resumed (retry rarely, or wait to be told).
+    pub const TENANT_SUSPENDED: u16 = 4010;
 }

@@ -94,6 +94,9 @@ async fn token(
             "this API key was revoked or has expired",
         ));
     }
+    if key.tenant_suspended {
+        return Err(suspended());
+    }
     // Only for the operator's view of keys: a failure here must not refuse a valid key.
     if let Err(error) = state.store.key_used(&key.id, now).await {
         tracing::warn!(%error, key = %key.id, "could not record the key's last use");
@@ -112,6 +115,15 @@ struct WsQuery {
     access_token: Option<String>,
 }
 
+/// What a suspended tenant's token exchange and upgrade get.
+fn suspended() -> AppError {
+    AppError::new(
+        StatusCode::FORBIDDEN,
+        ErrorCode::TenantSuspended,
+        "this tenant is suspended by the relay's operator",
+    )
+}
+
 /// Checks the bearer token and its key. Shared by the upgrade handler and tests.
 pub async fn authenticate(state: &AppState, token: Option<&str>) -> Result<Authed, AppError> {
     let token = token.ok_or_else(|| {
@@ -126,6 +138,9 @@ pub async fn authenticate(state: &AppState, token: Option<&str>) -> Result<Authe
     })?;
     let key = state.store.get_api_key(&claims.sub).await?;
     match key {
+        Some(k) if k.tenant_id == claims.tid && k.usable_at(now_ms()) && k.tenant_suspended => {
+            Err(suspended())
+        }
         Some(k) if k.tenant_id == claims.tid && k.usable_at(now_ms()) => Ok(Authed {
             tenant_id: k.tenant_id,
             key_id: k.id,

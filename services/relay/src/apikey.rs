@@ -130,6 +130,7 @@ pub fn mint(
         expires_at_ms,
         revoked_at_ms: None,
         last_used_at_ms: None,
+        tenant_suspended: false,
     };
     MintedKey { text, record }
 }

@@ -1,5 +1,6 @@
 //! The live-key check: every relay process looks up, on an interval, the API keys its live
-//! connections use, and closes (4001) those whose key is no longer usable — revoked by any path
+//! connections use, and closes those whose key is no longer usable (4001), or whose tenant the
+//! operator suspended (4010) — revoked by any path
 //! (the admin CLI writing the database, the admin API on another pod whose bus message was
 //! lost) or expired. The bus makes an admin-API revocation immediate; this check makes every
 //! revocation certain within [`crate::config::RelayConfig::key_check`], with or without a bus.
@@ -34,14 +35,25 @@ pub async fn close_unusable(state: &AppState) -> usize {
         }
     };
     let mut closed = 0;
-    for key_id in dead {
-        let n = state.hub.kick_key(
-            &key_id,
-            repowire_protocol::CloseCode::KEY_REVOKED,
-            "API key revoked or expired",
-        );
+    for key in dead {
+        let (code, why) = if key.tenant_suspended {
+            (
+                repowire_protocol::CloseCode::TENANT_SUSPENDED,
+                "tenant suspended",
+            )
+        } else {
+            (
+                repowire_protocol::CloseCode::KEY_REVOKED,
+                "API key revoked or expired",
+            )
+        };
+        let n = if key.tenant_suspended {
+            state.hub.close_key(&key.id, code, why)
+        } else {
+            state.hub.kick_key(&key.id, code, why)
+        };
         if n > 0 {
-            tracing::info!(key = %key_id, closed = n, "key no longer usable: connections closed");
+            tracing::info!(key = %key.id, closed = n, reason = why, "key no longer usable: connections closed");
         }
         closed += n;
     }

@@ -434,7 +434,18 @@ mod tests {
         async fn key_used(&self, _: &str, _: i64) -> crate::store::Result<()> {
             unused()
         }
-        async fn unusable_keys(&self, _: &[String], _: i64) -> crate::store::Result<Vec<String>> {
+        async fn unusable_keys(
+            &self,
+            _: &[String],
+            _: i64,
+        ) -> crate::store::Result<Vec<crate::store::UnusableKey>> {
+            unused()
+        }
+        async fn set_tenant_suspended(
+            &self,
+            _: &str,
+            _: Option<i64>,
+        ) -> crate::store::Result<bool> {
             unused()
         }
         async fn list_tenants(&self) -> crate::store::Result<Vec<TenantRecord>> {

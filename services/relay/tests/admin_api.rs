@@ -293,3 +293,72 @@ async fn the_openapi_document_is_served_committed_and_complete() {
     }
     relay.stop().await;
 }
+
+/// Suspending a tenant closes its connections on every pod (4010: the pod that served the
+/// request at once, the other at its key check) and refuses its tokens and upgrades with
+/// `403 tenant_suspended`; other tenants are untouched; resuming lets the same key back in.
+#[sqlx::test(migrations = false)]
+async fn suspend_closes_connections_on_every_pod_and_resume_lets_them_back(pool: sqlx::PgPool) {
+    use repowire_relay::bus::redis::RedisBus;
+    let prefix = format!("repowire-test-{}", uuid::Uuid::new_v4().simple());
+    let redis = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let bus = |pod: &'static str| {
+        let (prefix, redis) = (prefix.clone(), redis.clone());
+        async move {
+            std::sync::Arc::new(
+                RedisBus::connect(&redis, &prefix, pod)
+                    .await
+                    .expect("redis"),
+            )
+        }
+    };
+    let db = Db::Postgres(pool);
+    let pod_a = TestRelay::start_pod(&db, bus("pod-a").await).await;
+    let pod_b = TestRelay::start_pod(&db, bus("pod-b").await).await;
+    let (_, key) = pod_a.tenant("acme").await;
+    let (_, other_key) = pod_a.tenant("other").await;
+    let token = common::client::token(&pod_b.http, &key)
+        .await
+        .expect("token")
+        .token;
+    let mut on_a = pod_a.client(&key).await;
+    let mut on_b = pod_b.client(&key).await;
+    let mut bystander = pod_b.client(&other_key).await;
+    let still = bystander.peer("still", "dev").await;
+
+    let admin = Admin::new(&pod_a);
+    let (status, detail) = admin.post("/tenants/acme/suspend", json!({})).await;
+    assert_eq!(status, 200, "{detail}");
+    assert!(detail["suspended_at_ms"].is_i64(), "{detail}");
+    for c in [&mut on_a, &mut on_b] {
+        let close = c.closed().await.expect("a close frame");
+        assert_eq!(
+            u16::from(close.code),
+            repowire_protocol::CloseCode::TENANT_SUSPENDED
+        );
+    }
+    let (status, body) = common::client::token(&pod_b.http, &key)
+        .await
+        .expect_err("suspended");
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("tenant_suspended"))
+    );
+    assert_eq!(
+        common::client::open(&pod_b.ws, Some(&token)).await.err(),
+        Some(403),
+        "an unexpired token of the tenant is refused too"
+    );
+    assert_eq!(bystander.list(&still.peer_id, false).await.len(), 1);
+    // Suspending again changes nothing (the time stays).
+    let (_, again) = admin.post("/tenants/acme/suspend", json!({})).await;
+    assert_eq!(again["suspended_at_ms"], detail["suspended_at_ms"]);
+
+    let (status, resumed) = admin.post("/tenants/acme/resume", json!({})).await;
+    assert_eq!(status, 200, "{resumed}");
+    assert!(resumed["suspended_at_ms"].is_null());
+    let mut back = pod_b.client(&key).await;
+    back.peer("back", "dev").await;
+    pod_a.stop().await;
+    pod_b.stop().await;
+}

@@ -42,6 +42,7 @@ async fn setup(store: &dyn Store, tenant: &str, peers: &[&str]) {
             name: tenant.into(),
             plan: "free".into(),
             created_at_ms: 1,
+            suspended_at_ms: None,
             display_name: None,
             overrides: Default::default(),
         })

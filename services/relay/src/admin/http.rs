@@ -6,7 +6,7 @@ use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use repowire_protocol::ErrorCode;
 use serde::{Deserialize, Serialize};
@@ -32,6 +32,8 @@ pub fn router(state: AppState) -> Router<AppState> {
             "/tenants/{tenant}",
             get(get_tenant_http).patch(update_tenant_http),
         )
+        .route("/tenants/{tenant}/suspend", post(suspend_tenant_http))
+        .route("/tenants/{tenant}/resume", post(resume_tenant_http))
         .route(
             "/tenants/{tenant}/keys",
             get(list_keys_http).post(create_key_http),
@@ -94,6 +96,8 @@ async fn openapi_http() -> Json<utoipa::openapi::OpenApi> {
         create_tenant_http,
         get_tenant_http,
         update_tenant_http,
+        suspend_tenant_http,
+        resume_tenant_http,
         list_keys_http,
         create_key_http,
         revoke_key_http
@@ -270,6 +274,37 @@ async fn update_tenant_http(
     let patch = body(patch, "tenant change")?;
     Ok(Json(
         update_tenant(state.store.as_ref(), &tenant_ref, patch).await?,
+    ))
+}
+
+#[cfg_attr(feature = "openapi", utoipa::path(
+    operation_id = "suspend_tenant", post, path = "/admin/v1/tenants/{tenant}/suspend", tag = "tenants",
+    params(("tenant" = String, Path, description = "Tenant id or name")),
+    responses((status = 200, description = "Suspended (again); its connections close with 4010 on every relay process", body = TenantDetail),
+              (status = 404, description = "No such tenant", body = ErrorBody))
+))]
+async fn suspend_tenant_http(
+    State(state): State<AppState>,
+    Path(tenant_ref): Path<String>,
+) -> Result<Json<TenantDetail>, AppError> {
+    let detail = super::tenants::set_suspended(state.store.as_ref(), &tenant_ref, true).await?;
+    // This process closes them now; the others at their next key check.
+    crate::keycheck::close_unusable(&state).await;
+    Ok(Json(detail))
+}
+
+#[cfg_attr(feature = "openapi", utoipa::path(
+    operation_id = "resume_tenant", post, path = "/admin/v1/tenants/{tenant}/resume", tag = "tenants",
+    params(("tenant" = String, Path, description = "Tenant id or name")),
+    responses((status = 200, description = "Active (again)", body = TenantDetail),
+              (status = 404, description = "No such tenant", body = ErrorBody))
+))]
+async fn resume_tenant_http(
+    State(state): State<AppState>,
+    Path(tenant_ref): Path<String>,
+) -> Result<Json<TenantDetail>, AppError> {
+    Ok(Json(
+        super::tenants::set_suspended(state.store.as_ref(), &tenant_ref, false).await?,
     ))
 }
 

@@ -136,6 +136,7 @@ pub fn default_tenant() -> (TenantRecord, MintedKey) {
         name: "default".into(),
         plan: "unlimited".into(),
         created_at_ms: now_ms(),
+        suspended_at_ms: None,
         display_name: None,
         overrides: crate::store::Limits::default(),
     };

@@ -93,6 +93,7 @@ pub async fn create_tenant(store: &dyn Store, new: NewTenant) -> Result<TenantRe
         name: new.name,
         plan: plan.name,
         created_at_ms: now_ms(),
+        suspended_at_ms: None,
         display_name: new.display_name,
         overrides: new.overrides,
     };
@@ -135,6 +136,26 @@ pub async fn update_tenant(
     }
     limits::validate(&tenant.overrides).map_err(AdminError::Invalid)?;
     if !store.update_tenant(&tenant).await? {
+        return Err(AdminError::NotFound(format!("no tenant `{tenant_ref}`")));
+    }
+    get_tenant(store, &tenant.id).await
+}
+
+/// Suspends (`true`) or resumes (`false`) a tenant. A suspended tenant's token exchanges and
+/// upgrades get `403 tenant_suspended`, and every relay process closes its live connections
+/// (4010) within its key-check interval; resuming lets its keys in again. Idempotent.
+pub async fn set_suspended(
+    store: &dyn Store,
+    tenant_ref: &str,
+    suspended: bool,
+) -> Result<TenantDetail, AdminError> {
+    let tenant = super::tenant(store, tenant_ref).await?;
+    let at = match (suspended, tenant.suspended_at_ms) {
+        (true, Some(since)) => Some(since),
+        (true, None) => Some(now_ms()),
+        (false, _) => None,
+    };
+    if !store.set_tenant_suspended(&tenant.id, at).await? {
         return Err(AdminError::NotFound(format!("no tenant `{tenant_ref}`")));
     }
     get_tenant(store, &tenant.id).await

@@ -332,6 +332,12 @@ impl Hub {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(key_id.to_owned());
+        self.close_key(key_id, code, reason)
+    }
+
+    /// Closes every connection authenticated with `key_id` without remembering anything: the
+    /// key may be used again (its tenant was suspended and may be resumed).
+    pub fn close_key(&self, key_id: &str, code: u16, reason: &str) -> usize {
         let tenants = self.lock();
         let mut n = 0;
         for c in tenants

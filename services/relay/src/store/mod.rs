@@ -126,8 +126,11 @@ pub trait Store: Send + Sync + 'static {
     async fn list_api_keys(&self, tenant_id: &str) -> Result<Vec<ApiKeyRecord>>;
     /// Records that a key was exchanged for a token at `now_ms`.
     async fn key_used(&self, id: &str, now_ms: i64) -> Result<()>;
-    /// Those of `ids` that are no longer usable at `now_ms` (revoked or expired).
-    async fn unusable_keys(&self, ids: &[String], now_ms: i64) -> Result<Vec<String>>;
+    /// Those of `ids` that are no longer usable at `now_ms`: revoked, expired, or of a
+    /// suspended tenant.
+    async fn unusable_keys(&self, ids: &[String], now_ms: i64) -> Result<Vec<UnusableKey>>;
+    /// Suspends (`Some(time)`) or resumes (`None`) a tenant; false if there is no such tenant.
+    async fn set_tenant_suspended(&self, tenant_id: &str, at_ms: Option<i64>) -> Result<bool>;
     /// Revokes a key; false if it does not exist or was already revoked.
     async fn revoke_api_key(&self, id: &str, now_ms: i64) -> Result<bool>;
 

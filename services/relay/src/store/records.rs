@@ -14,6 +14,8 @@ pub struct TenantRecord {
     pub plan: String,
     /// Creation time (ms).
     pub created_at_ms: i64,
+    /// When the operator suspended it (ms); `null` while it is active.
+    pub suspended_at_ms: Option<i64>,
     /// A name for people; the `name` is the stable handle.
     pub display_name: Option<String>,
     /// This tenant's own values, replacing the plan's; `null`: the plan's value.
@@ -91,6 +93,9 @@ pub struct ApiKeyRecord {
     pub revoked_at_ms: Option<i64>,
     /// When the key was last exchanged for a token (ms), if ever.
     pub last_used_at_ms: Option<i64>,
+    /// True when the key's tenant is suspended (read with the key; not a column of its own).
+    #[serde(skip)]
+    pub tenant_suspended: bool,
 }
 
 impl ApiKeyRecord {
@@ -473,4 +478,13 @@ pub enum StateWrite {
     Deleted,
     /// Refused: the circle already holds the most keys allowed.
     Full,
+}
+
+/// A key a live connection uses that may no longer be used.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct UnusableKey {
+    /// The key id.
+    pub id: String,
+    /// True when only its tenant's suspension stops it (the key itself is valid).
+    pub tenant_suspended: bool,
 }

@@ -22,11 +22,13 @@ pub(crate) mod accept;
 pub(crate) mod tenancy;
 pub(crate) mod update;
 
-pub(crate) const TENANT_COLS: &str = "id, name, plan, created_at_ms, display_name, max_peers, \
+pub(crate) const TENANT_COLS: &str = "id, name, plan, created_at_ms, \
+     disabled_at_ms AS suspended_at_ms, display_name, max_peers, \
      max_connections, max_message_bytes, inbox_cap, max_messages_per_minute AS messages_per_minute, \
      max_monthly_messages AS messages_per_month";
 pub(crate) const KEY_COLS: &str = "id, tenant_id, hash, display, label, mode, created_at_ms, expires_at_ms, revoked_at_ms, \
-     last_used_at_ms";
+     last_used_at_ms, (SELECT COUNT(*) FROM tenants t WHERE t.id = api_keys.tenant_id \
+     AND t.disabled_at_ms IS NOT NULL) > 0 AS tenant_suspended";
 pub(crate) const PEER_COLS: &str = "tenant_id, peer_id, name, circle, backend, role, path, machine, \
      description, description_at_ms, created_at_ms, last_seen_ms, last_seq";
 pub(crate) const MSG_COLS: &str = "m.message_id, m.kind, m.from_peer_id, m.from_name, \
@@ -208,6 +210,16 @@ macro_rules! impl_store {
                 Ok(sqlx::query_as(&sql).bind(id_or_name).fetch_optional(&self.pool).await?)
             }
 
+            async fn set_tenant_suspended(&self, tenant_id: &str, at_ms: Option<i64>) -> Result<bool> {
+                Ok(sqlx::query("UPDATE tenants SET disabled_at_ms = $2 WHERE id = $1")
+                    .bind(tenant_id)
+                    .bind(at_ms)
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected()
+                    == 1)
+            }
+
             async fn update_tenant(&self, t: &TenantRecord) -> Result<bool> {
                 self.update_tenant_row(t).await
             }
@@ -235,17 +247,21 @@ macro_rules! impl_store {
                 Self::insert_key_on(&self.pool, k).await
             }
 
-            async fn unusable_keys(&self, ids: &[String], now_ms: i64) -> Result<Vec<String>> {
+            async fn unusable_keys(&self, ids: &[String], now_ms: i64) -> Result<Vec<UnusableKey>> {
                 let mut unusable = Vec::new();
                 // Bounded statements: SQLite allows 32 766 parameters, and a pod may hold many keys.
                 for chunk in ids.chunks(500) {
                     let marks: Vec<String> = (2..chunk.len() + 2).map(|i| format!("${i}")).collect();
                     let sql = format!(
-                        "SELECT id FROM api_keys WHERE id IN ({}) AND (revoked_at_ms IS NOT NULL \
-                         OR (expires_at_ms IS NOT NULL AND expires_at_ms <= $1))",
+                        "SELECT k.id, (k.revoked_at_ms IS NULL AND (k.expires_at_ms IS NULL \
+                         OR k.expires_at_ms > $1)) AS tenant_suspended FROM api_keys k \
+                         JOIN tenants t ON t.id = k.tenant_id WHERE k.id IN ({}) \
+                         AND (k.revoked_at_ms IS NOT NULL \
+                         OR (k.expires_at_ms IS NOT NULL AND k.expires_at_ms <= $1) \
+                         OR t.disabled_at_ms IS NOT NULL)",
                         marks.join(", ")
                     );
-                    let mut query = sqlx::query_scalar::<_, String>(&sql).bind(now_ms);
+                    let mut query = sqlx::query_as::<_, UnusableKey>(&sql).bind(now_ms);
                     for id in chunk {
                         query = query.bind(id);
                     }
