@@ -4,7 +4,6 @@
 //! without a database lookup. Only the SHA-256 of the whole key is stored; the key text is
 //! shown once, when minted. Keys carry 190 random bits, so a fast hash is the right one.
 
-use rand::Rng;
 use sha2::{Digest, Sha256};
 
 use crate::store::ApiKeyRecord;
@@ -114,13 +113,51 @@ pub fn mint(
     now_ms: i64,
     expires_at_ms: Option<i64>,
 ) -> MintedKey {
-    let mut rng = rand::rng();
+    mint_with(
+        &mut rand::rng(),
+        tenant_id,
+        mode,
+        label,
+        now_ms,
+        expires_at_ms,
+    )
+}
+
+/// Mints the key a 32-byte `seed` determines (text and id): how a retried idempotent creation
+/// finds the same key text without it ever being stored. The seed must be secret
+/// ([`crate::token::Tokens::seed`]).
+pub fn mint_seeded(
+    seed: [u8; 32],
+    tenant_id: &str,
+    mode: KeyMode,
+    label: &str,
+    now_ms: i64,
+    expires_at_ms: Option<i64>,
+) -> MintedKey {
+    use rand::SeedableRng;
+    let mut rng = rand::rngs::StdRng::from_seed(seed);
+    mint_with(&mut rng, tenant_id, mode, label, now_ms, expires_at_ms)
+}
+
+fn mint_with(
+    rng: &mut impl rand::Rng,
+    tenant_id: &str,
+    mode: KeyMode,
+    label: &str,
+    now_ms: i64,
+    expires_at_ms: Option<i64>,
+) -> MintedKey {
     let body: String = (0..BODY_LEN)
         .map(|_| ALPHABET[rng.random_range(0..62)] as char)
         .collect();
     let text = format!("{}{body}{}", mode.prefix(), checksum(mode.prefix(), &body));
     let record = ApiKeyRecord {
-        id: format!("key-{}", crate::ids::random_suffix()),
+        id: format!(
+            "key-{}",
+            repowire_protocol::PeerId::from_random(rng.random())
+                .0
+                .trim_start_matches(repowire_protocol::ids::PEER_ID_PREFIX)
+        ),
         tenant_id: tenant_id.to_owned(),
         hash: hash(&text),
         display: format!("{}{}…", mode.prefix(), &body[..4]),

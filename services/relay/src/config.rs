@@ -146,6 +146,10 @@ pub struct RelayConfig {
     /// connections closed within this time.
     #[arg(long, env = "REPOWIRE_KEY_CHECK_SECS", default_value_t = 1)]
     pub key_check_secs: u64,
+    /// How long a key creation retried with the same Idempotency-Key shows the key text again,
+    /// seconds (after it, only the key's record).
+    #[arg(long, env = "REPOWIRE_KEY_REPLAY_WINDOW_SECS", default_value_t = 600)]
+    pub key_replay_window_secs: u64,
     /// Lifetime of issued JWTs, seconds.
     #[arg(long, env = "REPOWIRE_TOKEN_TTL_SECS", default_value_t = 900)]
     pub token_ttl_secs: u64,

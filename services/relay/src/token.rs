@@ -141,6 +141,17 @@ mod hs256 {
     }
 }
 
+fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+    use hmac::{Hmac, Mac};
+    // Invariant: HMAC takes keys of any length.
+    let mut mac =
+        Hmac::<sha2::Sha256>::new_from_slice(key).unwrap_or_else(|e| unreachable!("hmac key: {e}"));
+    for p in parts {
+        mac.update(p);
+    }
+    mac.finalize().into_bytes().into()
+}
+
 /// Issues and verifies tokens with one secret.
 #[derive(Clone)]
 pub struct Tokens {
@@ -148,6 +159,9 @@ pub struct Tokens {
     decoding: DecodingKey,
     validation: Validation,
     ttl: Duration,
+    /// HMAC-SHA256(secret, "repowire-relay derivation"): the key of [`Tokens::seed`], so that
+    /// seeds never share a key with the signatures.
+    derivation: [u8; 32],
 }
 
 impl std::fmt::Debug for Tokens {
@@ -171,7 +185,24 @@ impl Tokens {
             decoding: DecodingKey::from_secret(secret),
             validation,
             ttl,
+            derivation: hmac_sha256(secret, &[b"repowire-relay derivation"]),
         }
+    }
+
+    /// A 32-byte seed for `purpose` and `parts`, derived from the relay's secret: the same on
+    /// every pod and across restarts, unguessable without the secret. Each part is
+    /// length-prefixed, so different splits never collide.
+    pub fn seed(&self, purpose: &str, parts: &[&str]) -> [u8; 32] {
+        let mut input: Vec<&[u8]> = vec![purpose.as_bytes()];
+        let lens: Vec<[u8; 8]> = parts
+            .iter()
+            .map(|p| (p.len() as u64).to_be_bytes())
+            .collect();
+        for (p, len) in parts.iter().zip(&lens) {
+            input.push(len);
+            input.push(p.as_bytes());
+        }
+        hmac_sha256(&self.derivation, &input)
     }
 
     /// Issues a token for a key, as of `now_ms`. Returns the token and its expiry (ms).

@@ -448,6 +448,17 @@ mod tests {
         ) -> crate::store::Result<bool> {
             unused()
         }
+        async fn insert_api_key_once(
+            &self,
+            _: &ApiKeyRecord,
+            _: &str,
+            _: &str,
+        ) -> crate::store::Result<Option<crate::store::KeyRequest>> {
+            unused()
+        }
+        async fn set_key_expiry(&self, _: &str, _: Option<i64>) -> crate::store::Result<bool> {
+            unused()
+        }
         async fn list_tenants(&self) -> crate::store::Result<Vec<TenantRecord>> {
             unused()
         }

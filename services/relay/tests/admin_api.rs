@@ -11,6 +11,9 @@ both_backends!(
     plans_are_seeded_created_listed_and_changed,
     tenants_have_a_plan_overrides_and_effective_limits,
     bad_admin_input_is_refused_and_changes_nothing,
+    key_creation_with_an_idempotency_key_makes_one_key,
+    a_retry_after_the_replay_window_gets_the_key_without_its_text,
+    rotation_keeps_the_old_key_for_its_grace_period_only,
 );
 
 const ADMIN: &str = "test-admin-token";
@@ -51,6 +54,188 @@ impl Admin {
     async fn patch(&self, path: &str, body: Value) -> (u16, Value) {
         self.call(reqwest::Method::PATCH, path, Some(body)).await
     }
+
+    /// `POST /tenants/{tenant}/keys` with an `Idempotency-Key`.
+    async fn create_key(&self, tenant: &str, idempotency: &str, body: Value) -> (u16, Value) {
+        let resp = self
+            .http
+            .post(format!("{}/tenants/{tenant}/keys", self.base))
+            .bearer_auth(ADMIN)
+            .header("idempotency-key", idempotency)
+            .json(&body)
+            .send()
+            .await
+            .expect("send");
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn key_count(&self, tenant: &str) -> usize {
+        self.get(&format!("/tenants/{tenant}/keys"))
+            .await
+            .1
+            .as_array()
+            .map_or(0, Vec::len)
+    }
+}
+
+/// The operator retries a creation whose answer it lost: one key, the same text, and a
+/// different request under the same idempotency key is refused. Concurrent retries too.
+async fn key_creation_with_an_idempotency_key_makes_one_key(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let admin = Admin::new(&relay);
+    admin.post("/tenants", json!({"name": "acme"})).await;
+    let body = json!({"label": "operator", "expires_in_days": 30});
+    let (first_status, first) = admin
+        .create_key("acme", "apikey/acme/ci-1", body.clone())
+        .await;
+    assert_eq!(first_status, 201, "{first}");
+    assert_eq!(first["replayed"], false);
+    let (again_status, again) = admin
+        .create_key("acme", "apikey/acme/ci-1", body.clone())
+        .await;
+    assert_eq!(again_status, 200, "a replay: {again}");
+    assert_eq!(again["replayed"], true);
+    assert_eq!(again["key"]["id"], first["key"]["id"]);
+    assert_eq!(
+        again["api_key"], first["api_key"],
+        "the same text within the window"
+    );
+    assert_eq!(admin.key_count("acme").await, 1);
+    let text = first["api_key"].as_str().expect("text");
+    assert!(common::client::token(&relay.http, text).await.is_ok());
+
+    let (status, said) = admin
+        .create_key("acme", "apikey/acme/ci-1", json!({"label": "other"}))
+        .await;
+    assert_eq!(status, 409, "{said}");
+    assert_eq!(said["error"]["code"], "conflict");
+    // The same idempotency key for another tenant is another request.
+    admin.post("/tenants", json!({"name": "beta"})).await;
+    let (status, beta) = admin
+        .create_key("beta", "apikey/acme/ci-1", body.clone())
+        .await;
+    assert_eq!(status, 201, "{beta}");
+    assert_ne!(beta["key"]["id"], first["key"]["id"]);
+    assert_ne!(beta["api_key"], first["api_key"]);
+
+    // Two at once: one key.
+    let (a, b) = tokio::join!(
+        admin.create_key("acme", "apikey/acme/ci-2", json!({})),
+        admin.create_key("acme", "apikey/acme/ci-2", json!({})),
+    );
+    assert_eq!(a.1["key"]["id"], b.1["key"]["id"], "{a:?} {b:?}");
+    assert_eq!(a.1["api_key"], b.1["api_key"]);
+    assert_eq!([a.0.min(b.0), a.0.max(b.0)], [200, 201]);
+    assert_eq!(admin.key_count("acme").await, 2);
+
+    for bad in ["", "has space", &"x".repeat(256)] {
+        let (status, _) = admin.create_key("acme", bad, json!({})).await;
+        assert_eq!(status, 400, "{bad:?}");
+    }
+    assert_eq!(
+        admin.key_count("acme").await,
+        2,
+        "refused requests stored nothing"
+    );
+    relay.stop().await;
+}
+
+async fn a_retry_after_the_replay_window_gets_the_key_without_its_text(db: Db) {
+    let relay = TestRelay::start_with(
+        &db,
+        repowire_relay::RelayConfig {
+            key_replay_window_secs: 0,
+            ..repowire_relay::RelayConfig::for_tests()
+        },
+    )
+    .await;
+    let admin = Admin::new(&relay);
+    admin.post("/tenants", json!({"name": "acme"})).await;
+    let (_, first) = admin.create_key("acme", "k-1", json!({})).await;
+    assert!(first["api_key"].is_string());
+    let (status, late) = admin.create_key("acme", "k-1", json!({})).await;
+    assert_eq!(status, 200, "{late}");
+    assert_eq!(late["key"]["id"], first["key"]["id"]);
+    assert!(late["api_key"].is_null(), "{late}");
+    assert_eq!(admin.key_count("acme").await, 1);
+    relay.stop().await;
+}
+
+/// Rotation: a new key now; the old one works for the grace period, or stops at once with 0
+/// (its live connection closed by the key check, its tokens refused).
+async fn rotation_keeps_the_old_key_for_its_grace_period_only(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let admin = Admin::new(&relay);
+    let (_, key) = relay.tenant("acme").await;
+    let key_id = relay.key_id(&key).await;
+    let mut live = relay.client(&key).await;
+
+    let (status, rotated) = admin
+        .post(
+            &format!("/keys/{key_id}/rotate"),
+            json!({"grace_seconds": 3600}),
+        )
+        .await;
+    assert_eq!(status, 201, "{rotated}");
+    let new_text = rotated["api_key"].as_str().expect("new text").to_owned();
+    let ends = rotated["previous"]["expires_at_ms"]
+        .as_i64()
+        .expect("expiry");
+    let created = rotated["key"]["created_at_ms"].as_i64().expect("created");
+    assert!((ends - created - 3_600_000).abs() < 5_000, "{rotated}");
+    assert!(
+        common::client::token(&relay.http, &key).await.is_ok(),
+        "in grace"
+    );
+    assert!(common::client::token(&relay.http, &new_text).await.is_ok());
+    let (_, got) = admin.get(&format!("/keys/{key_id}")).await;
+    assert_eq!(got["expires_at_ms"], ends);
+
+    let (status, now) = admin
+        .post(
+            &format!("/keys/{key_id}/rotate"),
+            json!({"grace_seconds": 0}),
+        )
+        .await;
+    assert_eq!(status, 201, "{now}");
+    let close = live.closed().await.expect("closed");
+    assert_eq!(
+        u16::from(close.code),
+        repowire_protocol::CloseCode::KEY_REVOKED
+    );
+    let (status, _) = common::client::token(&relay.http, &key)
+        .await
+        .expect_err("expired");
+    assert_eq!(status, 401);
+    // An expired key is not rotated again; bad grace periods are refused.
+    assert_eq!(
+        admin
+            .post(
+                &format!("/keys/{key_id}/rotate"),
+                json!({"grace_seconds": 10})
+            )
+            .await
+            .0,
+        400
+    );
+    let new_id = rotated["key"]["id"].as_str().expect("id");
+    for bad in [
+        json!({"grace_seconds": -1}),
+        json!({"grace_seconds": 2_592_001}),
+        json!({}),
+    ] {
+        assert_eq!(
+            admin
+                .post(&format!("/keys/{new_id}/rotate"), bad.clone())
+                .await
+                .0,
+            400,
+            "{bad}"
+        );
+    }
+    assert_eq!(admin.get("/keys/key-nope").await.0, 404);
+    relay.stop().await;
 }
 
 async fn plans_are_seeded_created_listed_and_changed(db: Db) {
@@ -285,6 +470,8 @@ async fn the_openapi_document_is_served_committed_and_complete() {
         "/admin/v1/tenants/{tenant}",
         "/admin/v1/tenants/{tenant}/keys",
         "/admin/v1/keys/{key_id}",
+        "/admin/v1/keys/{key_id}/rotate",
+        "/admin/v1/tenants/{tenant}/suspend",
     ] {
         assert!(
             paths.iter().any(|p| *p == route),

@@ -6,7 +6,7 @@ use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use repowire_protocol::ErrorCode;
 use serde::{Deserialize, Serialize};
@@ -14,8 +14,8 @@ use sha2::{Digest, Sha256};
 
 use super::plans::{self, NewPlan, PlanPatch};
 use super::{
-    NewTenant, TenantDetail, TenantPatch, create_key, create_tenant, get_tenant, list_keys,
-    revoke_key, update_tenant,
+    KeyCreated, KeyRequestBody, NewTenant, TenantDetail, TenantPatch, create_key, create_tenant,
+    get_key, get_tenant, list_keys, revoke_key, rotate_key, update_tenant,
 };
 use crate::apikey::KeyMode;
 use crate::error::AppError;
@@ -38,7 +38,8 @@ pub fn router(state: AppState) -> Router<AppState> {
             "/tenants/{tenant}/keys",
             get(list_keys_http).post(create_key_http),
         )
-        .route("/keys/{key_id}", delete(revoke_key_http))
+        .route("/keys/{key_id}", get(get_key_http).delete(revoke_key_http))
+        .route("/keys/{key_id}/rotate", post(rotate_key_http))
         .layer(middleware::from_fn_with_state(state, require_admin));
     // The document describes the API; it holds nothing secret.
     #[cfg(feature = "openapi")]
@@ -100,6 +101,8 @@ async fn openapi_http() -> Json<utoipa::openapi::OpenApi> {
         resume_tenant_http,
         list_keys_http,
         create_key_http,
+        get_key_http,
+        rotate_key_http,
         revoke_key_http
     ),
     components(schemas(ErrorBody, ErrorDetail)),
@@ -308,44 +311,45 @@ async fn resume_tenant_http(
     ))
 }
 
-/// `POST /tenants/{tenant}/keys`.
-#[derive(Debug, Default, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-struct NewKey {
-    /// For people (at most 128 bytes, no control characters).
-    #[serde(default)]
-    label: String,
-    /// A test key (`rw_test_…`).
-    #[serde(default)]
-    test: bool,
-    /// 1–3650; left out: the key does not expire.
-    expires_in_days: Option<u32>,
-}
-
-/// A new key: its text, shown this once, and its record.
-#[derive(Debug, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-struct MintedKeyBody {
-    /// The key text: shown this once.
-    api_key: String,
-    key: ApiKeyRecord,
-}
-
 #[cfg_attr(feature = "openapi", utoipa::path(
-    operation_id = "create_key", post, path = "/admin/v1/tenants/{tenant}/keys", tag = "keys", request_body = NewKey,
-    params(("tenant" = String, Path, description = "Tenant id or name")),
-    responses((status = 201, description = "The key; its text is shown only here", body = MintedKeyBody),
-              (status = 400, description = "Bad label or lifetime; no key stored", body = ErrorBody),
-              (status = 404, description = "No such tenant", body = ErrorBody))
+    operation_id = "create_key", post, path = "/admin/v1/tenants/{tenant}/keys", tag = "keys", request_body = KeyRequestBody,
+    params(("tenant" = String, Path, description = "Tenant id or name"),
+           ("Idempotency-Key" = Option<String>, Header, description = "1-255 printable ASCII characters: a retry with the same value makes no second key")),
+    responses((status = 201, description = "The key; its text is shown only here", body = KeyCreated),
+              (status = 200, description = "A retry of an earlier request with the same Idempotency-Key: that request's key (its text again within 10 minutes)", body = KeyCreated),
+              (status = 400, description = "Bad label, lifetime or Idempotency-Key; no key stored", body = ErrorBody),
+              (status = 404, description = "No such tenant", body = ErrorBody),
+              (status = 409, description = "The Idempotency-Key was used for a different request", body = ErrorBody))
 ))]
 async fn create_key_http(
     State(state): State<AppState>,
     Path(tenant_ref): Path<String>,
-    body: Result<Json<NewKey>, JsonRejection>,
-) -> Result<(StatusCode, Json<MintedKeyBody>), AppError> {
-    let Json(body) =
-        body.map_err(|e| AppError::bad_request(format!("invalid key request: {e}")))?;
-    let mode = if body.test {
+    headers: HeaderMap,
+    request: Result<Json<KeyRequestBody>, JsonRejection>,
+) -> Result<(StatusCode, Json<KeyCreated>), AppError> {
+    let request = body(request, "key request")?;
+    if let Some(value) = headers.get("idempotency-key") {
+        let idempotency_key = value
+            .to_str()
+            .map_err(|_| AppError::bad_request("the Idempotency-Key is not printable ASCII"))?;
+        let created = super::keys::create_key_once(
+            state.store.as_ref(),
+            &state.tokens,
+            &tenant_ref,
+            &request,
+            idempotency_key,
+            i64::try_from(state.config.key_replay_window_secs.saturating_mul(1000))
+                .unwrap_or(i64::MAX),
+        )
+        .await?;
+        let status = if created.replayed {
+            StatusCode::OK
+        } else {
+            StatusCode::CREATED
+        };
+        return Ok((status, Json(created)));
+    }
+    let mode = if request.test {
         KeyMode::Test
     } else {
         KeyMode::Live
@@ -354,15 +358,75 @@ async fn create_key_http(
         state.store.as_ref(),
         &tenant_ref,
         mode,
-        &body.label,
-        body.expires_in_days,
+        &request.label,
+        request.expires_in_days,
     )
     .await?;
     Ok((
         StatusCode::CREATED,
-        Json(MintedKeyBody {
+        Json(KeyCreated {
+            api_key: Some(minted.text),
+            key: minted.record,
+            replayed: false,
+        }),
+    ))
+}
+
+#[cfg_attr(feature = "openapi", utoipa::path(
+    operation_id = "get_key", get, path = "/admin/v1/keys/{key_id}", tag = "keys",
+    params(("key_id" = String, Path, description = "Key id (`key-…`)")),
+    responses((status = 200, description = "The key (never its text)", body = ApiKeyRecord),
+              (status = 404, description = "No such key", body = ErrorBody))
+))]
+async fn get_key_http(
+    State(state): State<AppState>,
+    Path(key_id): Path<String>,
+) -> Result<Json<ApiKeyRecord>, AppError> {
+    Ok(Json(get_key(state.store.as_ref(), &key_id).await?))
+}
+
+/// `POST /keys/{key_id}/rotate`.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+struct RotateKey {
+    /// How long the old key keeps working, seconds (0 to 2 592 000, i.e. 30 days).
+    grace_seconds: u64,
+}
+
+/// A rotation's result.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+struct Rotated {
+    /// The new key's text: shown once.
+    api_key: String,
+    /// The new key.
+    key: ApiKeyRecord,
+    /// The old key, now expiring at the end of the grace period.
+    previous: ApiKeyRecord,
+}
+
+#[cfg_attr(feature = "openapi", utoipa::path(
+    operation_id = "rotate_key", post, path = "/admin/v1/keys/{key_id}/rotate", tag = "keys", request_body = RotateKey,
+    params(("key_id" = String, Path, description = "Key id (`key-…`)")),
+    responses((status = 201, description = "The new key (text shown once) and the old one with its new expiry", body = Rotated),
+              (status = 400, description = "Bad grace period, or the key is revoked or expired", body = ErrorBody),
+              (status = 404, description = "No such key", body = ErrorBody))
+))]
+async fn rotate_key_http(
+    State(state): State<AppState>,
+    Path(key_id): Path<String>,
+    request: Result<Json<RotateKey>, JsonRejection>,
+) -> Result<(StatusCode, Json<Rotated>), AppError> {
+    let request = body(request, "rotation (expected {\"grace_seconds\": N})")?;
+    let (minted, previous) =
+        rotate_key(state.store.as_ref(), &key_id, request.grace_seconds).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(Rotated {
             api_key: minted.text,
             key: minted.record,
+            previous,
         }),
     ))
 }

@@ -3,21 +3,23 @@
 
 pub mod cli;
 mod http;
+pub mod keys;
 pub mod plans;
 pub mod tenants;
-
-use repowire_protocol::CloseCode;
 
 #[cfg(feature = "openapi")]
 pub use http::openapi;
 pub use http::router;
+pub use keys::{
+    KeyCreated, KeyRequestBody, create_key, get_key, list_keys, revoke_key, rotate_key,
+};
 pub use tenants::{NewTenant, TenantDetail, TenantPatch, create_tenant, get_tenant, update_tenant};
 
 use crate::apikey::{self, KeyMode, MintedKey};
 use crate::error::AppError;
-use crate::hub::Hub;
+
 use crate::ids::{now_ms, random_suffix};
-use crate::store::{ApiKeyRecord, Store, StoreError, TenantRecord};
+use crate::store::{Store, StoreError, TenantRecord};
 
 /// Why an admin operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -53,78 +55,6 @@ pub(crate) async fn tenant(
         .find_tenant(id_or_name)
         .await?
         .ok_or_else(|| AdminError::NotFound(format!("no tenant `{id_or_name}`")))
-}
-
-/// Longest key lifetime, in days (protocol.md §3.6).
-pub const MAX_EXPIRES_IN_DAYS: u32 = 3650;
-/// Longest key label, in bytes.
-pub const MAX_LABEL_BYTES: usize = 128;
-
-/// Checks a key's label and lifetime: a lifetime of 0 days would mint a key that is expired
-/// already, and a label is shown in tables and dashboards, so it holds no control characters.
-fn check_new_key(label: &str, expires_in_days: Option<u32>) -> Result<(), AdminError> {
-    if let Some(days) = expires_in_days
-        && !(1..=MAX_EXPIRES_IN_DAYS).contains(&days)
-    {
-        return Err(AdminError::Invalid(format!(
-            "expires_in_days is {days}; it must be 1 to {MAX_EXPIRES_IN_DAYS} (leave it out for a key that does not expire)"
-        )));
-    }
-    if label.len() > MAX_LABEL_BYTES {
-        return Err(AdminError::Invalid(format!(
-            "the label is {} bytes; the limit is {MAX_LABEL_BYTES}",
-            label.len()
-        )));
-    }
-    if label.chars().any(char::is_control) {
-        return Err(AdminError::Invalid(
-            "the label holds control characters".into(),
-        ));
-    }
-    Ok(())
-}
-
-/// Mints and stores a key for a tenant (by id or name).
-pub async fn create_key(
-    store: &dyn Store,
-    tenant_ref: &str,
-    mode: KeyMode,
-    label: &str,
-    expires_in_days: Option<u32>,
-) -> Result<MintedKey, AdminError> {
-    check_new_key(label, expires_in_days)?;
-    let tenant = tenant(store, tenant_ref).await?;
-    let now = now_ms();
-    let expires = expires_in_days.map(|d| now + i64::from(d) * 86_400_000);
-    let minted = apikey::mint(&tenant.id, mode, label, now, expires);
-    store.insert_api_key(&minted.record).await?;
-    Ok(minted)
-}
-
-/// Keys of a tenant.
-pub async fn list_keys(
-    store: &dyn Store,
-    tenant_ref: &str,
-) -> Result<Vec<ApiKeyRecord>, AdminError> {
-    let tenant = tenant(store, tenant_ref).await?;
-    Ok(store.list_api_keys(&tenant.id).await?)
-}
-
-/// Revokes a key and closes this process's connections that use it.
-pub async fn revoke_key(
-    store: &dyn Store,
-    hub: Option<&Hub>,
-    key_id: &str,
-) -> Result<(), AdminError> {
-    if store.get_api_key(key_id).await?.is_none() {
-        return Err(AdminError::NotFound(format!("no key `{key_id}`")));
-    }
-    store.revoke_api_key(key_id, now_ms()).await?;
-    if let Some(hub) = hub {
-        let closed = hub.kick_key(key_id, CloseCode::KEY_REVOKED, "API key revoked");
-        tracing::info!(key = key_id, closed, "api key revoked");
-    }
-    Ok(())
 }
 
 /// The `default` tenant and its first key, minted but not stored: the caller keeps the key

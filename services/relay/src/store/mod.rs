@@ -118,6 +118,17 @@ pub trait Store: Send + Sync + 'static {
 
     /// Stores a new API key (hash only).
     async fn insert_api_key(&self, key: &ApiKeyRecord) -> Result<()>;
+    /// Stores `key` for the request `(tenant, idempotency_key)` unless that request already
+    /// made a key: `Ok(None)` when this call stored it, else the earlier request (and nothing
+    /// stored). Atomic: of two concurrent calls, one stores.
+    async fn insert_api_key_once(
+        &self,
+        key: &ApiKeyRecord,
+        idempotency_key: &str,
+        request_hash: &str,
+    ) -> Result<Option<KeyRequest>>;
+    /// Sets a key's expiry (rotation's grace period); false if it does not exist or is revoked.
+    async fn set_key_expiry(&self, id: &str, expires_at_ms: Option<i64>) -> Result<bool>;
     /// Looks a key up by the hash of its full text.
     async fn find_api_key_by_hash(&self, hash: &str) -> Result<Option<ApiKeyRecord>>;
     /// Looks a key up by id.

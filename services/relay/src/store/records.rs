@@ -488,3 +488,14 @@ pub struct UnusableKey {
     /// True when only its tenant's suspension stops it (the key itself is valid).
     pub tenant_suspended: bool,
 }
+
+/// What an idempotent key creation found: the key the request made (now or before).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct KeyRequest {
+    /// The key it made.
+    pub key_id: String,
+    /// SHA-256 of the request it was made for.
+    pub request_hash: String,
+    /// When it was first made (ms).
+    pub created_at_ms: i64,
+}

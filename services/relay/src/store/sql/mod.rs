@@ -243,6 +243,57 @@ macro_rules! impl_store {
                 self.update_plan_row(p).await
             }
 
+            async fn insert_api_key_once(
+                &self,
+                k: &ApiKeyRecord,
+                idempotency_key: &str,
+                request_hash: &str,
+            ) -> Result<Option<KeyRequest>> {
+                let mut tx = self.pool.begin().await?;
+                let claimed = sqlx::query(
+                    "INSERT INTO key_requests (tenant_id, idempotency_key, request_hash, key_id, \
+                     created_at_ms) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+                )
+                .bind(&k.tenant_id)
+                .bind(idempotency_key)
+                .bind(request_hash)
+                .bind(&k.id)
+                .bind(k.created_at_ms)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+                    == 1;
+                if claimed {
+                    Self::insert_key_on(&mut *tx, k).await?;
+                    tx.commit().await?;
+                    return Ok(None);
+                }
+                tx.rollback().await?;
+                let earlier: Option<KeyRequest> = sqlx::query_as(
+                    "SELECT key_id, request_hash, created_at_ms FROM key_requests \
+                     WHERE tenant_id = $1 AND idempotency_key = $2",
+                )
+                .bind(&k.tenant_id)
+                .bind(idempotency_key)
+                .fetch_optional(&self.pool)
+                .await?;
+                earlier.map(Some).ok_or_else(|| {
+                    StoreError::Conflict("the idempotency record vanished; retry".into())
+                })
+            }
+
+            async fn set_key_expiry(&self, id: &str, expires_at_ms: Option<i64>) -> Result<bool> {
+                Ok(sqlx::query(
+                    "UPDATE api_keys SET expires_at_ms = $2 WHERE id = $1 AND revoked_at_ms IS NULL",
+                )
+                .bind(id)
+                .bind(expires_at_ms)
+                .execute(&self.pool)
+                .await?
+                .rows_affected()
+                    == 1)
+            }
+
             async fn insert_api_key(&self, k: &ApiKeyRecord) -> Result<()> {
                 Self::insert_key_on(&self.pool, k).await
             }

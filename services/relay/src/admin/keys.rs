@@ -1,0 +1,242 @@
+//! API keys: create (once per `Idempotency-Key`), get, list, revoke, rotate with a grace
+//! period. The key text is shown once and never stored; only its hash is.
+
+use repowire_protocol::CloseCode;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::{AdminError, tenant};
+use crate::apikey::{self, KeyMode, MintedKey};
+use crate::hub::Hub;
+use crate::ids::now_ms;
+use crate::store::{ApiKeyRecord, Store};
+use crate::token::Tokens;
+
+/// Longest key lifetime, in days (protocol.md §3.6).
+pub const MAX_EXPIRES_IN_DAYS: u32 = 3650;
+/// Longest key label, in bytes.
+pub const MAX_LABEL_BYTES: usize = 128;
+
+/// Checks a key's label and lifetime: a lifetime of 0 days would mint a key that is expired
+/// already, and a label is shown in tables and dashboards, so it holds no control characters.
+pub(crate) fn check_new_key(label: &str, expires_in_days: Option<u32>) -> Result<(), AdminError> {
+    if let Some(days) = expires_in_days
+        && !(1..=MAX_EXPIRES_IN_DAYS).contains(&days)
+    {
+        return Err(AdminError::Invalid(format!(
+            "expires_in_days is {days}; it must be 1 to {MAX_EXPIRES_IN_DAYS} (leave it out for a key that does not expire)"
+        )));
+    }
+    if label.len() > MAX_LABEL_BYTES {
+        return Err(AdminError::Invalid(format!(
+            "the label is {} bytes; the limit is {MAX_LABEL_BYTES}",
+            label.len()
+        )));
+    }
+    if label.chars().any(char::is_control) {
+        return Err(AdminError::Invalid(
+            "the label holds control characters".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Mints and stores a key for a tenant (by id or name).
+pub async fn create_key(
+    store: &dyn Store,
+    tenant_ref: &str,
+    mode: KeyMode,
+    label: &str,
+    expires_in_days: Option<u32>,
+) -> Result<MintedKey, AdminError> {
+    check_new_key(label, expires_in_days)?;
+    let tenant = tenant(store, tenant_ref).await?;
+    let now = now_ms();
+    let expires = expires_in_days.map(|d| now + i64::from(d) * 86_400_000);
+    let minted = apikey::mint(&tenant.id, mode, label, now, expires);
+    store.insert_api_key(&minted.record).await?;
+    Ok(minted)
+}
+
+/// Keys of a tenant.
+pub async fn list_keys(
+    store: &dyn Store,
+    tenant_ref: &str,
+) -> Result<Vec<ApiKeyRecord>, AdminError> {
+    let tenant = tenant(store, tenant_ref).await?;
+    Ok(store.list_api_keys(&tenant.id).await?)
+}
+
+/// Revokes a key and closes this process's connections that use it.
+pub async fn revoke_key(
+    store: &dyn Store,
+    hub: Option<&Hub>,
+    key_id: &str,
+) -> Result<(), AdminError> {
+    if store.get_api_key(key_id).await?.is_none() {
+        return Err(AdminError::NotFound(format!("no key `{key_id}`")));
+    }
+    store.revoke_api_key(key_id, now_ms()).await?;
+    if let Some(hub) = hub {
+        let closed = hub.kick_key(key_id, CloseCode::KEY_REVOKED, "API key revoked");
+        tracing::info!(key = key_id, closed, "api key revoked");
+    }
+    Ok(())
+}
+
+/// Longest `Idempotency-Key`, bytes.
+pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 255;
+
+/// Longest rotation grace period, seconds (30 days).
+pub const MAX_GRACE_SECONDS: u64 = 30 * 24 * 3600;
+
+/// `POST /tenants/{tenant}/keys`.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct KeyRequestBody {
+    /// For people (at most 128 bytes, no control characters).
+    #[serde(default)]
+    pub label: String,
+    /// A test key (`rw_test_…`).
+    #[serde(default)]
+    pub test: bool,
+    /// 1–3650; left out: the key does not expire.
+    #[serde(default)]
+    pub expires_in_days: Option<u32>,
+}
+
+/// A key just made (or found again by its `Idempotency-Key`).
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct KeyCreated {
+    /// The key text: shown once. A retry with the same `Idempotency-Key` within the replay
+    /// window (10 minutes by default) shows it again; after that it is `null`.
+    pub api_key: Option<String>,
+    /// The key's record.
+    pub key: ApiKeyRecord,
+    /// True when this answers a retry (nothing new was made).
+    pub replayed: bool,
+}
+
+fn check_idempotency_key(key: &str) -> Result<(), AdminError> {
+    if key.is_empty()
+        || key.len() > MAX_IDEMPOTENCY_KEY_BYTES
+        || !key.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(AdminError::Invalid(format!(
+            "an Idempotency-Key is 1-{MAX_IDEMPOTENCY_KEY_BYTES} printable ASCII characters without spaces"
+        )));
+    }
+    Ok(())
+}
+
+/// Creates a key at most once per `(tenant, idempotency_key)`: a retry of the same request
+/// answers with the key the first one made (its text too, within `replay_window_ms`:
+/// recomputed from a seed derived from the relay's secret, never
+/// stored); a different request with the same idempotency key is refused (`Conflict`).
+pub async fn create_key_once(
+    store: &dyn Store,
+    tokens: &Tokens,
+    tenant_ref: &str,
+    request: &KeyRequestBody,
+    idempotency_key: &str,
+    replay_window_ms: i64,
+) -> Result<KeyCreated, AdminError> {
+    check_idempotency_key(idempotency_key)?;
+    check_new_key(&request.label, request.expires_in_days)?;
+    let tenant = tenant(store, tenant_ref).await?;
+    let request_hash = format!(
+        "{:x}",
+        Sha256::digest(
+            serde_json::to_string(&(tenant.id.as_str(), request))
+                .unwrap_or_default()
+                .as_bytes()
+        )
+    );
+    let seed = tokens.seed("idempotent api key", &[&tenant.id, idempotency_key]);
+    let mode = if request.test {
+        KeyMode::Test
+    } else {
+        KeyMode::Live
+    };
+    let now = now_ms();
+    let expires = request
+        .expires_in_days
+        .map(|d| now + i64::from(d) * 86_400_000);
+    let minted = apikey::mint_seeded(seed, &tenant.id, mode, &request.label, now, expires);
+    let Some(earlier) = store
+        .insert_api_key_once(&minted.record, idempotency_key, &request_hash)
+        .await?
+    else {
+        return Ok(KeyCreated {
+            api_key: Some(minted.text),
+            key: minted.record,
+            replayed: false,
+        });
+    };
+    if earlier.request_hash != request_hash {
+        return Err(AdminError::Store(crate::store::StoreError::Conflict(
+            "this Idempotency-Key was used for a different request".into(),
+        )));
+    }
+    let key = store
+        .get_api_key(&earlier.key_id)
+        .await?
+        .ok_or_else(|| AdminError::NotFound(format!("no key `{}`", earlier.key_id)))?;
+    // The same seed makes the same text: shown again only while the window is open, and only
+    // if it is the text of the stored key.
+    let text = (now - earlier.created_at_ms < replay_window_ms
+        && key.id == minted.record.id
+        && key.hash == minted.record.hash)
+        .then_some(minted.text);
+    Ok(KeyCreated {
+        api_key: text,
+        key,
+        replayed: true,
+    })
+}
+
+/// One key by id (never its text).
+pub async fn get_key(store: &dyn Store, key_id: &str) -> Result<ApiKeyRecord, AdminError> {
+    store
+        .get_api_key(key_id)
+        .await?
+        .ok_or_else(|| AdminError::NotFound(format!("no key `{key_id}`")))
+}
+
+/// Rotates a key: a new key for the same tenant, label, mode and expiry, and the old one keeps
+/// working for `grace_seconds` (0: it stops at once), then expires — closing its connections
+/// on every relay process at their next key check. Returns the new key and the old record.
+pub async fn rotate_key(
+    store: &dyn Store,
+    key_id: &str,
+    grace_seconds: u64,
+) -> Result<(MintedKey, ApiKeyRecord), AdminError> {
+    if grace_seconds > MAX_GRACE_SECONDS {
+        return Err(AdminError::Invalid(format!(
+            "grace_seconds is {grace_seconds}; it must be 0 to {MAX_GRACE_SECONDS}"
+        )));
+    }
+    let old = get_key(store, key_id).await?;
+    let now = now_ms();
+    if !old.usable_at(now) {
+        return Err(AdminError::Invalid(format!(
+            "key `{key_id}` is revoked or expired: create a new key instead"
+        )));
+    }
+    let mode = if old.mode == KeyMode::Test.as_str() {
+        KeyMode::Test
+    } else {
+        KeyMode::Live
+    };
+    let minted = apikey::mint(&old.tenant_id, mode, &old.label, now, old.expires_at_ms);
+    store.insert_api_key(&minted.record).await?;
+    let grace_end = now.saturating_add(i64::try_from(grace_seconds).unwrap_or(i64::MAX) * 1000);
+    let ends = old.expires_at_ms.map_or(grace_end, |e| e.min(grace_end));
+    if !store.set_key_expiry(key_id, Some(ends)).await? {
+        return Err(AdminError::NotFound(format!("no usable key `{key_id}`")));
+    }
+    let old = get_key(store, key_id).await?;
+    Ok((minted, old))
+}
