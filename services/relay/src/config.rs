@@ -150,6 +150,10 @@ pub struct RelayConfig {
     /// seconds (after it, only the key's record).
     #[arg(long, env = "REPOWIRE_KEY_REPLAY_WINDOW_SECS", default_value_t = 600)]
     pub key_replay_window_secs: u64,
+    /// Days a deleted tenant's data is kept before the relay purges it (an explicit purge
+    /// through the admin API does it sooner).
+    #[arg(long, env = "REPOWIRE_TENANT_RETENTION_DAYS", default_value_t = 30)]
+    pub tenant_retention_days: u64,
     /// Lifetime of issued JWTs, seconds.
     #[arg(long, env = "REPOWIRE_TOKEN_TTL_SECS", default_value_t = 900)]
     pub token_ttl_secs: u64,

@@ -1,6 +1,6 @@
 //! Expires undelivered inbox entries past their TTL, so a sender always learns the end of a
 //! message that could not be delivered (as a `delivery` frame with state `expired`, or later
-//! through `status_query`).
+//! through `status_query`); and purges tenants deleted longer ago than the retention period.
 
 use std::time::Duration;
 
@@ -17,7 +17,10 @@ pub async fn run(state: AppState) {
     loop {
         tokio::select! {
             () = state.shutdown.cancelled() => return,
-            _ = tick.tick() => { sweep(&state).await; }
+            _ = tick.tick() => {
+                sweep(&state).await;
+                purge_deleted(&state).await;
+            }
         }
     }
 }
@@ -54,4 +57,36 @@ pub async fn sweep(state: &AppState) -> usize {
             Err(_) => return total,
         }
     }
+}
+
+/// Purges the tenants deleted more than `tenant_retention_days` ago; returns how many.
+pub async fn purge_deleted(state: &AppState) -> usize {
+    let retention = i64::try_from(state.config.tenant_retention_days)
+        .unwrap_or(i64::MAX / 86_400_000)
+        .saturating_mul(86_400_000);
+    let due = match state
+        .store
+        .deleted_before(now_ms().saturating_sub(retention))
+        .await
+    {
+        Ok(due) => due,
+        Err(error) => {
+            tracing::warn!(%error, "cannot list deleted tenants; will retry");
+            return 0;
+        }
+    };
+    let mut purged = 0;
+    for tenant in due {
+        match state.store.purge_tenant(&tenant).await {
+            Ok(true) => {
+                tracing::info!(%tenant, "deleted tenant purged after the retention period");
+                purged += 1;
+            }
+            Ok(false) => {}
+            Err(error) => {
+                tracing::warn!(%error, %tenant, "purging a deleted tenant failed; will retry")
+            }
+        }
+    }
+    purged
 }

@@ -459,6 +459,30 @@ mod tests {
         async fn set_key_expiry(&self, _: &str, _: Option<i64>) -> crate::store::Result<bool> {
             unused()
         }
+        async fn list_tenants_page(
+            &self,
+            _: &crate::store::TenantFilter,
+            _: i64,
+        ) -> crate::store::Result<Vec<TenantRecord>> {
+            unused()
+        }
+        async fn list_api_keys_page(
+            &self,
+            _: &str,
+            _: Option<(i64, String)>,
+            _: i64,
+        ) -> crate::store::Result<Vec<ApiKeyRecord>> {
+            unused()
+        }
+        async fn delete_tenant(&self, _: &str, _: i64) -> crate::store::Result<bool> {
+            unused()
+        }
+        async fn purge_tenant(&self, _: &str) -> crate::store::Result<bool> {
+            unused()
+        }
+        async fn deleted_before(&self, _: i64) -> crate::store::Result<Vec<String>> {
+            unused()
+        }
         async fn list_tenants(&self) -> crate::store::Result<Vec<TenantRecord>> {
             unused()
         }

@@ -14,7 +14,198 @@ both_backends!(
     key_creation_with_an_idempotency_key_makes_one_key,
     a_retry_after_the_replay_window_gets_the_key_without_its_text,
     rotation_keeps_the_old_key_for_its_grace_period_only,
+    lists_are_paged_and_filtered_the_same_way,
+    a_deleted_tenant_serves_nothing_until_it_is_purged,
 );
+
+/// Every list pages with `limit` and an opaque `cursor`, in creation order, and filters.
+async fn lists_are_paged_and_filtered_the_same_way(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let admin = Admin::new(&relay);
+    let mut made = Vec::new();
+    for (i, plan) in ["free", "team", "free", "team", "free"].iter().enumerate() {
+        let (_, t) = admin
+            .post("/tenants", json!({"name": format!("t{i}"), "plan": plan}))
+            .await;
+        made.push(t["id"].as_str().expect("id").to_owned());
+    }
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/tenants?limit=2&cursor={c}"),
+            None => "/tenants?limit=2".to_owned(),
+        };
+        let (status, page) = admin.get(&path).await;
+        assert_eq!(status, 200, "{page}");
+        pages += 1;
+        for t in page["items"].as_array().expect("items") {
+            seen.push(t["id"].as_str().expect("id").to_owned());
+        }
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => break,
+        }
+        assert!(pages < 10, "the cursor does not advance");
+    }
+    let tenants_of_ours: Vec<&String> = seen.iter().filter(|id| made.contains(id)).collect();
+    assert_eq!(
+        tenants_of_ours,
+        made.iter().collect::<Vec<_>>(),
+        "oldest first, each once"
+    );
+    assert_eq!(seen.len(), made.len(), "{seen:?}");
+
+    let (_, team) = admin.get("/tenants?plan=team").await;
+    assert_eq!(team["items"].as_array().map(Vec::len), Some(2), "{team}");
+    admin.post("/tenants/t1/suspend", json!({})).await;
+    let (_, suspended) = admin.get("/tenants?status=suspended").await;
+    let names: Vec<&str> = suspended["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["t1"]);
+    let (_, active) = admin.get("/tenants?status=active").await;
+    assert_eq!(active["items"].as_array().map(Vec::len), Some(4));
+
+    for bad in [
+        "/tenants?limit=0",
+        "/tenants?limit=501",
+        "/tenants?limit=x",
+        "/tenants?cursor=nonsense",
+        "/tenants?status=sleeping",
+        "/tenants?colour=red",
+        "/tenants/t0/keys?limit=0",
+    ] {
+        let (status, said) = admin.get(bad).await;
+        assert_eq!(status, 400, "{bad}: {said}");
+        assert_eq!(said["error"]["code"], "invalid_request", "{bad}: {said}");
+    }
+
+    for i in 0..3 {
+        admin
+            .create_key("t0", &format!("k{i}"), json!({"label": format!("k{i}")}))
+            .await;
+    }
+    let (_, first) = admin.get("/tenants/t0/keys?limit=2").await;
+    assert_eq!(first["items"].as_array().map(Vec::len), Some(2));
+    let c = first["next_cursor"].as_str().expect("more");
+    let (_, rest) = admin
+        .get(&format!("/tenants/t0/keys?limit=2&cursor={c}"))
+        .await;
+    assert_eq!(rest["items"].as_array().map(Vec::len), Some(1), "{rest}");
+    assert_eq!(rest["items"][0]["label"], "k2");
+    assert!(rest["next_cursor"].is_null());
+    relay.stop().await;
+}
+
+/// Delete revokes every key (connections close, tokens are refused) and hides the tenant;
+/// it can be read but not changed; purge removes every row; the relay purges by itself once
+/// the retention period has passed.
+async fn a_deleted_tenant_serves_nothing_until_it_is_purged(db: Db) {
+    let relay = TestRelay::start_with(
+        &db,
+        repowire_relay::RelayConfig {
+            tenant_retention_days: 0,
+            // The test runs the purge sweep itself, when it wants it.
+            sweep_interval_secs: 24 * 3600,
+            ..repowire_relay::RelayConfig::for_tests()
+        },
+    )
+    .await;
+    let admin = Admin::new(&relay);
+    let (tenant_id, key) = relay.tenant("acme").await;
+    let mut live = relay.client(&key).await;
+    let alice = live.peer("alice", "dev").await;
+    live.notify(&alice, "alice", "a row to purge")
+        .await
+        .expect("notify");
+    let (_, other_key) = relay.tenant("other").await;
+    let mut bystander = relay.client(&other_key).await;
+    let still = bystander.peer("still", "dev").await;
+
+    assert_eq!(
+        admin.post("/tenants/acme/purge", json!({})).await.0,
+        400,
+        "not deleted"
+    );
+    let (status, deleted) = admin
+        .call(reqwest::Method::DELETE, "/tenants/acme", None)
+        .await;
+    assert_eq!(status, 200, "{deleted}");
+    assert!(deleted["deleted_at_ms"].is_i64());
+    let close = live.closed().await.expect("closed");
+    assert_eq!(
+        u16::from(close.code),
+        repowire_protocol::CloseCode::KEY_REVOKED
+    );
+    let (status, _) = common::client::token(&relay.http, &key)
+        .await
+        .expect_err("revoked");
+    assert_eq!(status, 401);
+    let (_, listed) = admin.get("/tenants").await;
+    assert!(!listed.to_string().contains(&tenant_id), "{listed}");
+    let (_, gone) = admin.get("/tenants?status=deleted").await;
+    assert!(gone.to_string().contains(&tenant_id), "{gone}");
+    assert_eq!(
+        admin
+            .patch("/tenants/acme", json!({"plan": "team"}))
+            .await
+            .0,
+        409
+    );
+    assert_eq!(admin.post("/tenants/acme/suspend", json!({})).await.0, 409);
+    assert_eq!(
+        admin
+            .call(reqwest::Method::DELETE, "/tenants/acme", None)
+            .await
+            .0,
+        409
+    );
+    assert_eq!(
+        admin.post("/tenants", json!({"name": "acme"})).await.0,
+        409,
+        "name held"
+    );
+
+    assert_eq!(admin.post("/tenants/acme/purge", json!({})).await.0, 204);
+    assert_eq!(admin.get("/tenants/acme").await.0, 404);
+    let store = relay.state.store.clone();
+    assert!(
+        store
+            .list_peers(&tenant_id)
+            .await
+            .expect("peers")
+            .is_empty()
+    );
+    assert!(
+        store
+            .list_api_keys(&tenant_id)
+            .await
+            .expect("keys")
+            .is_empty()
+    );
+    assert_eq!(
+        admin.post("/tenants", json!({"name": "acme"})).await.0,
+        201,
+        "name free"
+    );
+
+    // The other tenant never noticed; deleted with a zero retention, it is purged by the sweep.
+    assert_eq!(bystander.list(&still.peer_id, false).await.len(), 1);
+    admin
+        .call(reqwest::Method::DELETE, "/tenants/other", None)
+        .await;
+    assert_eq!(
+        repowire_relay::sweeper::purge_deleted(&relay.state).await,
+        1
+    );
+    assert_eq!(admin.get("/tenants/other").await.0, 404);
+    relay.stop().await;
+}
 
 const ADMIN: &str = "test-admin-token";
 
@@ -71,9 +262,7 @@ impl Admin {
     }
 
     async fn key_count(&self, tenant: &str) -> usize {
-        self.get(&format!("/tenants/{tenant}/keys"))
-            .await
-            .1
+        self.get(&format!("/tenants/{tenant}/keys")).await.1["items"]
             .as_array()
             .map_or(0, Vec::len)
     }
@@ -472,6 +661,7 @@ async fn the_openapi_document_is_served_committed_and_complete() {
         "/admin/v1/keys/{key_id}",
         "/admin/v1/keys/{key_id}/rotate",
         "/admin/v1/tenants/{tenant}/suspend",
+        "/admin/v1/tenants/{tenant}/purge",
     ] {
         assert!(
             paths.iter().any(|p| *p == route),

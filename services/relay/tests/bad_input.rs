@@ -519,7 +519,7 @@ async fn the_admin_api_needs_its_own_credential(db: Db) {
         "listing never shows key text"
     );
     assert_eq!(
-        listed.as_array().map(Vec::len),
+        listed["items"].as_array().map(Vec::len),
         Some(2),
         "only the two valid requests stored keys: {listed}"
     );

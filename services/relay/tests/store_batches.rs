@@ -43,6 +43,7 @@ async fn setup(store: &dyn Store, tenant: &str, peers: &[&str]) {
             plan: "free".into(),
             created_at_ms: 1,
             suspended_at_ms: None,
+            deleted_at_ms: None,
             display_name: None,
             overrides: Default::default(),
         })

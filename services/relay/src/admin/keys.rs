@@ -67,6 +67,32 @@ pub async fn list_keys(
     Ok(store.list_api_keys(&tenant.id).await?)
 }
 
+/// A page of a tenant's keys.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct KeyPage {
+    /// Oldest first; never the key text.
+    pub items: Vec<ApiKeyRecord>,
+    /// Pass as `cursor` for the next page; `null` on the last one.
+    pub next_cursor: Option<String>,
+}
+
+/// A page of a tenant's keys, oldest first.
+pub async fn list_keys_page(
+    store: &dyn Store,
+    tenant_ref: &str,
+    page: &super::page::PageQuery,
+) -> Result<KeyPage, AdminError> {
+    let limit = page.limit()?;
+    let after = page.after()?;
+    let tenant = tenant(store, tenant_ref).await?;
+    let items = store.list_api_keys_page(&tenant.id, after, limit).await?;
+    let full = i64::try_from(items.len()).unwrap_or(i64::MAX) == limit;
+    let next_cursor =
+        super::page::next_cursor(full, items.last().map(|k| (k.created_at_ms, k.id.as_str())));
+    Ok(KeyPage { items, next_cursor })
+}
+
 /// Revokes a key and closes this process's connections that use it.
 pub async fn revoke_key(
     store: &dyn Store,

@@ -4,6 +4,7 @@
 pub mod cli;
 mod http;
 pub mod keys;
+pub mod page;
 pub mod plans;
 pub mod tenants;
 
@@ -67,6 +68,7 @@ pub fn default_tenant() -> (TenantRecord, MintedKey) {
         plan: "unlimited".into(),
         created_at_ms: now_ms(),
         suspended_at_ms: None,
+        deleted_at_ms: None,
         display_name: None,
         overrides: crate::store::Limits::default(),
     };

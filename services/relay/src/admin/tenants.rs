@@ -2,10 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::page::{PageQuery, next_cursor};
 use super::{AdminError, plans};
 use crate::ids::{now_ms, random_suffix};
 use crate::limits::{self, LimitsPatch};
-use crate::store::{Limits, PlanRecord, Store, TenantRecord};
+use crate::store::{Limits, PlanRecord, Store, TenantFilter, TenantRecord, TenantStatus};
 
 /// Longest display name, bytes.
 pub const MAX_DISPLAY_NAME_BYTES: usize = 128;
@@ -94,6 +95,7 @@ pub async fn create_tenant(store: &dyn Store, new: NewTenant) -> Result<TenantRe
         plan: plan.name,
         created_at_ms: now_ms(),
         suspended_at_ms: None,
+        deleted_at_ms: None,
         display_name: new.display_name,
         overrides: new.overrides,
     };
@@ -116,6 +118,17 @@ pub async fn get_tenant(store: &dyn Store, tenant_ref: &str) -> Result<TenantDet
     })
 }
 
+/// A tenant that is not deleted (a deleted one can only be read or purged).
+async fn live_tenant(store: &dyn Store, tenant_ref: &str) -> Result<TenantRecord, AdminError> {
+    let tenant = super::tenant(store, tenant_ref).await?;
+    if tenant.deleted_at_ms.is_some() {
+        return Err(AdminError::Store(crate::store::StoreError::Conflict(
+            format!("tenant `{tenant_ref}` is deleted; it can only be purged"),
+        )));
+    }
+    Ok(tenant)
+}
+
 /// Changes a tenant's plan, display name or overrides. A limit below the tenant's current use
 /// is accepted and applies from then on.
 pub async fn update_tenant(
@@ -123,7 +136,7 @@ pub async fn update_tenant(
     tenant_ref: &str,
     patch: TenantPatch,
 ) -> Result<TenantDetail, AdminError> {
-    let mut tenant = super::tenant(store, tenant_ref).await?;
+    let mut tenant = live_tenant(store, tenant_ref).await?;
     if let Some(plan) = &patch.plan {
         tenant.plan = plan_named(store, plan).await?.name;
     }
@@ -149,7 +162,7 @@ pub async fn set_suspended(
     tenant_ref: &str,
     suspended: bool,
 ) -> Result<TenantDetail, AdminError> {
-    let tenant = super::tenant(store, tenant_ref).await?;
+    let tenant = live_tenant(store, tenant_ref).await?;
     let at = match (suspended, tenant.suspended_at_ms) {
         (true, Some(since)) => Some(since),
         (true, None) => Some(now_ms()),
@@ -159,4 +172,75 @@ pub async fn set_suspended(
         return Err(AdminError::NotFound(format!("no tenant `{tenant_ref}`")));
     }
     get_tenant(store, &tenant.id).await
+}
+
+/// `GET /tenants` filters.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[serde(deny_unknown_fields)]
+pub struct TenantQuery {
+    /// Items per page, 1–500 (default 100).
+    pub limit: Option<u32>,
+    /// The previous page's `next_cursor`.
+    pub cursor: Option<String>,
+    /// Only tenants on this plan.
+    pub plan: Option<String>,
+    /// Only tenants in this state (default: every tenant that is not deleted).
+    pub status: Option<TenantStatus>,
+}
+
+/// A page of tenants.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TenantPage {
+    /// Oldest first.
+    pub items: Vec<TenantRecord>,
+    /// Pass as `cursor` for the next page; `null` on the last one.
+    pub next_cursor: Option<String>,
+}
+
+/// A page of tenants, oldest first.
+pub async fn list_tenants(store: &dyn Store, query: TenantQuery) -> Result<TenantPage, AdminError> {
+    let page = PageQuery {
+        limit: query.limit,
+        cursor: query.cursor,
+    };
+    let limit = page.limit()?;
+    let filter = TenantFilter {
+        plan: query.plan,
+        status: query.status,
+        after: page.after()?,
+    };
+    let items = store.list_tenants_page(&filter, limit).await?;
+    let full = i64::try_from(items.len()).unwrap_or(i64::MAX) == limit;
+    let next_cursor = next_cursor(full, items.last().map(|t| (t.created_at_ms, t.id.as_str())));
+    Ok(TenantPage { items, next_cursor })
+}
+
+/// Deletes a tenant: every key of it is revoked (its connections close on every relay process
+/// within the key-check interval), it serves nothing, and its data stays until it is purged —
+/// by [`purge_tenant`] or by the relay once the retention period has passed.
+pub async fn delete_tenant(
+    store: &dyn Store,
+    tenant_ref: &str,
+) -> Result<TenantDetail, AdminError> {
+    let tenant = live_tenant(store, tenant_ref).await?;
+    store.delete_tenant(&tenant.id, now_ms()).await?;
+    get_tenant(store, &tenant.id).await
+}
+
+/// Removes every row of a deleted tenant (peers, messages, inboxes, shared state, keys, the
+/// tenant itself). Refused (`Invalid`) for a tenant that is not deleted.
+pub async fn purge_tenant(store: &dyn Store, tenant_ref: &str) -> Result<(), AdminError> {
+    let tenant = super::tenant(store, tenant_ref).await?;
+    if tenant.deleted_at_ms.is_none() {
+        return Err(AdminError::Invalid(format!(
+            "tenant `{tenant_ref}` is not deleted: delete it first"
+        )));
+    }
+    if !store.purge_tenant(&tenant.id).await? {
+        return Err(AdminError::NotFound(format!("no tenant `{tenant_ref}`")));
+    }
+    tracing::info!(tenant = %tenant.id, "tenant purged");
+    Ok(())
 }

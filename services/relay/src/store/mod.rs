@@ -140,6 +140,27 @@ pub trait Store: Send + Sync + 'static {
     /// Those of `ids` that are no longer usable at `now_ms`: revoked, expired, or of a
     /// suspended tenant.
     async fn unusable_keys(&self, ids: &[String], now_ms: i64) -> Result<Vec<UnusableKey>>;
+    /// A page of tenants in listing order (`created_at_ms`, `id`).
+    async fn list_tenants_page(
+        &self,
+        filter: &TenantFilter,
+        limit: i64,
+    ) -> Result<Vec<TenantRecord>>;
+    /// A page of a tenant's keys in listing order (`created_at_ms`, `id`), after `after`.
+    async fn list_api_keys_page(
+        &self,
+        tenant_id: &str,
+        after: Option<(i64, String)>,
+        limit: i64,
+    ) -> Result<Vec<ApiKeyRecord>>;
+    /// Marks a tenant deleted and revokes every key of it, in one transaction; false if there
+    /// is no such tenant or it was deleted already.
+    async fn delete_tenant(&self, tenant_id: &str, now_ms: i64) -> Result<bool>;
+    /// Removes every row of a deleted tenant; false (and nothing removed) unless it exists and
+    /// is deleted.
+    async fn purge_tenant(&self, tenant_id: &str) -> Result<bool>;
+    /// Tenants deleted before `before_ms` (due for the purge).
+    async fn deleted_before(&self, before_ms: i64) -> Result<Vec<String>>;
     /// Suspends (`Some(time)`) or resumes (`None`) a tenant; false if there is no such tenant.
     async fn set_tenant_suspended(&self, tenant_id: &str, at_ms: Option<i64>) -> Result<bool>;
     /// Revokes a key; false if it does not exist or was already revoked.

@@ -16,6 +16,8 @@ pub struct TenantRecord {
     pub created_at_ms: i64,
     /// When the operator suspended it (ms); `null` while it is active.
     pub suspended_at_ms: Option<i64>,
+    /// When it was deleted (ms): its keys are revoked and its data waits for the purge.
+    pub deleted_at_ms: Option<i64>,
     /// A name for people; the `name` is the stable handle.
     pub display_name: Option<String>,
     /// This tenant's own values, replacing the plan's; `null`: the plan's value.
@@ -498,4 +500,28 @@ pub struct KeyRequest {
     pub request_hash: String,
     /// When it was first made (ms).
     pub created_at_ms: i64,
+}
+
+/// Which tenants a listing returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TenantFilter {
+    /// Only tenants on this plan.
+    pub plan: Option<String>,
+    /// Only tenants in this state; `None`: every tenant not deleted.
+    pub status: Option<TenantStatus>,
+    /// Only tenants after this one in listing order (`created_at_ms`, `id`).
+    pub after: Option<(i64, String)>,
+}
+
+/// A tenant's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum TenantStatus {
+    /// Serving.
+    Active,
+    /// Suspended by the operator.
+    Suspended,
+    /// Deleted, waiting for the purge.
+    Deleted,
 }

@@ -23,7 +23,7 @@ pub(crate) mod tenancy;
 pub(crate) mod update;
 
 pub(crate) const TENANT_COLS: &str = "id, name, plan, created_at_ms, \
-     disabled_at_ms AS suspended_at_ms, display_name, max_peers, \
+     disabled_at_ms AS suspended_at_ms, deleted_at_ms, display_name, max_peers, \
      max_connections, max_message_bytes, inbox_cap, max_messages_per_minute AS messages_per_minute, \
      max_monthly_messages AS messages_per_month";
 pub(crate) const KEY_COLS: &str = "id, tenant_id, hash, display, label, mode, created_at_ms, expires_at_ms, revoked_at_ms, \
@@ -208,6 +208,131 @@ macro_rules! impl_store {
             async fn find_tenant(&self, id_or_name: &str) -> Result<Option<TenantRecord>> {
                 let sql = format!("SELECT {TENANT_COLS} FROM tenants WHERE id = $1 OR name = $1");
                 Ok(sqlx::query_as(&sql).bind(id_or_name).fetch_optional(&self.pool).await?)
+            }
+
+            async fn list_tenants_page(
+                &self,
+                filter: &TenantFilter,
+                limit: i64,
+            ) -> Result<Vec<TenantRecord>> {
+                let mut sql = format!("SELECT {TENANT_COLS} FROM tenants WHERE ");
+                sql.push_str(match filter.status {
+                    None => "deleted_at_ms IS NULL",
+                    Some(TenantStatus::Active) => "deleted_at_ms IS NULL AND disabled_at_ms IS NULL",
+                    Some(TenantStatus::Suspended) => {
+                        "deleted_at_ms IS NULL AND disabled_at_ms IS NOT NULL"
+                    }
+                    Some(TenantStatus::Deleted) => "deleted_at_ms IS NOT NULL",
+                });
+                let mut n = 1;
+                if filter.plan.is_some() {
+                    sql.push_str(&format!(" AND plan = ${n}"));
+                    n += 1;
+                }
+                if filter.after.is_some() {
+                    sql.push_str(&format!(
+                        " AND (created_at_ms > ${n} OR (created_at_ms = ${n} AND id > ${}))",
+                        n + 1
+                    ));
+                    n += 2;
+                }
+                sql.push_str(&format!(" ORDER BY created_at_ms, id LIMIT ${n}"));
+                let mut query = sqlx::query_as(&sql);
+                if let Some(plan) = &filter.plan {
+                    query = query.bind(plan);
+                }
+                if let Some((at, id)) = &filter.after {
+                    query = query.bind(*at).bind(id);
+                }
+                Ok(query.bind(limit).fetch_all(&self.pool).await?)
+            }
+
+            async fn list_api_keys_page(
+                &self,
+                tenant_id: &str,
+                after: Option<(i64, String)>,
+                limit: i64,
+            ) -> Result<Vec<ApiKeyRecord>> {
+                let (at, id) = after.unwrap_or((i64::MIN, String::new()));
+                let sql = format!(
+                    "SELECT {KEY_COLS} FROM api_keys WHERE tenant_id = $1 \
+                     AND (created_at_ms > $2 OR (created_at_ms = $2 AND id > $3)) \
+                     ORDER BY created_at_ms, id LIMIT $4"
+                );
+                Ok(sqlx::query_as(&sql)
+                    .bind(tenant_id)
+                    .bind(at)
+                    .bind(id)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?)
+            }
+
+            async fn delete_tenant(&self, tenant_id: &str, now_ms: i64) -> Result<bool> {
+                let mut tx = self.pool.begin().await?;
+                let marked = sqlx::query(
+                    "UPDATE tenants SET deleted_at_ms = $2 WHERE id = $1 AND deleted_at_ms IS NULL",
+                )
+                .bind(tenant_id)
+                .bind(now_ms)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+                    == 1;
+                if marked {
+                    sqlx::query(
+                        "UPDATE api_keys SET revoked_at_ms = $2 WHERE tenant_id = $1 \
+                         AND revoked_at_ms IS NULL",
+                    )
+                    .bind(tenant_id)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                tx.commit().await?;
+                Ok(marked)
+            }
+
+            async fn purge_tenant(&self, tenant_id: &str) -> Result<bool> {
+                let mut tx = self.pool.begin().await?;
+                // Children first: some dialects keep foreign keys to tenants and peers.
+                for table in [
+                    "inbox",
+                    "messages",
+                    "peer_cursors",
+                    "peers",
+                    "shared_state",
+                    "key_requests",
+                    "api_keys",
+                ] {
+                    sqlx::query(&format!("DELETE FROM {table} WHERE tenant_id = $1"))
+                        .bind(tenant_id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                let gone = sqlx::query(
+                    "DELETE FROM tenants WHERE id = $1 AND deleted_at_ms IS NOT NULL",
+                )
+                .bind(tenant_id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+                    == 1;
+                if gone {
+                    tx.commit().await?;
+                } else {
+                    tx.rollback().await?;
+                }
+                Ok(gone)
+            }
+
+            async fn deleted_before(&self, before_ms: i64) -> Result<Vec<String>> {
+                Ok(sqlx::query_scalar(
+                    "SELECT id FROM tenants WHERE deleted_at_ms IS NOT NULL AND deleted_at_ms < $1",
+                )
+                .bind(before_ms)
+                .fetch_all(&self.pool)
+                .await?)
             }
 
             async fn set_tenant_suspended(&self, tenant_id: &str, at_ms: Option<i64>) -> Result<bool> {

@@ -1,0 +1,171 @@
+//! The admin HTTP API under `/admin/v1`, guarded by its own bearer credential that no tenant
+//! key or token can match. Each route calls the operation of [`super`] of the same name.
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use repowire_protocol::ErrorCode;
+use sha2::{Digest, Sha256};
+
+mod keys;
+mod plans;
+mod tenants;
+
+use keys::*;
+use plans::*;
+use tenants::*;
+
+use crate::error::AppError;
+use crate::state::AppState;
+
+/// Admin routes, nested under `/admin/v1`.
+pub fn router(state: AppState) -> Router<AppState> {
+    let guarded = Router::new()
+        .route("/plans", get(list_plans_http).post(create_plan_http))
+        .route("/plans/{plan}", get(get_plan_http).patch(update_plan_http))
+        .route("/tenants", get(list_tenants_http).post(create_tenant_http))
+        .route(
+            "/tenants/{tenant}",
+            get(get_tenant_http)
+                .patch(update_tenant_http)
+                .delete(delete_tenant_http),
+        )
+        .route("/tenants/{tenant}/purge", post(purge_tenant_http))
+        .route("/tenants/{tenant}/suspend", post(suspend_tenant_http))
+        .route("/tenants/{tenant}/resume", post(resume_tenant_http))
+        .route(
+            "/tenants/{tenant}/keys",
+            get(list_keys_http).post(create_key_http),
+        )
+        .route("/keys/{key_id}", get(get_key_http).delete(revoke_key_http))
+        .route("/keys/{key_id}/rotate", post(rotate_key_http))
+        .layer(middleware::from_fn_with_state(state, require_admin));
+    // The document describes the API; it holds nothing secret.
+    #[cfg(feature = "openapi")]
+    let guarded = guarded.route("/openapi.json", get(openapi_http));
+    guarded
+}
+
+/// Every admin error body: `{"error": {"code": "...", "message": "..."}}`. Only described here
+/// (for the OpenAPI document); [`AppError`] writes it.
+#[cfg(feature = "openapi")]
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(super) struct ErrorBody {
+    error: ErrorDetail,
+}
+
+/// The error inside [`ErrorBody`].
+#[cfg(feature = "openapi")]
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+struct ErrorDetail {
+    /// Stable machine-readable code (`invalid_request`, `not_found`, `conflict`, `forbidden`,
+    /// `unavailable`).
+    code: String,
+    /// For people.
+    message: String,
+}
+
+/// The admin API's OpenAPI document.
+#[cfg(feature = "openapi")]
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    use utoipa::OpenApi;
+    AdminApi::openapi()
+}
+
+#[cfg(feature = "openapi")]
+async fn openapi_http() -> Json<utoipa::openapi::OpenApi> {
+    Json(openapi())
+}
+
+#[cfg(feature = "openapi")]
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(
+        title = "Repowire relay admin API",
+        version = "1",
+        description = "Plans, tenants and API keys of a Repowire relay deployment. Every route needs `Authorization: Bearer <admin credential>` (REPOWIRE_ADMIN_TOKEN); no tenant key or token is ever accepted. docs/admin.md explains the operations."
+    ),
+    paths(
+        list_plans_http,
+        create_plan_http,
+        get_plan_http,
+        update_plan_http,
+        list_tenants_http,
+        create_tenant_http,
+        get_tenant_http,
+        update_tenant_http,
+        suspend_tenant_http,
+        resume_tenant_http,
+        delete_tenant_http,
+        purge_tenant_http,
+        list_keys_http,
+        create_key_http,
+        get_key_http,
+        rotate_key_http,
+        revoke_key_http
+    ),
+    components(schemas(ErrorBody, ErrorDetail)),
+    modifiers(&AdminCredential),
+    security(("admin" = []))
+)]
+struct AdminApi;
+
+#[cfg(feature = "openapi")]
+struct AdminCredential;
+
+#[cfg(feature = "openapi")]
+impl utoipa::Modify for AdminCredential {
+    fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = api.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "admin",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+fn digest(s: &str) -> [u8; 32] {
+    Sha256::digest(s.as_bytes()).into()
+}
+
+async fn require_admin(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(expected) = state
+        .config
+        .admin_token
+        .as_deref()
+        .filter(|t| !t.is_empty())
+    else {
+        return AppError::not_found("the admin API is disabled: set REPOWIRE_ADMIN_TOKEN")
+            .into_response();
+    };
+    // A header of another shape than `Bearer <credential>` is a wrong credential (403).
+    let given = crate::token::bearer(&headers).ok().flatten().unwrap_or("");
+    // Comparing digests keeps the comparison time independent of where the strings differ.
+    if digest(given) != digest(expected) {
+        return AppError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::Forbidden,
+            "admin credential required",
+        )
+        .into_response();
+    }
+    next.run(request).await
+}
+
+/// A JSON body, or `400 invalid_request` saying what was expected.
+pub(super) fn body<T>(body: Result<Json<T>, JsonRejection>, what: &str) -> Result<T, AppError> {
+    body.map(|Json(b)| b)
+        .map_err(|e| AppError::bad_request(format!("invalid {what}: {e}")))
+}

@@ -1,0 +1,145 @@
+//! Routes of tenants.
+
+use axum::Json;
+use axum::extract::Query;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+
+#[cfg(feature = "openapi")]
+use super::ErrorBody;
+use super::body;
+use crate::admin::tenants::{TenantPage, TenantQuery};
+use crate::admin::{
+    NewTenant, TenantDetail, TenantPatch, create_tenant, get_tenant, update_tenant,
+};
+use crate::error::AppError;
+use crate::state::AppState;
+use crate::store::TenantRecord;
+
+#[cfg_attr(feature = "openapi", utoipa::path(
+    operation_id = "create_tenant", post, path = "/admin/v1/tenants", tag = "tenants", request_body = NewTenant,
+    responses((status = 201, description = "The tenant", body = TenantRecord),
+              (status = 400, description = "Bad name, unknown plan, bad override", body = ErrorBody),
+              (status = 409, description = "The name is taken", body = ErrorBody))
+))]
+pub(super) async fn create_tenant_http(
+    State(state): State<AppState>,
+    new: Result<Json<NewTenant>, JsonRejection>,
+) -> Result<(StatusCode, Json<TenantRecord>), AppError> {
+    let new = body(new, "tenant (expected {\"name\": \"…\"})")?;
+    Ok((
+        StatusCode::CREATED,
+        Json(create_tenant(state.store.as_ref(), new).await?),
+    ))
+}
+
+#[cfg_attr(feature = "openapi", utoipa::path(
+    operation_id = "list_tenants", get, path = "/admin/v1/tenants", tag = "tenants",
+    params(TenantQuery),
+    responses((status = 200, description = "A page of tenants, oldest first", body = TenantPage),
+              (status = 400, description = "Bad limit, cursor, plan or status", body = ErrorBody))
+))]
+pub(super) async fn list_tenants_http(
+    State(state): State<AppState>,
+    query: Result<Query<TenantQuery>, QueryRejection>,
+) -> Result<Json<TenantPage>, AppError> {
+    let Query(query) = query.map_err(|e| AppError::bad_request(e.body_text()))?;
+    Ok(Json(
+        crate::admin::tenants::list_tenants(state.store.as_ref(), query).await?,
+    ))
+}
+
+#[cfg_attr(feature = "openapi", utoipa::path(
+    operation_id = "delete_tenant", delete, path = "/admin/v1/tenants/{tenant}", tag = "tenants",
+    params(("tenant" = String, Path, description = "Tenant id or name")),
+    responses((status = 200, description = "Deleted: keys revoked, connections closing, data kept until the purge", body = TenantDetail),
+              (status = 404, description = "No such tenant", body = ErrorBody),
+              (status = 409, description = "Deleted already", body = ErrorBody))
+))]
+pub(super) async fn delete_tenant_http(
+    State(state): State<AppState>,
+    Path(tenant_ref): Path<String>,
+) -> Result<Json<TenantDetail>, AppError> {
+    let detail = crate::admin::tenants::delete_tenant(state.store.as_ref(), &tenant_ref).await?;
+    crate::keycheck::close_unusable(&state).await;
+    Ok(Json(detail))
+}
+
+#[cfg_attr(feature = "openapi", utoipa::path(
+    operation_id = "purge_tenant", post, path = "/admin/v1/tenants/{tenant}/purge", tag = "tenants",
+    params(("tenant" = String, Path, description = "Tenant id or name")),
+    responses((status = 204, description = "Every row of the deleted tenant is gone"),
+              (status = 400, description = "The tenant is not deleted", body = ErrorBody),
+              (status = 404, description = "No such tenant", body = ErrorBody))
+))]
+pub(super) async fn purge_tenant_http(
+    State(state): State<AppState>,
+    Path(tenant_ref): Path<String>,
+) -> Result<StatusCode, AppError> {
+    crate::admin::tenants::purge_tenant(state.store.as_ref(), &tenant_ref).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg_attr(feature = "openapi", utoipa::path(
+    operation_id = "get_tenant", get, path = "/admin/v1/tenants/{tenant}", tag = "tenants",
+    params(("tenant" = String, Path, description = "Tenant id or name")),
+    responses((status = 200, description = "The tenant with the limits in effect", body = TenantDetail),
+              (status = 404, description = "No such tenant", body = ErrorBody))
+))]
+pub(super) async fn get_tenant_http(
+    State(state): State<AppState>,
+    Path(tenant_ref): Path<String>,
+) -> Result<Json<TenantDetail>, AppError> {
+    Ok(Json(get_tenant(state.store.as_ref(), &tenant_ref).await?))
+}
+
+#[cfg_attr(feature = "openapi", utoipa::path(
+    operation_id = "update_tenant", patch, path = "/admin/v1/tenants/{tenant}", tag = "tenants", request_body = TenantPatch,
+    params(("tenant" = String, Path, description = "Tenant id or name")),
+    responses((status = 200, description = "The tenant as changed", body = TenantDetail),
+              (status = 400, description = "Unknown plan, bad text or override; nothing changed", body = ErrorBody),
+              (status = 404, description = "No such tenant", body = ErrorBody))
+))]
+pub(super) async fn update_tenant_http(
+    State(state): State<AppState>,
+    Path(tenant_ref): Path<String>,
+    patch: Result<Json<TenantPatch>, JsonRejection>,
+) -> Result<Json<TenantDetail>, AppError> {
+    let patch = body(patch, "tenant change")?;
+    Ok(Json(
+        update_tenant(state.store.as_ref(), &tenant_ref, patch).await?,
+    ))
+}
+
+#[cfg_attr(feature = "openapi", utoipa::path(
+    operation_id = "suspend_tenant", post, path = "/admin/v1/tenants/{tenant}/suspend", tag = "tenants",
+    params(("tenant" = String, Path, description = "Tenant id or name")),
+    responses((status = 200, description = "Suspended (again); its connections close with 4010 on every relay process", body = TenantDetail),
+              (status = 404, description = "No such tenant", body = ErrorBody))
+))]
+pub(super) async fn suspend_tenant_http(
+    State(state): State<AppState>,
+    Path(tenant_ref): Path<String>,
+) -> Result<Json<TenantDetail>, AppError> {
+    let detail =
+        crate::admin::tenants::set_suspended(state.store.as_ref(), &tenant_ref, true).await?;
+    // This process closes them now; the others at their next key check.
+    crate::keycheck::close_unusable(&state).await;
+    Ok(Json(detail))
+}
+
+#[cfg_attr(feature = "openapi", utoipa::path(
+    operation_id = "resume_tenant", post, path = "/admin/v1/tenants/{tenant}/resume", tag = "tenants",
+    params(("tenant" = String, Path, description = "Tenant id or name")),
+    responses((status = 200, description = "Active (again)", body = TenantDetail),
+              (status = 404, description = "No such tenant", body = ErrorBody))
+))]
+pub(super) async fn resume_tenant_http(
+    State(state): State<AppState>,
+    Path(tenant_ref): Path<String>,
+) -> Result<Json<TenantDetail>, AppError> {
+    Ok(Json(
+        crate::admin::tenants::set_suspended(state.store.as_ref(), &tenant_ref, false).await?,
+    ))
+}
