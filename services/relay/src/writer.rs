@@ -483,6 +483,16 @@ mod tests {
         async fn deleted_before(&self, _: i64) -> crate::store::Result<Vec<String>> {
             unused()
         }
+        async fn insert_audit(&self, _: &crate::store::AuditEvent) -> crate::store::Result<()> {
+            unused()
+        }
+        async fn list_audit(
+            &self,
+            _: &crate::store::AuditFilter,
+            _: i64,
+        ) -> crate::store::Result<Vec<crate::store::AuditEvent>> {
+            unused()
+        }
         async fn list_tenants(&self) -> crate::store::Result<Vec<TenantRecord>> {
             unused()
         }

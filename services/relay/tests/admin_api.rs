@@ -16,7 +16,129 @@ both_backends!(
     rotation_keeps_the_old_key_for_its_grace_period_only,
     lists_are_paged_and_filtered_the_same_way,
     a_deleted_tenant_serves_nothing_until_it_is_purged,
+    every_admin_write_is_in_the_audit_log,
 );
+
+/// Each write through the API and the CLI leaves one audit event: actor, action, target,
+/// tenant, request id (the `x-request-id` answered), before and after — never a key's text.
+async fn every_admin_write_is_in_the_audit_log(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let admin = Admin::new(&relay);
+    let t0 = repowire_relay::ids::now_ms();
+    let created = admin
+        .http
+        .post(format!("{}/tenants", admin.base))
+        .bearer_auth(ADMIN)
+        .json(&json!({"name": "acme"}))
+        .send()
+        .await
+        .expect("send");
+    let request_id = created
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("x-request-id")
+        .to_owned();
+    let tenant_id = created.json::<Value>().await.expect("json")["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    admin.patch("/tenants/acme", json!({"plan": "team"})).await;
+    let (_, key) = admin
+        .create_key("acme", "audit-1", json!({"label": "ci"}))
+        .await;
+    admin
+        .create_key("acme", "audit-1", json!({"label": "ci"}))
+        .await; // a replay: no event
+    let key_id = key["key"]["id"].as_str().expect("key id").to_owned();
+    let text = key["api_key"].as_str().expect("text").to_owned();
+    let (_, rotated) = admin
+        .post(
+            &format!("/keys/{key_id}/rotate"),
+            json!({"grace_seconds": 60}),
+        )
+        .await;
+    let rotated_text = rotated["api_key"].as_str().expect("text").to_owned();
+    admin
+        .call(reqwest::Method::DELETE, &format!("/keys/{key_id}"), None)
+        .await;
+    admin.post("/tenants/acme/suspend", json!({})).await;
+    admin.post("/plans", json!({"name": "gold"})).await;
+    // Refused writes leave nothing.
+    admin.patch("/tenants/acme", json!({"plan": "nope"})).await;
+    // The CLI writes through the same operations.
+    let mut out = Vec::new();
+    let mut notes = Vec::new();
+    repowire_relay::admin::cli::run(
+        relay.state.store.as_ref(),
+        repowire_relay::config::AdminCommand::Key(repowire_relay::config::KeyCommand::Create {
+            tenant: "acme".into(),
+            label: "from-cli".into(),
+            test: false,
+            expires_in_days: None,
+        }),
+        true,
+        &mut out,
+        &mut notes,
+    )
+    .await
+    .expect("cli");
+    let cli_text = serde_json::from_slice::<Value>(&out).expect("json")["api_key"]
+        .as_str()
+        .expect("text")
+        .to_owned();
+
+    let (status, log) = admin.get("/audit?tenant=acme").await;
+    assert_eq!(status, 200, "{log}");
+    let events = log["items"].as_array().expect("items");
+    let actions: Vec<&str> = events.iter().filter_map(|e| e["action"].as_str()).collect();
+    assert_eq!(
+        actions,
+        [
+            "tenant.create",
+            "tenant.update",
+            "key.create",
+            "key.rotate",
+            "key.revoke",
+            "tenant.suspend",
+            "key.create"
+        ],
+        "{log}"
+    );
+    assert_eq!(events[0]["request_id"], request_id.as_str());
+    assert_eq!(events[0]["actor"], "admin-token");
+    assert_eq!(events[6]["actor"], "cli");
+    assert!(events.iter().all(|e| e["tenant_id"] == tenant_id.as_str()));
+    let update = &events[1];
+    let before: Value =
+        serde_json::from_str(update["before_json"].as_str().expect("before")).expect("json");
+    let after: Value =
+        serde_json::from_str(update["after_json"].as_str().expect("after")).expect("json");
+    assert_eq!(
+        (before["plan"].as_str(), after["plan"].as_str()),
+        (Some("free"), Some("team"))
+    );
+    let whole = log.to_string();
+    for secret in [&text, &rotated_text, &cli_text] {
+        assert!(
+            !whole.contains(secret.as_str()),
+            "a key's text is in the audit log"
+        );
+    }
+    // Filters: the plan write has no tenant; a time window; paging.
+    let (_, all) = admin.get(&format!("/audit?from={t0}")).await;
+    assert!(all.to_string().contains("plan.create"), "{all}");
+    let (_, none) = admin.get(&format!("/audit?to={t0}")).await;
+    assert_eq!(none["items"].as_array().map(Vec::len), Some(0), "{none}");
+    let (_, page) = admin.get("/audit?tenant=acme&limit=4").await;
+    let cursor = page["next_cursor"].as_str().expect("more");
+    let (_, rest) = admin
+        .get(&format!("/audit?tenant=acme&limit=4&cursor={cursor}"))
+        .await;
+    assert_eq!(rest["items"].as_array().map(Vec::len), Some(3));
+    assert_eq!(admin.get("/audit?from=10&to=5").await.0, 400);
+    relay.stop().await;
+}
 
 /// Every list pages with `limit` and an opaque `cursor`, in creation order, and filters.
 async fn lists_are_paged_and_filtered_the_same_way(db: Db) {
@@ -662,6 +784,7 @@ async fn the_openapi_document_is_served_committed_and_complete() {
         "/admin/v1/keys/{key_id}/rotate",
         "/admin/v1/tenants/{tenant}/suspend",
         "/admin/v1/tenants/{tenant}/purge",
+        "/admin/v1/audit",
     ] {
         assert!(
             paths.iter().any(|p| *p == route),

@@ -7,6 +7,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::json;
 
+use super::audit::{self, AdminCtx};
 use super::{AdminError, create_key, create_tenant, list_keys, revoke_key};
 use crate::apikey::KeyMode;
 use crate::config::{AdminCommand, KeyCommand, TenantCommand};
@@ -32,6 +33,18 @@ pub async fn run(
                 },
             )
             .await?;
+            let ctx = AdminCtx::cli();
+            let id = Some(tenant.id.as_str());
+            audit::record(
+                store,
+                &ctx,
+                "tenant.create",
+                &tenant.id,
+                id,
+                None::<&()>,
+                Some(&tenant),
+            )
+            .await;
             print_tenants(out, json, std::slice::from_ref(&tenant), true)?;
         }
         AdminCommand::Tenant(TenantCommand::List) => {
@@ -46,6 +59,19 @@ pub async fn run(
         }) => {
             let mode = if test { KeyMode::Test } else { KeyMode::Live };
             let minted = create_key(store, &tenant, mode, &label, expires_in_days).await?;
+            let key = &minted.record;
+            let ctx = AdminCtx::cli();
+            let tenant_id = Some(key.tenant_id.as_str());
+            audit::record(
+                store,
+                &ctx,
+                "key.create",
+                &key.id,
+                tenant_id,
+                None::<&()>,
+                Some(key),
+            )
+            .await;
             if json {
                 let body = json!({"api_key": minted.text, "key": minted.record});
                 writeln!(out, "{body:#}")?;
@@ -62,7 +88,21 @@ pub async fn run(
             print_keys(out, json, &list_keys(store, &tenant).await?)?;
         }
         AdminCommand::Key(KeyCommand::Revoke { key_id }) => {
+            let before = super::get_key(store, &key_id).await?;
             revoke_key(store, None, &key_id).await?;
+            let after = super::get_key(store, &key_id).await?;
+            let tenant_id = Some(before.tenant_id.as_str());
+            let ctx = AdminCtx::cli();
+            audit::record(
+                store,
+                &ctx,
+                "key.revoke",
+                &key_id,
+                tenant_id,
+                Some(&before),
+                Some(&after),
+            )
+            .await;
             if json {
                 writeln!(out, "{:#}", json!({"revoked": key_id}))?;
             } else {

@@ -1,6 +1,7 @@
 //! Tenants and API keys: the operations, shared by the admin HTTP API ([`http`]) and the
 //! `repowire-relay admin` subcommands ([`cli`]).
 
+pub mod audit;
 pub mod cli;
 mod http;
 pub mod keys;

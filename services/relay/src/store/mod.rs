@@ -161,6 +161,10 @@ pub trait Store: Send + Sync + 'static {
     async fn purge_tenant(&self, tenant_id: &str) -> Result<bool>;
     /// Tenants deleted before `before_ms` (due for the purge).
     async fn deleted_before(&self, before_ms: i64) -> Result<Vec<String>>;
+    /// Stores an audit event.
+    async fn insert_audit(&self, event: &AuditEvent) -> Result<()>;
+    /// A page of audit events, oldest first.
+    async fn list_audit(&self, filter: &AuditFilter, limit: i64) -> Result<Vec<AuditEvent>>;
     /// Suspends (`Some(time)`) or resumes (`None`) a tenant; false if there is no such tenant.
     async fn set_tenant_suspended(&self, tenant_id: &str, at_ms: Option<i64>) -> Result<bool>;
     /// Revokes a key; false if it does not exist or was already revoked.

@@ -525,3 +525,40 @@ pub enum TenantStatus {
     /// Deleted, waiting for the purge.
     Deleted,
 }
+
+/// One admin write, as the audit log keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AuditEvent {
+    /// Event id (a UUIDv7: ordered by time).
+    pub id: String,
+    /// When (ms).
+    pub at_ms: i64,
+    /// Who: `admin-token` (the configured admin credential) or `cli` (`repowire-relay admin`).
+    pub actor: String,
+    /// What, e.g. `tenant.update`, `key.create`.
+    pub action: String,
+    /// The object acted on (a tenant, key or plan id/name).
+    pub target: String,
+    /// The tenant concerned, if any.
+    pub tenant_id: Option<String>,
+    /// The request it came in (the `x-request-id` answer header of the admin API).
+    pub request_id: String,
+    /// The object before the write (JSON text), when there was one.
+    pub before_json: Option<String>,
+    /// The object after the write (JSON text), when there is one.
+    pub after_json: Option<String>,
+}
+
+/// Which audit events a listing returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    /// Only events of this tenant (id).
+    pub tenant_id: Option<String>,
+    /// Only events at or after this time (ms).
+    pub from_ms: Option<i64>,
+    /// Only events before this time (ms).
+    pub to_ms: Option<i64>,
+    /// Only events after this one in listing order (`at_ms`, `id`).
+    pub after: Option<(i64, String)>,
+}

@@ -1,5 +1,6 @@
 //! Routes of API keys.
 
+use axum::Extension;
 use axum::extract::Query;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::http::HeaderMap;
@@ -12,6 +13,7 @@ use axum::http::StatusCode;
 #[cfg(feature = "openapi")]
 use super::ErrorBody;
 use super::body;
+use crate::admin::audit::{self, AdminCtx};
 use crate::admin::keys::KeyPage;
 use crate::admin::page::PageQuery;
 use crate::admin::{KeyCreated, KeyRequestBody, create_key, get_key, revoke_key, rotate_key};
@@ -32,6 +34,7 @@ use crate::store::ApiKeyRecord;
 ))]
 pub(super) async fn create_key_http(
     State(state): State<AppState>,
+    Extension(ctx): Extension<AdminCtx>,
     Path(tenant_ref): Path<String>,
     headers: HeaderMap,
     request: Result<Json<KeyRequestBody>, JsonRejection>,
@@ -54,6 +57,18 @@ pub(super) async fn create_key_http(
         let status = if created.replayed {
             StatusCode::OK
         } else {
+            // A replay wrote nothing: only the first creation is audited.
+            let key = &created.key;
+            audit::record(
+                state.store.as_ref(),
+                &ctx,
+                "key.create",
+                &key.id,
+                Some(&key.tenant_id),
+                None::<&()>,
+                Some(key),
+            )
+            .await;
             StatusCode::CREATED
         };
         return Ok((status, Json(created)));
@@ -71,6 +86,17 @@ pub(super) async fn create_key_http(
         request.expires_in_days,
     )
     .await?;
+    let key = &minted.record;
+    audit::record(
+        state.store.as_ref(),
+        &ctx,
+        "key.create",
+        &key.id,
+        Some(&key.tenant_id),
+        None::<&()>,
+        Some(key),
+    )
+    .await;
     Ok((
         StatusCode::CREATED,
         Json(KeyCreated {
@@ -124,12 +150,26 @@ pub(super) struct Rotated {
 ))]
 pub(super) async fn rotate_key_http(
     State(state): State<AppState>,
+    Extension(ctx): Extension<AdminCtx>,
     Path(key_id): Path<String>,
     request: Result<Json<RotateKey>, JsonRejection>,
 ) -> Result<(StatusCode, Json<Rotated>), AppError> {
     let request = body(request, "rotation (expected {\"grace_seconds\": N})")?;
-    let (minted, previous) =
-        rotate_key(state.store.as_ref(), &key_id, request.grace_seconds).await?;
+    let store = state.store.as_ref();
+    let before = get_key(store, &key_id).await?;
+    let (minted, previous) = rotate_key(store, &key_id, request.grace_seconds).await?;
+    let after = serde_json::json!({ "key": &minted.record, "previous": &previous });
+    let tenant = Some(previous.tenant_id.as_str());
+    audit::record(
+        store,
+        &ctx,
+        "key.rotate",
+        &key_id,
+        tenant,
+        Some(&before),
+        Some(&after),
+    )
+    .await;
     Ok((
         StatusCode::CREATED,
         Json(Rotated {
@@ -166,9 +206,24 @@ pub(super) async fn list_keys_http(
 ))]
 pub(super) async fn revoke_key_http(
     State(state): State<AppState>,
+    Extension(ctx): Extension<AdminCtx>,
     Path(key_id): Path<String>,
 ) -> Result<StatusCode, AppError> {
-    revoke_key(state.store.as_ref(), Some(&state.hub), &key_id).await?;
+    let store = state.store.as_ref();
+    let before = get_key(store, &key_id).await?;
+    revoke_key(store, Some(&state.hub), &key_id).await?;
     state.cluster.revoked(&key_id).await;
+    let after = get_key(store, &key_id).await?;
+    let tenant = Some(before.tenant_id.as_str());
+    audit::record(
+        store,
+        &ctx,
+        "key.revoke",
+        &key_id,
+        tenant,
+        Some(&before),
+        Some(&after),
+    )
+    .await;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -11,14 +11,17 @@ use axum::{Json, Router};
 use repowire_protocol::ErrorCode;
 use sha2::{Digest, Sha256};
 
+mod audit;
 mod keys;
 mod plans;
 mod tenants;
 
+use audit::*;
 use keys::*;
 use plans::*;
 use tenants::*;
 
+use super::audit::AdminCtx;
 use crate::error::AppError;
 use crate::state::AppState;
 
@@ -43,6 +46,7 @@ pub fn router(state: AppState) -> Router<AppState> {
         )
         .route("/keys/{key_id}", get(get_key_http).delete(revoke_key_http))
         .route("/keys/{key_id}/rotate", post(rotate_key_http))
+        .route("/audit", get(list_audit_http))
         .layer(middleware::from_fn_with_state(state, require_admin));
     // The document describes the API; it holds nothing secret.
     #[cfg(feature = "openapi")]
@@ -89,7 +93,7 @@ async fn openapi_http() -> Json<utoipa::openapi::OpenApi> {
     info(
         title = "Repowire relay admin API",
         version = "1",
-        description = "Plans, tenants and API keys of a Repowire relay deployment. Every route needs `Authorization: Bearer <admin credential>` (REPOWIRE_ADMIN_TOKEN); no tenant key or token is ever accepted. docs/admin.md explains the operations."
+        description = "Plans, tenants, API keys and the audit log of a Repowire relay deployment. Every route needs `Authorization: Bearer <admin credential>` (REPOWIRE_ADMIN_TOKEN); no tenant key or token is ever accepted. docs/admin.md explains the operations."
     ),
     paths(
         list_plans_http,
@@ -108,7 +112,8 @@ async fn openapi_http() -> Json<utoipa::openapi::OpenApi> {
         create_key_http,
         get_key_http,
         rotate_key_http,
-        revoke_key_http
+        revoke_key_http,
+        list_audit_http
     ),
     components(schemas(ErrorBody, ErrorDetail)),
     modifiers(&AdminCredential),
@@ -161,7 +166,15 @@ async fn require_admin(
         )
         .into_response();
     }
-    next.run(request).await
+    let ctx = AdminCtx::admin_token();
+    let request_id = ctx.request_id.clone();
+    let mut request = request;
+    request.extensions_mut().insert(ctx);
+    let mut response = next.run(request).await;
+    if let Ok(value) = axum::http::HeaderValue::from_str(&request_id) {
+        response.headers_mut().insert("x-request-id", value);
+    }
+    response
 }
 
 /// A JSON body, or `400 invalid_request` saying what was expected.

@@ -1,5 +1,6 @@
 //! Routes of plans.
 
+use axum::Extension;
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
@@ -8,6 +9,7 @@ use axum::http::StatusCode;
 #[cfg(feature = "openapi")]
 use super::ErrorBody;
 use super::body;
+use crate::admin::audit::{self, AdminCtx};
 use crate::admin::plans::{self, NewPlan, PlanPatch};
 use crate::error::AppError;
 use crate::state::AppState;
@@ -32,13 +34,23 @@ pub(super) async fn list_plans_http(
 ))]
 pub(super) async fn create_plan_http(
     State(state): State<AppState>,
+    Extension(ctx): Extension<AdminCtx>,
     new: Result<Json<NewPlan>, JsonRejection>,
 ) -> Result<(StatusCode, Json<PlanRecord>), AppError> {
     let new = body(new, "plan")?;
-    Ok((
-        StatusCode::CREATED,
-        Json(plans::create_plan(state.store.as_ref(), new).await?),
-    ))
+    let plan = plans::create_plan(state.store.as_ref(), new).await?;
+    let store = state.store.as_ref();
+    audit::record(
+        store,
+        &ctx,
+        "plan.create",
+        &plan.name,
+        None,
+        None::<&()>,
+        Some(&plan),
+    )
+    .await;
+    Ok((StatusCode::CREATED, Json(plan)))
 }
 
 #[cfg_attr(feature = "openapi", utoipa::path(
@@ -63,11 +75,23 @@ pub(super) async fn get_plan_http(
 ))]
 pub(super) async fn update_plan_http(
     State(state): State<AppState>,
+    Extension(ctx): Extension<AdminCtx>,
     Path(name): Path<String>,
     patch: Result<Json<PlanPatch>, JsonRejection>,
 ) -> Result<Json<PlanRecord>, AppError> {
     let patch = body(patch, "plan change")?;
-    Ok(Json(
-        plans::update_plan(state.store.as_ref(), &name, patch).await?,
-    ))
+    let store = state.store.as_ref();
+    let before = plans::get_plan(store, &name).await?;
+    let after = plans::update_plan(store, &name, patch).await?;
+    audit::record(
+        store,
+        &ctx,
+        "plan.update",
+        &name,
+        None,
+        Some(&before),
+        Some(&after),
+    )
+    .await;
+    Ok(Json(after))
 }

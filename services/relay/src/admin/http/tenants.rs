@@ -1,5 +1,6 @@
 //! Routes of tenants.
 
+use axum::Extension;
 use axum::Json;
 use axum::extract::Query;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
@@ -9,6 +10,7 @@ use axum::http::StatusCode;
 #[cfg(feature = "openapi")]
 use super::ErrorBody;
 use super::body;
+use crate::admin::audit::{self, AdminCtx};
 use crate::admin::tenants::{TenantPage, TenantQuery};
 use crate::admin::{
     NewTenant, TenantDetail, TenantPatch, create_tenant, get_tenant, update_tenant,
@@ -25,13 +27,24 @@ use crate::store::TenantRecord;
 ))]
 pub(super) async fn create_tenant_http(
     State(state): State<AppState>,
+    Extension(ctx): Extension<AdminCtx>,
     new: Result<Json<NewTenant>, JsonRejection>,
 ) -> Result<(StatusCode, Json<TenantRecord>), AppError> {
     let new = body(new, "tenant (expected {\"name\": \"…\"})")?;
-    Ok((
-        StatusCode::CREATED,
-        Json(create_tenant(state.store.as_ref(), new).await?),
-    ))
+    let store = state.store.as_ref();
+    let tenant = create_tenant(store, new).await?;
+    let id = Some(tenant.id.as_str());
+    audit::record(
+        store,
+        &ctx,
+        "tenant.create",
+        &tenant.id,
+        id,
+        None::<&()>,
+        Some(&tenant),
+    )
+    .await;
+    Ok((StatusCode::CREATED, Json(tenant)))
 }
 
 #[cfg_attr(feature = "openapi", utoipa::path(
@@ -59,9 +72,23 @@ pub(super) async fn list_tenants_http(
 ))]
 pub(super) async fn delete_tenant_http(
     State(state): State<AppState>,
+    Extension(ctx): Extension<AdminCtx>,
     Path(tenant_ref): Path<String>,
 ) -> Result<Json<TenantDetail>, AppError> {
-    let detail = crate::admin::tenants::delete_tenant(state.store.as_ref(), &tenant_ref).await?;
+    let store = state.store.as_ref();
+    let before = get_tenant(store, &tenant_ref).await?;
+    let detail = crate::admin::tenants::delete_tenant(store, &tenant_ref).await?;
+    let id = detail.tenant.id.as_str();
+    audit::record(
+        store,
+        &ctx,
+        "tenant.delete",
+        id,
+        Some(id),
+        Some(&before),
+        Some(&detail),
+    )
+    .await;
     crate::keycheck::close_unusable(&state).await;
     Ok(Json(detail))
 }
@@ -75,9 +102,23 @@ pub(super) async fn delete_tenant_http(
 ))]
 pub(super) async fn purge_tenant_http(
     State(state): State<AppState>,
+    Extension(ctx): Extension<AdminCtx>,
     Path(tenant_ref): Path<String>,
 ) -> Result<StatusCode, AppError> {
-    crate::admin::tenants::purge_tenant(state.store.as_ref(), &tenant_ref).await?;
+    let store = state.store.as_ref();
+    let before = get_tenant(store, &tenant_ref).await?;
+    crate::admin::tenants::purge_tenant(store, &tenant_ref).await?;
+    let id = before.tenant.id.as_str();
+    audit::record(
+        store,
+        &ctx,
+        "tenant.purge",
+        id,
+        Some(id),
+        Some(&before),
+        None::<&()>,
+    )
+    .await;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -103,13 +144,26 @@ pub(super) async fn get_tenant_http(
 ))]
 pub(super) async fn update_tenant_http(
     State(state): State<AppState>,
+    Extension(ctx): Extension<AdminCtx>,
     Path(tenant_ref): Path<String>,
     patch: Result<Json<TenantPatch>, JsonRejection>,
 ) -> Result<Json<TenantDetail>, AppError> {
     let patch = body(patch, "tenant change")?;
-    Ok(Json(
-        update_tenant(state.store.as_ref(), &tenant_ref, patch).await?,
-    ))
+    let store = state.store.as_ref();
+    let before = get_tenant(store, &tenant_ref).await?;
+    let after = update_tenant(store, &tenant_ref, patch).await?;
+    let id = after.tenant.id.as_str();
+    audit::record(
+        store,
+        &ctx,
+        "tenant.update",
+        id,
+        Some(id),
+        Some(&before),
+        Some(&after),
+    )
+    .await;
+    Ok(Json(after))
 }
 
 #[cfg_attr(feature = "openapi", utoipa::path(
@@ -120,10 +174,23 @@ pub(super) async fn update_tenant_http(
 ))]
 pub(super) async fn suspend_tenant_http(
     State(state): State<AppState>,
+    Extension(ctx): Extension<AdminCtx>,
     Path(tenant_ref): Path<String>,
 ) -> Result<Json<TenantDetail>, AppError> {
-    let detail =
-        crate::admin::tenants::set_suspended(state.store.as_ref(), &tenant_ref, true).await?;
+    let store = state.store.as_ref();
+    let before = get_tenant(store, &tenant_ref).await?;
+    let detail = crate::admin::tenants::set_suspended(store, &tenant_ref, true).await?;
+    let id = detail.tenant.id.as_str();
+    audit::record(
+        store,
+        &ctx,
+        "tenant.suspend",
+        id,
+        Some(id),
+        Some(&before),
+        Some(&detail),
+    )
+    .await;
     // This process closes them now; the others at their next key check.
     crate::keycheck::close_unusable(&state).await;
     Ok(Json(detail))
@@ -137,9 +204,22 @@ pub(super) async fn suspend_tenant_http(
 ))]
 pub(super) async fn resume_tenant_http(
     State(state): State<AppState>,
+    Extension(ctx): Extension<AdminCtx>,
     Path(tenant_ref): Path<String>,
 ) -> Result<Json<TenantDetail>, AppError> {
-    Ok(Json(
-        crate::admin::tenants::set_suspended(state.store.as_ref(), &tenant_ref, false).await?,
-    ))
+    let store = state.store.as_ref();
+    let before = get_tenant(store, &tenant_ref).await?;
+    let detail = crate::admin::tenants::set_suspended(store, &tenant_ref, false).await?;
+    let id = detail.tenant.id.as_str();
+    audit::record(
+        store,
+        &ctx,
+        "tenant.resume",
+        id,
+        Some(id),
+        Some(&before),
+        Some(&detail),
+    )
+    .await;
+    Ok(Json(detail))
 }

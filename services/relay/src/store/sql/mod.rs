@@ -210,6 +210,14 @@ macro_rules! impl_store {
                 Ok(sqlx::query_as(&sql).bind(id_or_name).fetch_optional(&self.pool).await?)
             }
 
+            async fn insert_audit(&self, e: &AuditEvent) -> Result<()> {
+                self.insert_audit_row(e).await
+            }
+
+            async fn list_audit(&self, f: &AuditFilter, limit: i64) -> Result<Vec<AuditEvent>> {
+                self.audit_page(f, limit).await
+            }
+
             async fn list_tenants_page(
                 &self,
                 filter: &TenantFilter,

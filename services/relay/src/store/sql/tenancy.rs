@@ -107,6 +107,68 @@ macro_rules! impl_tenancy {
                     == 1)
             }
 
+            async fn insert_audit_row(&self, e: &AuditEvent) -> Result<()> {
+                sqlx::query(
+                    "INSERT INTO admin_audit (id, at_ms, actor, action, target, tenant_id, \
+                     request_id, before_json, after_json) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                )
+                .bind(&e.id)
+                .bind(e.at_ms)
+                .bind(&e.actor)
+                .bind(&e.action)
+                .bind(&e.target)
+                .bind(&e.tenant_id)
+                .bind(&e.request_id)
+                .bind(&e.before_json)
+                .bind(&e.after_json)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
+            async fn audit_page(&self, f: &AuditFilter, limit: i64) -> Result<Vec<AuditEvent>> {
+                let mut sql = String::from(
+                    "SELECT id, at_ms, actor, action, target, tenant_id, request_id, before_json, \
+                     after_json FROM admin_audit WHERE 1 = 1",
+                );
+                let mut n = 1;
+                let mut next = |clause: &str, sql: &mut String| {
+                    sql.push_str(&clause.replace('?', &format!("${n}")));
+                    n += 1;
+                };
+                if f.tenant_id.is_some() {
+                    next(" AND tenant_id = ?", &mut sql);
+                }
+                if f.from_ms.is_some() {
+                    next(" AND at_ms >= ?", &mut sql);
+                }
+                if f.to_ms.is_some() {
+                    next(" AND at_ms < ?", &mut sql);
+                }
+                if f.after.is_some() {
+                    let (a, b) = (n, n + 1);
+                    sql.push_str(&format!(
+                        " AND (at_ms > ${a} OR (at_ms = ${a} AND id > ${b}))"
+                    ));
+                    n += 2;
+                }
+                sql.push_str(&format!(" ORDER BY at_ms, id LIMIT ${n}"));
+                let mut query = sqlx::query_as(&sql);
+                if let Some(t) = &f.tenant_id {
+                    query = query.bind(t);
+                }
+                if let Some(from) = f.from_ms {
+                    query = query.bind(from);
+                }
+                if let Some(to) = f.to_ms {
+                    query = query.bind(to);
+                }
+                if let Some((at, id)) = &f.after {
+                    query = query.bind(*at).bind(id);
+                }
+                Ok(query.bind(limit).fetch_all(&self.pool).await?)
+            }
+
             async fn plans_where(&self, name: Option<&str>) -> Result<Vec<PlanRecord>> {
                 let cols = $crate::store::sql::tenancy::PLAN_COLS;
                 Ok(match name {
