@@ -53,6 +53,7 @@ pub mod sweeper;
 pub mod telemetry;
 pub mod tls;
 pub mod token;
+pub mod usage;
 pub mod writer;
 
 use std::sync::Arc;

@@ -486,6 +486,14 @@ mod tests {
         async fn insert_audit(&self, _: &crate::store::AuditEvent) -> crate::store::Result<()> {
             unused()
         }
+        async fn usage_rows(
+            &self,
+            _: Option<&str>,
+            _: i64,
+            _: i64,
+        ) -> crate::store::Result<Vec<crate::store::UsageRow>> {
+            unused()
+        }
         async fn list_audit(
             &self,
             _: &crate::store::AuditFilter,

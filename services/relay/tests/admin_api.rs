@@ -17,7 +17,130 @@ both_backends!(
     lists_are_paged_and_filtered_the_same_way,
     a_deleted_tenant_serves_nothing_until_it_is_purged,
     every_admin_write_is_in_the_audit_log,
+    usage_counts_exactly_what_was_stored,
 );
+
+/// Sums one metric over every period of a usage report.
+fn total(report: &Value, metric: &str) -> i64 {
+    report["periods"]
+        .as_array()
+        .expect("periods")
+        .iter()
+        .map(|p| p["metrics"][metric].as_i64().expect("metric"))
+        .sum()
+}
+
+/// Usage counts the messages stored: a retried message once, a refused one not at all, a
+/// reply and a broadcast's entries too; per tenant; as JSON and CSV; by month for billing.
+async fn usage_counts_exactly_what_was_stored(db: Db) {
+    use repowire_protocol::{Ack, Body, Broadcast, CorrelationId};
+    let relay = TestRelay::start(&db).await;
+    let admin = Admin::new(&relay);
+    let (_, key) = relay.tenant("acme").await;
+    let mut a = relay.client(&key).await;
+    let alice = a.peer("alice", "dev").await;
+    let mut b = relay.client(&key).await;
+    let bob = b.peer("bob", "dev").await;
+
+    let mut bytes = 0;
+    let first = repowire_e2e::client::notify_frame(&alice, "bob", "one");
+    for _ in 0..2 {
+        // The second is a retry of the same frame: stored once.
+        a.send_frame(&first).await;
+        a.answer(first.id).await.expect("accepted");
+    }
+    bytes += 3;
+    for text in ["two", "three"] {
+        a.notify(&alice, "bob", text).await.expect("notify");
+        bytes += text.len();
+    }
+    let ask = a.ask(&alice, "bob", "ship?").await.expect("ask");
+    a.ask(&alice, "bob", "and?").await.expect("ask");
+    bytes += "ship?".len() + "and?".len();
+    b.submit(Body::Ack(Ack {
+        from: bob.peer_id.clone(),
+        correlation_id: ask
+            .correlation_id
+            .clone()
+            .unwrap_or(CorrelationId(String::new())),
+        reply: Some("yes".into()),
+    }))
+    .await
+    .expect("ack");
+    bytes += "yes".len();
+    a.submit(Body::Broadcast(Broadcast {
+        from: alice.peer_id.clone(),
+        text: "all".into(),
+    }))
+    .await
+    .expect("broadcast");
+    bytes += "all".len();
+    // Refused: nothing stored, nothing counted.
+    assert!(a.notify(&alice, "nobody", "lost").await.is_err());
+
+    let (_, other_key) = relay.tenant("beta").await;
+    let mut o = relay.client(&other_key).await;
+    let olga = o.peer("olga", "dev").await;
+    o.notify(&olga, "olga", "hi me").await.expect("notify");
+
+    let (status, report) = admin.get("/tenants/acme/usage?granularity=hour").await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(total(&report, "messages_notify"), 3, "{report}");
+    assert_eq!(total(&report, "messages_ask"), 2);
+    assert_eq!(total(&report, "messages_reply"), 1);
+    assert_eq!(total(&report, "messages_broadcast"), 1);
+    assert_eq!(total(&report, "message_bytes"), bytes as i64);
+    // Entries: 3 notifies + 2 asks + the reply + the broadcast's one recipient (bob).
+    assert_eq!(total(&report, "inbox_entries"), 7);
+
+    // The billing export: every tenant, by month.
+    let now = repowire_relay::ids::now_ms();
+    let month = &repowire_relay::usage::utc_string(now)[..7];
+    let (status, export) = admin.get(&format!("/usage?period={month}")).await;
+    assert_eq!(status, 200, "{export}");
+    assert_eq!(
+        total(&export, "messages_notify"),
+        4,
+        "both tenants: {export}"
+    );
+    let csv = admin
+        .http
+        .get(format!("{}/usage?period={month}&format=csv", admin.base))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .expect("send");
+    assert!(
+        csv.headers()[reqwest::header::CONTENT_TYPE]
+            .to_str()
+            .unwrap_or("")
+            .starts_with("text/csv")
+    );
+    let text = csv.text().await.expect("csv");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], repowire_relay::usage::CSV_HEADER);
+    assert_eq!(lines.len(), 1 + 2 * 6, "{text}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(",beta,") && l.ends_with(",month,messages_notify,1")),
+        "{text}"
+    );
+
+    for bad in [
+        "/tenants/acme/usage?granularity=week",
+        "/tenants/acme/usage?format=xml",
+        "/tenants/acme/usage?from=10&to=5",
+        "/tenants/acme/usage?color=red",
+        "/usage?period=2026-13",
+        "/usage",
+    ] {
+        let (status, said) = admin.get(bad).await;
+        assert_eq!(status, 400, "{bad}: {said}");
+    }
+    assert_eq!(admin.get("/tenants/nope/usage").await.0, 404);
+    relay.stop().await;
+}
 
 /// Each write through the API and the CLI leaves one audit event: actor, action, target,
 /// tenant, request id (the `x-request-id` answered), before and after — never a key's text.
@@ -785,6 +908,8 @@ async fn the_openapi_document_is_served_committed_and_complete() {
         "/admin/v1/tenants/{tenant}/suspend",
         "/admin/v1/tenants/{tenant}/purge",
         "/admin/v1/audit",
+        "/admin/v1/usage",
+        "/admin/v1/tenants/{tenant}/usage",
     ] {
         assert!(
             paths.iter().any(|p| *p == route),

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+pub mod metering;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 mod records;
@@ -163,6 +164,14 @@ pub trait Store: Send + Sync + 'static {
     async fn deleted_before(&self, before_ms: i64) -> Result<Vec<String>>;
     /// Stores an audit event.
     async fn insert_audit(&self, event: &AuditEvent) -> Result<()>;
+    /// Usage rows (per tenant, hour and metric) of one tenant or all, for hours starting in
+    /// `[from_ms, to_ms)`, by tenant, hour and metric.
+    async fn usage_rows(
+        &self,
+        tenant_id: Option<&str>,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<UsageRow>>;
     /// A page of audit events, oldest first.
     async fn list_audit(&self, filter: &AuditFilter, limit: i64) -> Result<Vec<AuditEvent>>;
     /// Suspends (`Some(time)`) or resumes (`None`) a tenant; false if there is no such tenant.

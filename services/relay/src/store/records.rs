@@ -562,3 +562,16 @@ pub struct AuditFilter {
     /// Only events after this one in listing order (`at_ms`, `id`).
     pub after: Option<(i64, String)>,
 }
+
+/// Usage of one tenant in one hour, for one metric.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+pub struct UsageRow {
+    /// The tenant.
+    pub tenant_id: String,
+    /// Start of the hour (ms, UTC).
+    pub hour_ms: i64,
+    /// What was counted (`messages_ask` …, see `store::metering::metric`).
+    pub metric: String,
+    /// How much.
+    pub value: i64,
+}

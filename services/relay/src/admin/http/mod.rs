@@ -15,11 +15,13 @@ mod audit;
 mod keys;
 mod plans;
 mod tenants;
+mod usage;
 
 use audit::*;
 use keys::*;
 use plans::*;
 use tenants::*;
+use usage::*;
 
 use super::audit::AdminCtx;
 use crate::error::AppError;
@@ -47,6 +49,8 @@ pub fn router(state: AppState) -> Router<AppState> {
         .route("/keys/{key_id}", get(get_key_http).delete(revoke_key_http))
         .route("/keys/{key_id}/rotate", post(rotate_key_http))
         .route("/audit", get(list_audit_http))
+        .route("/tenants/{tenant}/usage", get(tenant_usage_http))
+        .route("/usage", get(usage_export_http))
         .layer(middleware::from_fn_with_state(state, require_admin));
     // The document describes the API; it holds nothing secret.
     #[cfg(feature = "openapi")]
@@ -113,7 +117,9 @@ async fn openapi_http() -> Json<utoipa::openapi::OpenApi> {
         get_key_http,
         rotate_key_http,
         revoke_key_http,
-        list_audit_http
+        list_audit_http,
+        tenant_usage_http,
+        usage_export_http
     ),
     components(schemas(ErrorBody, ErrorDetail)),
     modifiers(&AdminCredential),

@@ -210,6 +210,15 @@ macro_rules! impl_store {
                 Ok(sqlx::query_as(&sql).bind(id_or_name).fetch_optional(&self.pool).await?)
             }
 
+            async fn usage_rows(
+                &self,
+                tenant_id: Option<&str>,
+                from_ms: i64,
+                to_ms: i64,
+            ) -> Result<Vec<UsageRow>> {
+                self.usage_rows_sql(tenant_id, from_ms, to_ms).await
+            }
+
             async fn insert_audit(&self, e: &AuditEvent) -> Result<()> {
                 self.insert_audit_row(e).await
             }
@@ -223,36 +232,7 @@ macro_rules! impl_store {
                 filter: &TenantFilter,
                 limit: i64,
             ) -> Result<Vec<TenantRecord>> {
-                let mut sql = format!("SELECT {TENANT_COLS} FROM tenants WHERE ");
-                sql.push_str(match filter.status {
-                    None => "deleted_at_ms IS NULL",
-                    Some(TenantStatus::Active) => "deleted_at_ms IS NULL AND disabled_at_ms IS NULL",
-                    Some(TenantStatus::Suspended) => {
-                        "deleted_at_ms IS NULL AND disabled_at_ms IS NOT NULL"
-                    }
-                    Some(TenantStatus::Deleted) => "deleted_at_ms IS NOT NULL",
-                });
-                let mut n = 1;
-                if filter.plan.is_some() {
-                    sql.push_str(&format!(" AND plan = ${n}"));
-                    n += 1;
-                }
-                if filter.after.is_some() {
-                    sql.push_str(&format!(
-                        " AND (created_at_ms > ${n} OR (created_at_ms = ${n} AND id > ${}))",
-                        n + 1
-                    ));
-                    n += 2;
-                }
-                sql.push_str(&format!(" ORDER BY created_at_ms, id LIMIT ${n}"));
-                let mut query = sqlx::query_as(&sql);
-                if let Some(plan) = &filter.plan {
-                    query = query.bind(plan);
-                }
-                if let Some((at, id)) = &filter.after {
-                    query = query.bind(*at).bind(id);
-                }
-                Ok(query.bind(limit).fetch_all(&self.pool).await?)
+                self.list_tenants_page_sql(filter, limit).await
             }
 
             async fn list_api_keys_page(
@@ -261,96 +241,23 @@ macro_rules! impl_store {
                 after: Option<(i64, String)>,
                 limit: i64,
             ) -> Result<Vec<ApiKeyRecord>> {
-                let (at, id) = after.unwrap_or((i64::MIN, String::new()));
-                let sql = format!(
-                    "SELECT {KEY_COLS} FROM api_keys WHERE tenant_id = $1 \
-                     AND (created_at_ms > $2 OR (created_at_ms = $2 AND id > $3)) \
-                     ORDER BY created_at_ms, id LIMIT $4"
-                );
-                Ok(sqlx::query_as(&sql)
-                    .bind(tenant_id)
-                    .bind(at)
-                    .bind(id)
-                    .bind(limit)
-                    .fetch_all(&self.pool)
-                    .await?)
+                self.list_api_keys_page_sql(tenant_id, after, limit).await
             }
 
             async fn delete_tenant(&self, tenant_id: &str, now_ms: i64) -> Result<bool> {
-                let mut tx = self.pool.begin().await?;
-                let marked = sqlx::query(
-                    "UPDATE tenants SET deleted_at_ms = $2 WHERE id = $1 AND deleted_at_ms IS NULL",
-                )
-                .bind(tenant_id)
-                .bind(now_ms)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected()
-                    == 1;
-                if marked {
-                    sqlx::query(
-                        "UPDATE api_keys SET revoked_at_ms = $2 WHERE tenant_id = $1 \
-                         AND revoked_at_ms IS NULL",
-                    )
-                    .bind(tenant_id)
-                    .bind(now_ms)
-                    .execute(&mut *tx)
-                    .await?;
-                }
-                tx.commit().await?;
-                Ok(marked)
+                self.delete_tenant_sql(tenant_id, now_ms).await
             }
 
             async fn purge_tenant(&self, tenant_id: &str) -> Result<bool> {
-                let mut tx = self.pool.begin().await?;
-                // Children first: some dialects keep foreign keys to tenants and peers.
-                for table in [
-                    "inbox",
-                    "messages",
-                    "peer_cursors",
-                    "peers",
-                    "shared_state",
-                    "key_requests",
-                    "api_keys",
-                ] {
-                    sqlx::query(&format!("DELETE FROM {table} WHERE tenant_id = $1"))
-                        .bind(tenant_id)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                let gone = sqlx::query(
-                    "DELETE FROM tenants WHERE id = $1 AND deleted_at_ms IS NOT NULL",
-                )
-                .bind(tenant_id)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected()
-                    == 1;
-                if gone {
-                    tx.commit().await?;
-                } else {
-                    tx.rollback().await?;
-                }
-                Ok(gone)
+                self.purge_tenant_sql(tenant_id).await
             }
 
             async fn deleted_before(&self, before_ms: i64) -> Result<Vec<String>> {
-                Ok(sqlx::query_scalar(
-                    "SELECT id FROM tenants WHERE deleted_at_ms IS NOT NULL AND deleted_at_ms < $1",
-                )
-                .bind(before_ms)
-                .fetch_all(&self.pool)
-                .await?)
+                self.deleted_before_sql(before_ms).await
             }
 
             async fn set_tenant_suspended(&self, tenant_id: &str, at_ms: Option<i64>) -> Result<bool> {
-                Ok(sqlx::query("UPDATE tenants SET disabled_at_ms = $2 WHERE id = $1")
-                    .bind(tenant_id)
-                    .bind(at_ms)
-                    .execute(&self.pool)
-                    .await?
-                    .rows_affected()
-                    == 1)
+                self.set_tenant_suspended_sql(tenant_id, at_ms).await
             }
 
             async fn update_tenant(&self, t: &TenantRecord) -> Result<bool> {
@@ -382,49 +289,11 @@ macro_rules! impl_store {
                 idempotency_key: &str,
                 request_hash: &str,
             ) -> Result<Option<KeyRequest>> {
-                let mut tx = self.pool.begin().await?;
-                let claimed = sqlx::query(
-                    "INSERT INTO key_requests (tenant_id, idempotency_key, request_hash, key_id, \
-                     created_at_ms) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-                )
-                .bind(&k.tenant_id)
-                .bind(idempotency_key)
-                .bind(request_hash)
-                .bind(&k.id)
-                .bind(k.created_at_ms)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected()
-                    == 1;
-                if claimed {
-                    Self::insert_key_on(&mut *tx, k).await?;
-                    tx.commit().await?;
-                    return Ok(None);
-                }
-                tx.rollback().await?;
-                let earlier: Option<KeyRequest> = sqlx::query_as(
-                    "SELECT key_id, request_hash, created_at_ms FROM key_requests \
-                     WHERE tenant_id = $1 AND idempotency_key = $2",
-                )
-                .bind(&k.tenant_id)
-                .bind(idempotency_key)
-                .fetch_optional(&self.pool)
-                .await?;
-                earlier.map(Some).ok_or_else(|| {
-                    StoreError::Conflict("the idempotency record vanished; retry".into())
-                })
+                self.insert_api_key_once_sql(k, idempotency_key, request_hash).await
             }
 
             async fn set_key_expiry(&self, id: &str, expires_at_ms: Option<i64>) -> Result<bool> {
-                Ok(sqlx::query(
-                    "UPDATE api_keys SET expires_at_ms = $2 WHERE id = $1 AND revoked_at_ms IS NULL",
-                )
-                .bind(id)
-                .bind(expires_at_ms)
-                .execute(&self.pool)
-                .await?
-                .rows_affected()
-                    == 1)
+                self.set_key_expiry_sql(id, expires_at_ms).await
             }
 
             async fn insert_api_key(&self, k: &ApiKeyRecord) -> Result<()> {
@@ -667,6 +536,22 @@ macro_rules! impl_store {
                     });
                 }
                 Self::flush_run(&mut tx, ops, &run, &mut outcomes).await?;
+                // Usage in the same transaction as the writes it counts.
+                for ((tenant_id, hour_ms, metric), value) in
+                    $crate::store::metering::additions(ops, &outcomes)
+                {
+                    sqlx::query(
+                        "INSERT INTO usage_hourly (tenant_id, hour_ms, metric, value) \
+                         VALUES ($1, $2, $3, $4) ON CONFLICT (tenant_id, hour_ms, metric) \
+                         DO UPDATE SET value = usage_hourly.value + excluded.value",
+                    )
+                    .bind(tenant_id)
+                    .bind(hour_ms)
+                    .bind(metric)
+                    .bind(value)
+                    .execute(&mut *tx)
+                    .await?;
+                }
                 tx.commit().await?;
                 outcomes
                     .into_iter()

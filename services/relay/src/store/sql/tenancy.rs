@@ -169,6 +169,201 @@ macro_rules! impl_tenancy {
                 Ok(query.bind(limit).fetch_all(&self.pool).await?)
             }
 
+            async fn usage_rows_sql(
+                &self,
+                tenant_id: Option<&str>,
+                from_ms: i64,
+                to_ms: i64,
+            ) -> Result<Vec<UsageRow>> {
+                let sql = "SELECT tenant_id, hour_ms, metric, value FROM usage_hourly \
+                     WHERE (CAST($1 AS TEXT) IS NULL OR tenant_id = $1) AND hour_ms >= $2 AND hour_ms < $3 \
+                     ORDER BY tenant_id, hour_ms, metric";
+                Ok(sqlx::query_as(sql)
+                    .bind(tenant_id)
+                    .bind(from_ms)
+                    .bind(to_ms)
+                    .fetch_all(&self.pool)
+                    .await?)
+            }
+            async fn list_tenants_page_sql(
+                &self,
+                filter: &TenantFilter,
+                limit: i64,
+            ) -> Result<Vec<TenantRecord>> {
+                let mut sql = format!("SELECT {TENANT_COLS} FROM tenants WHERE ");
+                sql.push_str(match filter.status {
+                    None => "deleted_at_ms IS NULL",
+                    Some(TenantStatus::Active) => "deleted_at_ms IS NULL AND disabled_at_ms IS NULL",
+                    Some(TenantStatus::Suspended) => {
+                        "deleted_at_ms IS NULL AND disabled_at_ms IS NOT NULL"
+                    }
+                    Some(TenantStatus::Deleted) => "deleted_at_ms IS NOT NULL",
+                });
+                let mut n = 1;
+                if filter.plan.is_some() {
+                    sql.push_str(&format!(" AND plan = ${n}"));
+                    n += 1;
+                }
+                if filter.after.is_some() {
+                    sql.push_str(&format!(
+                        " AND (created_at_ms > ${n} OR (created_at_ms = ${n} AND id > ${}))",
+                        n + 1
+                    ));
+                    n += 2;
+                }
+                sql.push_str(&format!(" ORDER BY created_at_ms, id LIMIT ${n}"));
+                let mut query = sqlx::query_as(&sql);
+                if let Some(plan) = &filter.plan {
+                    query = query.bind(plan);
+                }
+                if let Some((at, id)) = &filter.after {
+                    query = query.bind(*at).bind(id);
+                }
+                Ok(query.bind(limit).fetch_all(&self.pool).await?)
+            }
+            async fn list_api_keys_page_sql(
+                &self,
+                tenant_id: &str,
+                after: Option<(i64, String)>,
+                limit: i64,
+            ) -> Result<Vec<ApiKeyRecord>> {
+                let (at, id) = after.unwrap_or((i64::MIN, String::new()));
+                let sql = format!(
+                    "SELECT {KEY_COLS} FROM api_keys WHERE tenant_id = $1 \
+                     AND (created_at_ms > $2 OR (created_at_ms = $2 AND id > $3)) \
+                     ORDER BY created_at_ms, id LIMIT $4"
+                );
+                Ok(sqlx::query_as(&sql)
+                    .bind(tenant_id)
+                    .bind(at)
+                    .bind(id)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?)
+            }
+            async fn delete_tenant_sql(&self, tenant_id: &str, now_ms: i64) -> Result<bool> {
+                let mut tx = self.pool.begin().await?;
+                let marked = sqlx::query(
+                    "UPDATE tenants SET deleted_at_ms = $2 WHERE id = $1 AND deleted_at_ms IS NULL",
+                )
+                .bind(tenant_id)
+                .bind(now_ms)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+                    == 1;
+                if marked {
+                    sqlx::query(
+                        "UPDATE api_keys SET revoked_at_ms = $2 WHERE tenant_id = $1 \
+                         AND revoked_at_ms IS NULL",
+                    )
+                    .bind(tenant_id)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                tx.commit().await?;
+                Ok(marked)
+            }
+            async fn purge_tenant_sql(&self, tenant_id: &str) -> Result<bool> {
+                let mut tx = self.pool.begin().await?;
+                // Children first: some dialects keep foreign keys to tenants and peers.
+                for table in [
+                    "inbox",
+                    "messages",
+                    "peer_cursors",
+                    "peers",
+                    "shared_state",
+                    "key_requests",
+                    "api_keys",
+                ] {
+                    sqlx::query(&format!("DELETE FROM {table} WHERE tenant_id = $1"))
+                        .bind(tenant_id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                let gone = sqlx::query(
+                    "DELETE FROM tenants WHERE id = $1 AND deleted_at_ms IS NOT NULL",
+                )
+                .bind(tenant_id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+                    == 1;
+                if gone {
+                    tx.commit().await?;
+                } else {
+                    tx.rollback().await?;
+                }
+                Ok(gone)
+            }
+            async fn deleted_before_sql(&self, before_ms: i64) -> Result<Vec<String>> {
+                Ok(sqlx::query_scalar(
+                    "SELECT id FROM tenants WHERE deleted_at_ms IS NOT NULL AND deleted_at_ms < $1",
+                )
+                .bind(before_ms)
+                .fetch_all(&self.pool)
+                .await?)
+            }
+            async fn insert_api_key_once_sql(
+                &self,
+                k: &ApiKeyRecord,
+                idempotency_key: &str,
+                request_hash: &str,
+            ) -> Result<Option<KeyRequest>> {
+                let mut tx = self.pool.begin().await?;
+                let claimed = sqlx::query(
+                    "INSERT INTO key_requests (tenant_id, idempotency_key, request_hash, key_id, \
+                     created_at_ms) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+                )
+                .bind(&k.tenant_id)
+                .bind(idempotency_key)
+                .bind(request_hash)
+                .bind(&k.id)
+                .bind(k.created_at_ms)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+                    == 1;
+                if claimed {
+                    Self::insert_key_on(&mut *tx, k).await?;
+                    tx.commit().await?;
+                    return Ok(None);
+                }
+                tx.rollback().await?;
+                let earlier: Option<KeyRequest> = sqlx::query_as(
+                    "SELECT key_id, request_hash, created_at_ms FROM key_requests \
+                     WHERE tenant_id = $1 AND idempotency_key = $2",
+                )
+                .bind(&k.tenant_id)
+                .bind(idempotency_key)
+                .fetch_optional(&self.pool)
+                .await?;
+                earlier.map(Some).ok_or_else(|| {
+                    StoreError::Conflict("the idempotency record vanished; retry".into())
+                })
+            }
+            async fn set_key_expiry_sql(&self, id: &str, expires_at_ms: Option<i64>) -> Result<bool> {
+                Ok(sqlx::query(
+                    "UPDATE api_keys SET expires_at_ms = $2 WHERE id = $1 AND revoked_at_ms IS NULL",
+                )
+                .bind(id)
+                .bind(expires_at_ms)
+                .execute(&self.pool)
+                .await?
+                .rows_affected()
+                    == 1)
+            }
+            async fn set_tenant_suspended_sql(&self, tenant_id: &str, at_ms: Option<i64>) -> Result<bool> {
+                Ok(sqlx::query("UPDATE tenants SET disabled_at_ms = $2 WHERE id = $1")
+                    .bind(tenant_id)
+                    .bind(at_ms)
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected()
+                    == 1)
+            }
+
             async fn plans_where(&self, name: Option<&str>) -> Result<Vec<PlanRecord>> {
                 let cols = $crate::store::sql::tenancy::PLAN_COLS;
                 Ok(match name {

@@ -1,0 +1,142 @@
+//! Issue 16.4: usage is exact under retries and a killed process. A relay on Postgres is
+//! killed with SIGKILL in the middle of a burst of notifications; after a restart every
+//! notification is sent again with its original id. The tenant's metered count must equal the
+//! number of distinct messages stored: 0 over (retries of stored messages are not counted
+//! again), 0 under (nothing stored is missed).
+
+use std::time::Duration;
+
+use repowire_e2e::client::{TestClient, notify_frame};
+use repowire_e2e::process::{RelayProcess, TempDatabase, relay_bin};
+use repowire_protocol::{Body, Frame, Register};
+use serde_json::Value;
+
+const ADMIN: &str = "metering-admin-token";
+const MESSAGES: usize = 400;
+
+async fn start(db: &TempDatabase) -> RelayProcess {
+    let url = db.url();
+    RelayProcess::start(
+        &relay_bin(),
+        &[],
+        &[
+            ("DATABASE_URL", url.as_str()),
+            (
+                "REPOWIRE_JWT_SECRET",
+                "metering-test-secret-metering-test-secret",
+            ),
+            ("REPOWIRE_ADMIN_TOKEN", ADMIN),
+        ],
+    )
+    .await
+}
+
+fn psql(db: &TempDatabase, sql: &str) -> String {
+    let out = std::process::Command::new("psql")
+        .args([db.url().as_str(), "-qtAc", sql])
+        .output()
+        .expect("psql");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_relay_neither_loses_nor_double_counts_usage() {
+    let db = TempDatabase::create("metering");
+    let relay = start(&db).await;
+    let key = relay.first_key.clone().expect("bootstrap key");
+    let mut b = TestClient::connect(&relay.http, &relay.ws, &key).await;
+    b.peer("bob", "dev").await;
+    let mut a = TestClient::connect(&relay.http, &relay.ws, &key).await;
+    let alice = a.peer("alice", "dev").await;
+    let frames: Vec<Frame> = (0..MESSAGES)
+        .map(|i| notify_frame(&alice, "bob", format!("metered {i}")))
+        .collect();
+
+    // Everything goes out at once; the relay is killed once a quarter has been answered.
+    for f in &frames {
+        a.send_frame(f).await;
+    }
+    for f in &frames[..MESSAGES / 4] {
+        a.answer(f.id).await.expect("accepted");
+    }
+    relay.signal("KILL");
+    let _ = relay.wait(Duration::from_secs(10)).await;
+    let stored_at_kill: usize = psql(&db, "SELECT count(*) FROM messages")
+        .parse()
+        .expect("count");
+    println!("killed with {stored_at_kill} of {MESSAGES} stored");
+    assert!(
+        (MESSAGES / 4..=MESSAGES).contains(&stored_at_kill),
+        "{stored_at_kill} stored"
+    );
+
+    // Restarted: the sender reclaims its peer and sends every frame again, same ids.
+    let relay = start(&db).await;
+    let mut a = TestClient::connect(&relay.http, &relay.ws, &key).await;
+    a.register(Register {
+        name: Some("alice".into()),
+        circle: Some("dev".into()),
+        backend: "claude-code".into(),
+        path: Some("/work/alice".into()),
+        reclaim: Some(alice.peer_id.clone()),
+        ..Default::default()
+    })
+    .await;
+    for f in &frames {
+        a.send_frame(f).await;
+    }
+    for f in &frames {
+        match a.answer(f.id).await {
+            Ok(Body::Accepted(_)) => {}
+            other => panic!("{}: {other:?}", f.id),
+        }
+    }
+
+    let distinct: i64 = psql(
+        &db,
+        "SELECT count(DISTINCT message_id) FROM messages WHERE kind = 'notify'",
+    )
+    .parse()
+    .expect("count");
+    assert_eq!(
+        distinct, MESSAGES as i64,
+        "every notification is stored once"
+    );
+    let report: Value = reqwest::Client::new()
+        .get(format!(
+            "{}/admin/v1/tenants/default/usage?granularity=month",
+            relay.http
+        ))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .expect("usage")
+        .json()
+        .await
+        .expect("json");
+    let metered: i64 = report["periods"]
+        .as_array()
+        .expect("periods")
+        .iter()
+        .map(|p| p["metrics"]["messages_notify"].as_i64().expect("metric"))
+        .sum();
+    assert_eq!(
+        metered, distinct,
+        "metered {metered}, stored {distinct} (killed with {stored_at_kill} stored): {report}"
+    );
+    let entries: i64 = psql(&db, "SELECT count(*) FROM inbox")
+        .parse()
+        .expect("count");
+    let metered_entries: i64 = report["periods"]
+        .as_array()
+        .expect("periods")
+        .iter()
+        .map(|p| p["metrics"]["inbox_entries"].as_i64().expect("metric"))
+        .sum();
+    assert_eq!(metered_entries, entries);
+}
