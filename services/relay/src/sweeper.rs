@@ -1,6 +1,7 @@
 //! Expires undelivered inbox entries past their TTL, so a sender always learns the end of a
 //! message that could not be delivered (as a `delivery` frame with state `expired`, or later
-//! through `status_query`); and purges tenants deleted longer ago than the retention period.
+//! through `status_query`); purges tenants deleted longer ago than the retention period; and
+//! forgets key-creation idempotency records after [`KEY_REQUEST_TTL_MS`].
 
 use std::time::Duration;
 
@@ -20,6 +21,7 @@ pub async fn run(state: AppState) {
             _ = tick.tick() => {
                 sweep(&state).await;
                 purge_deleted(&state).await;
+                forget_old_key_requests(&state).await;
             }
         }
     }
@@ -89,4 +91,23 @@ pub async fn purge_deleted(state: &AppState) -> usize {
         }
     }
     purged
+}
+
+/// How long a key creation's `Idempotency-Key` is remembered (7 days): a retry later than that
+/// makes a new key.
+pub const KEY_REQUEST_TTL_MS: i64 = 7 * 24 * 3_600_000;
+
+/// Forgets the idempotency records older than [`KEY_REQUEST_TTL_MS`]; returns how many.
+pub async fn forget_old_key_requests(state: &AppState) -> u64 {
+    match state
+        .store
+        .forget_key_requests(now_ms().saturating_sub(KEY_REQUEST_TTL_MS))
+        .await
+    {
+        Ok(n) => n,
+        Err(error) => {
+            tracing::warn!(%error, "cannot forget old key requests; will retry");
+            0
+        }
+    }
 }

@@ -459,6 +459,9 @@ mod tests {
         async fn set_key_expiry(&self, _: &str, _: Option<i64>) -> crate::store::Result<bool> {
             unused()
         }
+        async fn forget_key_requests(&self, _: i64) -> crate::store::Result<u64> {
+            unused()
+        }
         async fn list_tenants_page(
             &self,
             _: &crate::store::TenantFilter,

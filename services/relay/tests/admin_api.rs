@@ -18,7 +18,45 @@ both_backends!(
     a_deleted_tenant_serves_nothing_until_it_is_purged,
     every_admin_write_is_in_the_audit_log,
     usage_counts_exactly_what_was_stored,
+    idempotency_records_are_forgotten_after_a_week,
 );
+
+/// The sweep forgets key-creation idempotency records older than a week: a retry after that
+/// makes a new key; a recent one still replays.
+async fn idempotency_records_are_forgotten_after_a_week(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let admin = Admin::new(&relay);
+    let (tenant_id, _) = relay.tenant("acme").await;
+    let store = relay.state.store.clone();
+    let eight_days_ago = repowire_relay::ids::now_ms() - 8 * 24 * 3_600_000;
+    let old = repowire_relay::apikey::mint(
+        &tenant_id,
+        repowire_relay::apikey::KeyMode::Live,
+        "",
+        eight_days_ago,
+        None,
+    );
+    let request_hash = "an old request";
+    assert!(
+        store
+            .insert_api_key_once(&old.record, "old-1", request_hash)
+            .await
+            .expect("store")
+            .is_none()
+    );
+    let (_, recent) = admin.create_key("acme", "new-1", json!({})).await;
+    assert_eq!(
+        repowire_relay::sweeper::forget_old_key_requests(&relay.state).await,
+        1
+    );
+    let (status, fresh) = admin.create_key("acme", "old-1", json!({})).await;
+    assert_eq!(status, 201, "forgotten: a new key ({fresh})");
+    assert_ne!(fresh["key"]["id"], old.record.id.as_str());
+    let (status, replay) = admin.create_key("acme", "new-1", json!({})).await;
+    assert_eq!(status, 200);
+    assert_eq!(replay["key"]["id"], recent["key"]["id"]);
+    relay.stop().await;
+}
 
 /// Sums one metric over every period of a usage report.
 fn total(report: &Value, metric: &str) -> i64 {

@@ -128,6 +128,9 @@ pub trait Store: Send + Sync + 'static {
         idempotency_key: &str,
         request_hash: &str,
     ) -> Result<Option<KeyRequest>>;
+    /// Forgets the idempotency records of key creations made before `before_ms` (a retry
+    /// after that makes a new key); returns how many.
+    async fn forget_key_requests(&self, before_ms: i64) -> Result<u64>;
     /// Sets a key's expiry (rotation's grace period); false if it does not exist or is revoked.
     async fn set_key_expiry(&self, id: &str, expires_at_ms: Option<i64>) -> Result<bool>;
     /// Looks a key up by the hash of its full text.

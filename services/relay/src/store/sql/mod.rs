@@ -283,6 +283,10 @@ macro_rules! impl_store {
                 self.update_plan_row(p).await
             }
 
+            async fn forget_key_requests(&self, before_ms: i64) -> Result<u64> {
+                self.forget_key_requests_sql(before_ms).await
+            }
+
             async fn insert_api_key_once(
                 &self,
                 k: &ApiKeyRecord,

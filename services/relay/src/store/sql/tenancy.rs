@@ -305,6 +305,13 @@ macro_rules! impl_tenancy {
                 .fetch_all(&self.pool)
                 .await?)
             }
+            async fn forget_key_requests_sql(&self, before_ms: i64) -> Result<u64> {
+                Ok(sqlx::query("DELETE FROM key_requests WHERE created_at_ms < $1")
+                    .bind(before_ms)
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected())
+            }
             async fn insert_api_key_once_sql(
                 &self,
                 k: &ApiKeyRecord,
