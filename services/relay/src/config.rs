@@ -59,6 +59,16 @@ pub enum AdminCommand {
     /// API keys.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Every tenant's usage for one month (the billing export), as the admin API's `GET /usage`.
+    Usage {
+        /// The month, `YYYY-MM` (UTC).
+        #[arg(long)]
+        period: String,
+        /// CSV (`tenant_id,tenant_name,period_start,granularity,metric,value`) instead of a
+        /// table.
+        #[arg(long)]
+        csv: bool,
+    },
 }
 
 /// `admin tenant …`
@@ -74,6 +84,26 @@ pub enum TenantCommand {
     },
     /// List tenants.
     List,
+    /// One tenant with the limits in effect.
+    Show {
+        /// Tenant id or name.
+        tenant: String,
+    },
+    /// Suspend a tenant: its tokens are refused and its connections closed (4010) until resumed.
+    Suspend {
+        /// Tenant id or name.
+        tenant: String,
+    },
+    /// Resume a suspended tenant.
+    Resume {
+        /// Tenant id or name.
+        tenant: String,
+    },
+    /// Delete a tenant: every key revoked; its data is purged after the retention period.
+    Delete {
+        /// Tenant id or name.
+        tenant: String,
+    },
 }
 
 /// `admin key …`

@@ -19,7 +19,100 @@ both_backends!(
     every_admin_write_is_in_the_audit_log,
     usage_counts_exactly_what_was_stored,
     idempotency_records_are_forgotten_after_a_week,
+    the_admin_cli_shows_suspends_deletes_and_exports_like_the_api,
 );
+
+/// Runs `repowire-relay admin …` in process on the relay's store; returns its standard output.
+async fn cli(relay: &TestRelay, json: bool, args: &[&str]) -> Result<String, String> {
+    use clap::Parser;
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: repowire_relay::config::AdminCommand,
+    }
+    let parsed = Cli::try_parse_from(std::iter::once("admin").chain(args.iter().copied()))
+        .map_err(|e| e.to_string())?;
+    let (mut out, mut notes) = (Vec::new(), Vec::new());
+    repowire_relay::admin::cli::run(
+        relay.state.store.as_ref(),
+        parsed.command,
+        json,
+        &mut out,
+        &mut notes,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+async fn the_admin_cli_shows_suspends_deletes_and_exports_like_the_api(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let admin = Admin::new(&relay);
+    let (_, key) = relay.tenant("acme").await;
+    let mut c = relay.client(&key).await;
+    let alice = c.peer("alice", "dev").await;
+    c.notify(&alice, "alice", "to myself")
+        .await
+        .expect("notify");
+
+    let shown = cli(&relay, false, &["tenant", "show", "acme"])
+        .await
+        .expect("show");
+    assert!(
+        shown.contains("plan     free") && shown.contains("per minute 60"),
+        "{shown}"
+    );
+    let suspended: Value = serde_json::from_str(
+        &cli(&relay, true, &["tenant", "suspend", "acme"])
+            .await
+            .expect("cli"),
+    )
+    .expect("json");
+    assert!(suspended["suspended_at_ms"].is_i64(), "{suspended}");
+    assert_eq!(
+        admin.get("/tenants/acme").await.1["suspended_at_ms"],
+        suspended["suspended_at_ms"]
+    );
+    cli(&relay, true, &["tenant", "resume", "acme"])
+        .await
+        .expect("resume");
+    assert!(admin.get("/tenants/acme").await.1["suspended_at_ms"].is_null());
+
+    let now = repowire_relay::ids::now_ms();
+    let month = &repowire_relay::usage::utc_string(now)[..7];
+    let csv = cli(&relay, false, &["usage", "--period", month, "--csv"])
+        .await
+        .expect("usage");
+    assert!(csv.starts_with(repowire_relay::usage::CSV_HEADER), "{csv}");
+    assert!(
+        csv.contains(",acme,") && csv.contains(",month,messages_notify,1\n"),
+        "{csv}"
+    );
+    assert!(
+        cli(&relay, false, &["usage", "--period", "2026-13"])
+            .await
+            .is_err()
+    );
+
+    let deleted = cli(&relay, false, &["tenant", "delete", "acme"])
+        .await
+        .expect("delete");
+    assert!(deleted.contains("state    deleted"), "{deleted}");
+    let (_, log) = admin.get("/audit?tenant=acme").await;
+    let by_cli: Vec<&str> = log["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|e| e["actor"] == "cli")
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    assert_eq!(
+        by_cli,
+        ["tenant.suspend", "tenant.resume", "tenant.delete"],
+        "{log}"
+    );
+    relay.stop().await;
+}
 
 /// The sweep forgets key-creation idempotency records older than a week: a retry after that
 /// makes a new key; a recent one still replays.

@@ -84,6 +84,59 @@ pub async fn run(
                 writeln!(out, "{}", minted.text)?;
             }
         }
+        AdminCommand::Tenant(TenantCommand::Show { tenant }) => {
+            let detail = super::get_tenant(store, &tenant).await?;
+            print_detail(out, json, &detail)?;
+        }
+        AdminCommand::Tenant(TenantCommand::Suspend { tenant }) => {
+            let detail = tenant_change(store, &tenant, "tenant.suspend", |s, t| {
+                Box::pin(super::tenants::set_suspended(s, t, true))
+            })
+            .await?;
+            print_detail(out, json, &detail)?;
+        }
+        AdminCommand::Tenant(TenantCommand::Resume { tenant }) => {
+            let detail = tenant_change(store, &tenant, "tenant.resume", |s, t| {
+                Box::pin(super::tenants::set_suspended(s, t, false))
+            })
+            .await?;
+            print_detail(out, json, &detail)?;
+        }
+        AdminCommand::Tenant(TenantCommand::Delete { tenant }) => {
+            let detail = tenant_change(store, &tenant, "tenant.delete", |s, t| {
+                Box::pin(super::tenants::delete_tenant(s, t))
+            })
+            .await?;
+            print_detail(out, json, &detail)?;
+        }
+        AdminCommand::Usage { period, csv } => {
+            let (from, to) = crate::usage::parse_month(&period).ok_or_else(|| {
+                AdminError::Invalid(format!("period `{period}` is not a month (YYYY-MM)"))
+            })?;
+            let month = crate::usage::Granularity::Month;
+            let periods = crate::usage::report(store, None, from, to, month)
+                .await
+                .map_err(AdminError::from)?;
+            if csv {
+                let mut names = std::collections::BTreeMap::new();
+                for t in store.list_tenants().await.map_err(AdminError::from)? {
+                    names.insert(t.id, t.name);
+                }
+                write!(out, "{}", crate::usage::csv(&periods, month, &names))?;
+            } else if json {
+                writeln!(out, "{:#}", json!(periods))?;
+            } else {
+                let rows = periods
+                    .iter()
+                    .flat_map(|p| {
+                        p.metrics.iter().map(move |(metric, value)| {
+                            vec![p.tenant_id.clone(), metric.clone(), value.to_string()]
+                        })
+                    })
+                    .collect::<Vec<_>>();
+                table(out, &["TENANT", "METRIC", "VALUE"], rows)?;
+            }
+        }
         AdminCommand::Key(KeyCommand::List { tenant }) => {
             print_keys(out, json, &list_keys(store, &tenant).await?)?;
         }
@@ -114,6 +167,69 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+/// A tenant write through `op`, audited with its state before and after.
+async fn tenant_change<F>(
+    store: &dyn Store,
+    tenant: &str,
+    action: &str,
+    op: F,
+) -> Result<super::TenantDetail, AdminError>
+where
+    F: for<'a> FnOnce(
+        &'a dyn Store,
+        &'a str,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<super::TenantDetail, AdminError>> + Send + 'a>,
+    >,
+{
+    let before = super::get_tenant(store, tenant).await?;
+    let after = op(store, tenant).await?;
+    let id = after.tenant.id.as_str();
+    let ctx = AdminCtx::cli();
+    audit::record(
+        store,
+        &ctx,
+        action,
+        id,
+        Some(id),
+        Some(&before),
+        Some(&after),
+    )
+    .await;
+    Ok(after)
+}
+
+fn print_detail(
+    out: &mut dyn Write,
+    json: bool,
+    detail: &super::TenantDetail,
+) -> std::io::Result<()> {
+    if json {
+        return writeln!(out, "{:#}", json!(detail));
+    }
+    let t = &detail.tenant;
+    let state = match (t.deleted_at_ms, t.suspended_at_ms) {
+        (Some(at), _) => format!("deleted {}", time(Some(at))),
+        (None, Some(at)) => format!("suspended {}", time(Some(at))),
+        (None, None) => "active".to_owned(),
+    };
+    let limit = |v: Option<i64>| v.map_or("unlimited".to_owned(), |n| n.to_string());
+    let l = &detail.effective_limits;
+    writeln!(out, "tenant   {} ({})", t.name, t.id)?;
+    writeln!(out, "plan     {}", t.plan)?;
+    writeln!(out, "state    {state}")?;
+    writeln!(
+        out,
+        "limits   peers {}, connections {}, message bytes {}, inbox {}, per minute {}, per month {}",
+        limit(l.max_peers),
+        limit(l.max_connections),
+        limit(l.max_message_bytes),
+        limit(l.inbox_cap),
+        limit(l.messages_per_minute),
+        limit(l.messages_per_month)
+    )
 }
 
 fn print_tenants(
