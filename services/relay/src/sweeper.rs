@@ -13,8 +13,11 @@ const SWEEP_LIMIT: i64 = 1000;
 
 /// Runs until shutdown.
 pub async fn run(state: AppState) {
-    let mut tick =
-        tokio::time::interval(Duration::from_secs(state.config.sweep_interval_secs.max(1)));
+    // The first sweep one interval after start, not at once: what a sweep does (expiry, purges)
+    // is due by time, and a sweep racing the start-up of a test or an operator's first request
+    // helps nobody.
+    let period = Duration::from_secs(state.config.sweep_interval_secs.max(1));
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     loop {
         tokio::select! {
             () = state.shutdown.cancelled() => return,
