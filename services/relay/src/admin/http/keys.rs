@@ -40,53 +40,48 @@ pub(super) async fn create_key_http(
     request: Result<Json<KeyRequestBody>, JsonRejection>,
 ) -> Result<(StatusCode, Json<KeyCreated>), AppError> {
     let request = body(request, "key request")?;
-    if let Some(value) = headers.get("idempotency-key") {
-        let idempotency_key = value
-            .to_str()
-            .map_err(|_| AppError::bad_request("the Idempotency-Key is not printable ASCII"))?;
-        let created = crate::admin::keys::create_key_once(
-            state.store.as_ref(),
-            &state.tokens,
-            &tenant_ref,
-            &request,
-            idempotency_key,
-            i64::try_from(state.config.key_replay_window_secs.saturating_mul(1000))
-                .unwrap_or(i64::MAX),
-        )
-        .await?;
-        let status = if created.replayed {
-            StatusCode::OK
-        } else {
-            // A replay wrote nothing: only the first creation is audited.
-            let key = &created.key;
-            audit::record(
+    let created = match headers.get("idempotency-key") {
+        Some(value) => {
+            let idempotency_key = value
+                .to_str()
+                .map_err(|_| AppError::bad_request("the Idempotency-Key is not printable ASCII"))?;
+            crate::admin::keys::create_key_once(
                 state.store.as_ref(),
-                &ctx,
-                "key.create",
-                &key.id,
-                Some(&key.tenant_id),
-                None::<&()>,
-                Some(key),
+                &state.tokens,
+                &tenant_ref,
+                &request,
+                idempotency_key,
+                i64::try_from(state.config.key_replay_window_secs.saturating_mul(1000))
+                    .unwrap_or(i64::MAX),
             )
-            .await;
-            StatusCode::CREATED
-        };
-        return Ok((status, Json(created)));
-    }
-    let mode = if request.test {
-        KeyMode::Test
-    } else {
-        KeyMode::Live
+            .await?
+        }
+        None => {
+            let mode = if request.test {
+                KeyMode::Test
+            } else {
+                KeyMode::Live
+            };
+            let minted = create_key(
+                state.store.as_ref(),
+                &tenant_ref,
+                mode,
+                &request.label,
+                request.expires_in_days,
+            )
+            .await?;
+            KeyCreated {
+                api_key: Some(minted.text),
+                key: minted.record,
+                replayed: false,
+            }
+        }
     };
-    let minted = create_key(
-        state.store.as_ref(),
-        &tenant_ref,
-        mode,
-        &request.label,
-        request.expires_in_days,
-    )
-    .await?;
-    let key = &minted.record;
+    // A replay wrote nothing: only a creation is audited.
+    if created.replayed {
+        return Ok((StatusCode::OK, Json(created)));
+    }
+    let key = &created.key;
     audit::record(
         state.store.as_ref(),
         &ctx,
@@ -97,14 +92,7 @@ pub(super) async fn create_key_http(
         Some(key),
     )
     .await;
-    Ok((
-        StatusCode::CREATED,
-        Json(KeyCreated {
-            api_key: Some(minted.text),
-            key: minted.record,
-            replayed: false,
-        }),
-    ))
+    Ok((StatusCode::CREATED, Json(created)))
 }
 
 #[cfg_attr(feature = "openapi", utoipa::path(

@@ -177,20 +177,7 @@ pub(super) async fn suspend_tenant_http(
     Extension(ctx): Extension<AdminCtx>,
     Path(tenant_ref): Path<String>,
 ) -> Result<Json<TenantDetail>, AppError> {
-    let store = state.store.as_ref();
-    let before = get_tenant(store, &tenant_ref).await?;
-    let detail = crate::admin::tenants::set_suspended(store, &tenant_ref, true).await?;
-    let id = detail.tenant.id.as_str();
-    audit::record(
-        store,
-        &ctx,
-        "tenant.suspend",
-        id,
-        Some(id),
-        Some(&before),
-        Some(&detail),
-    )
-    .await;
+    let detail = set_suspended(&state, &ctx, &tenant_ref, true).await?;
     // This process closes them now; the others at their next key check.
     crate::keycheck::close_unusable(&state).await;
     Ok(Json(detail))
@@ -207,19 +194,34 @@ pub(super) async fn resume_tenant_http(
     Extension(ctx): Extension<AdminCtx>,
     Path(tenant_ref): Path<String>,
 ) -> Result<Json<TenantDetail>, AppError> {
+    Ok(Json(set_suspended(&state, &ctx, &tenant_ref, false).await?))
+}
+
+/// Suspends or resumes a tenant, audited with its state before and after.
+async fn set_suspended(
+    state: &AppState,
+    ctx: &AdminCtx,
+    tenant_ref: &str,
+    suspended: bool,
+) -> Result<TenantDetail, AppError> {
     let store = state.store.as_ref();
-    let before = get_tenant(store, &tenant_ref).await?;
-    let detail = crate::admin::tenants::set_suspended(store, &tenant_ref, false).await?;
-    let id = detail.tenant.id.as_str();
+    let before = get_tenant(store, tenant_ref).await?;
+    let after = crate::admin::tenants::set_suspended(store, tenant_ref, suspended).await?;
+    let id = after.tenant.id.as_str();
+    let action = if suspended {
+        "tenant.suspend"
+    } else {
+        "tenant.resume"
+    };
     audit::record(
         store,
-        &ctx,
-        "tenant.resume",
+        ctx,
+        action,
         id,
         Some(id),
         Some(&before),
-        Some(&detail),
+        Some(&after),
     )
     .await;
-    Ok(Json(detail))
+    Ok(after)
 }
