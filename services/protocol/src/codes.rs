@@ -82,6 +82,9 @@ pub enum ErrorCode {
     /// The tenant is suspended by the relay's operator (HTTP 403): nothing is served until it is
     /// resumed.
     TenantSuspended,
+    /// The tenant's plan allows no more messages this calendar month (UTC); `retry_after_ms`
+    /// says when the next month starts. A quota, not a rate: retrying sooner fails the same way.
+    QuotaExceeded,
 }
 
 impl ErrorCode {

@@ -181,6 +181,21 @@ async fn ws(
             "connection limit reached; retry later",
         )
     })?;
+    let conn = state.hub.next_conn_id();
+    let slot = match state
+        .limits
+        .hold_connection(&authed.tenant_id, conn)
+        .await?
+    {
+        Ok(slot) => slot,
+        Err(refusal) => {
+            return Err(AppError::new(
+                StatusCode::FORBIDDEN,
+                refusal.code,
+                refusal.message,
+            ));
+        }
+    };
     let tracker = state.tracker.clone();
     Ok(upgrade
         .read_buffer_size(READ_BUFFER)
@@ -190,6 +205,12 @@ async fn ws(
         .max_message_size(repowire_protocol::limits::MAX_TRANSPORT_BYTES)
         .max_frame_size(repowire_protocol::limits::MAX_TRANSPORT_BYTES)
         .on_upgrade(move |socket| {
-            tracker.track_future(connection::serve(socket, state, authed, permit))
+            tracker.track_future(connection::serve(
+                socket,
+                state,
+                authed,
+                (conn, slot),
+                permit,
+            ))
         }))
 }

@@ -205,6 +205,16 @@ impl Cluster {
         }
     }
 
+    /// Tells every pod (this one too) that limits changed: a tenant's, or a plan's (`None`).
+    pub async fn limits_changed(&self, tenant_id: Option<&str>) {
+        let event = BusEvent::LimitsChanged {
+            tenant_id: tenant_id.map(str::to_owned),
+        };
+        if let Err(error) = self.bus.to_all(&event).await {
+            tracing::warn!(%error, "could not tell the other pods about changed limits; they read them again within the refresh interval");
+        }
+    }
+
     /// Tells every pod (this one too) that a key was revoked.
     pub async fn revoked(&self, key_id: &str) {
         let event = BusEvent::KeyRevoked {
@@ -436,6 +446,23 @@ mod tests {
         }
         async fn tenant_presence(&self, t: &str) -> Result<Vec<Presence>> {
             self.inner.tenant_presence(t).await
+        }
+        async fn take_tokens(
+            &self,
+            t: &str,
+            rate: crate::gcra::Rate,
+            want: u64,
+        ) -> Result<crate::gcra::Grant> {
+            self.inner.take_tokens(t, rate, want).await
+        }
+        async fn hold_connection(&self, t: &str, s: &str, m: Option<u64>, e: i64) -> Result<bool> {
+            self.inner.hold_connection(t, s, m, e).await
+        }
+        async fn refresh_connections(&self, t: &str, s: &[String], e: i64) -> Result<()> {
+            self.inner.refresh_connections(t, s, e).await
+        }
+        async fn release_connection(&self, t: &str, s: &str) -> Result<()> {
+            self.inner.release_connection(t, s).await
         }
     }
 

@@ -184,6 +184,15 @@ pub struct RelayConfig {
     /// through the admin API does it sooner).
     #[arg(long, env = "REPOWIRE_TENANT_RETENTION_DAYS", default_value_t = 30)]
     pub tenant_retention_days: u64,
+    /// How often a relay process reads a tenant's limits (and the month's message count) again,
+    /// milliseconds; a change through the admin API also reaches every process at once over the
+    /// bus, this bounds it when that notice is lost.
+    #[arg(long, env = "REPOWIRE_LIMITS_REFRESH_MS", default_value_t = 1000)]
+    pub limits_refresh_ms: u64,
+    /// A tenant's `messages_per_minute` allows a burst of this many seconds' worth at once,
+    /// then the steady rate.
+    #[arg(long, env = "REPOWIRE_RATE_BURST_SECS", default_value_t = 10)]
+    pub rate_burst_secs: u64,
     /// Lifetime of issued JWTs, seconds.
     #[arg(long, env = "REPOWIRE_TOKEN_TTL_SECS", default_value_t = 900)]
     pub token_ttl_secs: u64,

@@ -14,7 +14,8 @@ use repowire_protocol::{
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
 use crate::dispatch::frame_text;
-use crate::hub::{ConnHandle, Kick, Outbound};
+use crate::hub::{ConnHandle, ConnId, Kick, Outbound};
+use crate::limits::slots::ConnectionSlot;
 use crate::metrics::TypeLabel;
 use crate::route::{self, Session};
 use crate::state::AppState;
@@ -136,6 +137,7 @@ pub async fn serve(
     socket: WebSocket,
     state: AppState,
     auth: Authed,
+    (conn, _slot): (ConnId, ConnectionSlot),
     _permit: OwnedSemaphorePermit,
 ) {
     let (mut sink, mut stream) = socket.split();
@@ -151,7 +153,6 @@ pub async fn serve(
             return;
         }
     };
-    let conn = state.hub.next_conn_id();
     let welcome = repowire_protocol::encode(&Frame::new(Body::Welcome(Welcome {
         re: hello_id,
         connection_id: format!("conn-{conn}"),

@@ -29,6 +29,8 @@ pub async fn run(state: AppState) {
             event = events.recv() => match event {
                 Some(BusEvent::Resubscribed) => {
                     state.directory.resume();
+                    // Limit changes may have been missed too.
+                    state.limits.changed(None);
                     recover(&state).await;
                 }
                 Some(BusEvent::SubscriptionLost) => state.directory.suspend(),
@@ -63,6 +65,10 @@ async fn refresh(state: &AppState) {
             let_go(state, &tenant, &live.record.peer_id, None);
         }
     }
+    state
+        .limits
+        .refresh_connections(state.hub.conns_by_tenant())
+        .await;
 }
 
 fn apply(state: &AppState, event: BusEvent) {
@@ -110,6 +116,7 @@ fn apply(state: &AppState, event: BusEvent) {
             }
         }
         BusEvent::PeersChanged { tenant_id } => state.directory.changed(&tenant_id),
+        BusEvent::LimitsChanged { tenant_id } => state.limits.changed(tenant_id.as_deref()),
         BusEvent::Resubscribed | BusEvent::SubscriptionLost => {}
         BusEvent::TakenOver {
             tenant_id,

@@ -40,6 +40,7 @@ pub mod datadir;
 pub mod directory;
 pub mod dispatch;
 pub mod error;
+pub mod gcra;
 pub mod hub;
 pub mod ids;
 pub mod inbound;

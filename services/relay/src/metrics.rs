@@ -36,6 +36,16 @@ pub struct LaneLabel {
     pub lane: &'static str,
 }
 
+/// Labels of a limit refusal: which limit, and the tenant's plan (never the tenant: the
+/// number of tenants is unbounded, of plans small).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabel {
+    /// `message_bytes`, `messages_per_minute`, `messages_per_month`, `peers`, `connections`.
+    pub reason: &'static str,
+    /// The tenant's plan.
+    pub plan: String,
+}
+
 /// A histogram family whose histograms share one set of buckets.
 pub type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
@@ -61,6 +71,10 @@ pub struct Metrics {
     pub write_conflicts: Counter,
     /// Catch-ups started because a live delivery skipped ahead of an entry not yet pushed.
     pub order_catch_ups: Counter,
+    /// Requests refused by a tenant limit, by limit and plan.
+    pub limit_refusals: Family<LimitLabel, Counter>,
+    /// Limit checks that could not reach the bus and let the request through.
+    pub limit_checks_failed_open: Counter,
     /// Time from a message frame's arrival to its durable accept.
     pub accept_seconds: Histogram,
     /// Writes per committed transaction, by writer lane.
@@ -89,6 +103,8 @@ impl Metrics {
             slow_consumers: Counter::default(),
             write_conflicts: Counter::default(),
             order_catch_ups: Counter::default(),
+            limit_refusals: Family::default(),
+            limit_checks_failed_open: Counter::default(),
             accept_seconds: Histogram::new(exponential_buckets(0.000_1, 2.0, 16)),
             write_batch_size: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(1.0, 2.0, 11))
@@ -134,6 +150,16 @@ impl Metrics {
             "order_catch_ups",
             "Catch-ups from the inbox because a live delivery arrived ahead of an earlier entry (a forward from another pod still on its way)",
             m.order_catch_ups.clone(),
+        );
+        registry.register(
+            "limit_refusals",
+            "Requests refused by a tenant limit, by limit and plan",
+            m.limit_refusals.clone(),
+        );
+        registry.register(
+            "limit_checks_failed_open",
+            "Cluster-wide limit checks that could not reach the bus and let the request through",
+            m.limit_checks_failed_open.clone(),
         );
         registry.register(
             "accept_seconds",

@@ -16,6 +16,7 @@ use crate::config::RelayConfig;
 use crate::directory::Directory;
 use crate::dispatch::Dispatcher;
 use crate::hub::Hub;
+use crate::limits::enforce::Enforcer;
 use crate::metrics::Metrics;
 use crate::store::Store;
 use crate::token::Tokens;
@@ -50,6 +51,8 @@ pub struct Inner {
     pub cluster: Arc<Cluster>,
     /// Stored peers kept for name resolution, dropped when a registration may change them.
     pub directory: Directory,
+    /// Tenant limits: what a message, registration or connection may spend.
+    pub limits: Enforcer,
     draining: AtomicBool,
 }
 
@@ -91,6 +94,14 @@ impl AppState {
         // In a cluster, answers are kept only once change notices are heard (cluster::run).
         let directory = Directory::new(!bus.shared());
         let metrics = Arc::new(Metrics::new());
+        let limits = Enforcer::new(
+            store.clone(),
+            bus.clone(),
+            metrics.clone(),
+            std::time::Duration::from_millis(config.limits_refresh_ms),
+            config.rate_burst_secs,
+            config.presence_ttl(),
+        );
         let cluster = Cluster::start(bus, config.presence_ttl());
         let dispatcher = Arc::new(Dispatcher::new(
             hub.clone(),
@@ -116,6 +127,7 @@ impl AppState {
             conn_slots,
             cluster,
             directory,
+            limits,
             draining: AtomicBool::new(false),
         }));
         (state, writer_task)

@@ -497,6 +497,9 @@ mod tests {
         ) -> crate::store::Result<Vec<crate::store::UsageRow>> {
             unused()
         }
+        async fn messages_counted(&self, _: &str, _: i64, _: i64) -> crate::store::Result<i64> {
+            unused()
+        }
         async fn list_audit(
             &self,
             _: &crate::store::AuditFilter,

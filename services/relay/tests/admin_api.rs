@@ -5,6 +5,7 @@
 mod common;
 
 use common::{Db, TestRelay};
+use repowire_relay::admin;
 use serde_json::{Value, json};
 
 both_backends!(
@@ -48,7 +49,13 @@ async fn cli(relay: &TestRelay, json: bool, args: &[&str]) -> Result<String, Str
 async fn the_admin_cli_shows_suspends_deletes_and_exports_like_the_api(db: Db) {
     let relay = TestRelay::start(&db).await;
     let admin = Admin::new(&relay);
-    let (_, key) = relay.tenant("acme").await;
+    // On the default plan.
+    let (_, key) = relay
+        .tenant_on(admin::NewTenant {
+            name: "acme".into(),
+            ..Default::default()
+        })
+        .await;
     let mut c = relay.client(&key).await;
     let alice = c.peer("alice", "dev").await;
     c.notify(&alice, "alice", "to myself")

@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use common::{Db, TestRelay, WAIT};
 use repowire_relay::bus::redis::RedisBus;
 use repowire_relay::bus::{Bus, BusEvent, Presence, Result, Target};
+use repowire_relay::gcra::{Grant, Rate};
 use tokio::sync::{mpsc, watch};
 
 fn redis_url() -> String {
@@ -59,6 +60,18 @@ impl Bus for Gated {
     }
     async fn tenant_presence(&self, t: &str) -> Result<Vec<Presence>> {
         self.inner.tenant_presence(t).await
+    }
+    async fn take_tokens(&self, t: &str, rate: Rate, want: u64) -> Result<Grant> {
+        self.inner.take_tokens(t, rate, want).await
+    }
+    async fn hold_connection(&self, t: &str, s: &str, m: Option<u64>, e: i64) -> Result<bool> {
+        self.inner.hold_connection(t, s, m, e).await
+    }
+    async fn refresh_connections(&self, t: &str, s: &[String], e: i64) -> Result<()> {
+        self.inner.refresh_connections(t, s, e).await
+    }
+    async fn release_connection(&self, t: &str, s: &str) -> Result<()> {
+        self.inner.release_connection(t, s).await
     }
 }
 

@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::{Bus, BusEvent, Presence, Result};
+use crate::gcra::{self, Grant, Rate};
 
 /// Single-process bus.
 #[derive(Debug)]
@@ -17,6 +18,11 @@ pub struct MemoryBus {
     pod: String,
     presence: Mutex<HashMap<(String, String), (Presence, Instant)>>,
     subscribers: Mutex<Vec<mpsc::UnboundedSender<BusEvent>>>,
+    /// Message buckets by tenant (`gcra` theoretical arrival times, µs since `epoch`).
+    buckets: Mutex<HashMap<String, f64>>,
+    epoch: Instant,
+    /// Connection slots by tenant, with their expiry (ms since the Unix epoch).
+    slots: Mutex<HashMap<String, HashMap<String, i64>>>,
 }
 
 impl MemoryBus {
@@ -26,6 +32,9 @@ impl MemoryBus {
             pod: pod.into(),
             presence: Mutex::new(HashMap::new()),
             subscribers: Mutex::new(Vec::new()),
+            buckets: Mutex::new(HashMap::new()),
+            epoch: Instant::now(),
+            slots: Mutex::new(HashMap::new()),
         }
     }
 
@@ -122,6 +131,59 @@ impl Bus for MemoryBus {
             .get(&(tenant_id.to_owned(), peer_id.to_owned()))
             .filter(|(_, until)| *until > now)
             .map(|(p, _)| p.clone()))
+    }
+
+    async fn take_tokens(&self, tenant_id: &str, rate: Rate, want: u64) -> Result<Grant> {
+        let now_us = self.epoch.elapsed().as_micros() as f64;
+        let mut buckets = self.buckets.lock().unwrap();
+        let (grant, tat) = gcra::take(buckets.get(tenant_id).copied(), now_us, rate, want);
+        buckets.insert(tenant_id.to_owned(), tat);
+        Ok(grant)
+    }
+
+    async fn hold_connection(
+        &self,
+        tenant_id: &str,
+        slot: &str,
+        max: Option<u64>,
+        expires_at_ms: i64,
+    ) -> Result<bool> {
+        let now = crate::ids::now_ms();
+        let mut slots = self.slots.lock().unwrap();
+        let held = slots.entry(tenant_id.to_owned()).or_default();
+        held.retain(|_, until| *until > now);
+        if !held.contains_key(slot) && max.is_some_and(|max| held.len() as u64 >= max) {
+            return Ok(false);
+        }
+        held.insert(slot.to_owned(), expires_at_ms);
+        Ok(true)
+    }
+
+    async fn refresh_connections(
+        &self,
+        tenant_id: &str,
+        slots: &[String],
+        expires_at_ms: i64,
+    ) -> Result<()> {
+        if let Some(held) = self.slots.lock().unwrap().get_mut(tenant_id) {
+            for slot in slots {
+                if let Some(until) = held.get_mut(slot) {
+                    *until = expires_at_ms;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn release_connection(&self, tenant_id: &str, slot: &str) -> Result<()> {
+        let mut slots = self.slots.lock().unwrap();
+        if let Some(held) = slots.get_mut(tenant_id) {
+            held.remove(slot);
+            if held.is_empty() {
+                slots.remove(tenant_id);
+            }
+        }
+        Ok(())
     }
 
     async fn tenant_presence(&self, tenant_id: &str) -> Result<Vec<Presence>> {

@@ -19,6 +19,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
+use crate::gcra::{Grant, Rate};
+
 /// Why a bus operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum BusError {
@@ -71,6 +73,13 @@ pub enum BusEvent {
     PeersChanged {
         /// The tenant.
         tenant_id: String,
+    },
+    /// The limits of a tenant (`Some`) or of a plan, so possibly of every tenant (`None`),
+    /// changed: read them again.
+    LimitsChanged {
+        /// The tenant; `None`: every tenant.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tenant_id: Option<String>,
     },
     /// Local only, never sent: the subscription broke; events may be missed until
     /// [`BusEvent::Resubscribed`].
@@ -178,6 +187,28 @@ pub trait Bus: Send + Sync + std::fmt::Debug {
         }
         Ok(())
     }
+    /// Takes up to `want` tokens from a tenant's message bucket, shared by every pod (see
+    /// [`crate::gcra`]; on Redis one atomic script on Redis's clock).
+    async fn take_tokens(&self, tenant_id: &str, rate: Rate, want: u64) -> Result<Grant>;
+    /// Holds connection slot `slot` of a tenant until `expires_at_ms` unless the tenant holds
+    /// `max` already (slots past their expiry do not count; one already held is refreshed).
+    /// False when refused.
+    async fn hold_connection(
+        &self,
+        tenant_id: &str,
+        slot: &str,
+        max: Option<u64>,
+        expires_at_ms: i64,
+    ) -> Result<bool>;
+    /// Moves the expiry of slots this pod holds (the heartbeat).
+    async fn refresh_connections(
+        &self,
+        tenant_id: &str,
+        slots: &[String],
+        expires_at_ms: i64,
+    ) -> Result<()>;
+    /// Lets a connection slot go.
+    async fn release_connection(&self, tenant_id: &str, slot: &str) -> Result<()>;
     /// Every live peer of a tenant, on any pod.
     async fn tenant_presence(&self, tenant_id: &str) -> Result<Vec<Presence>>;
     /// Claims a display name in a circle for `peer_id`, atomically across every pod: the first

@@ -362,6 +362,15 @@ impl Hub {
         keys.into_iter().collect()
     }
 
+    /// This process's connections, by tenant.
+    pub fn conns_by_tenant(&self) -> Vec<(String, Vec<ConnId>)> {
+        self.lock()
+            .iter()
+            .filter(|(_, t)| !t.conns.is_empty())
+            .map(|(tenant, t)| (tenant.clone(), t.conns.keys().copied().collect()))
+            .collect()
+    }
+
     /// Closes one connection.
     pub fn kick_conn(&self, tenant_id: &str, conn: ConnId, code: u16, reason: &str) {
         if let Some(c) = self.lock().get(tenant_id).and_then(|t| t.conns.get(&conn)) {

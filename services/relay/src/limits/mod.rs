@@ -1,6 +1,8 @@
 //! Every limit a tenant can hit: what a plan sets, what a tenant overrides, and the effective
-//! values. This is the first slice of issue 16: the values are stored, validated, shown and
-//! changed through the admin API; enforcing them in the routing path comes next.
+//! values ([`effective`]); [`enforce`] applies them to what a tenant spends.
+
+pub mod enforce;
+pub mod slots;
 
 use repowire_protocol::limits::MAX_TEXT_BYTES;
 use serde::{Deserialize, Deserializer};

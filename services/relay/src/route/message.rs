@@ -13,6 +13,7 @@ use super::resolve::resolve;
 use super::session::{Handled, Refusal, Session};
 use crate::hub::LivePeer;
 use crate::ids::now_ms;
+use crate::limits::enforce::{Reason, Snapshot};
 use crate::store::{CloseAsk, MessageKey, NewMessage, WriteOp};
 
 /// Hash of the request that created a message: a retry has the same, a reused id differs.
@@ -33,8 +34,15 @@ struct Draft<'a> {
     recipients: Vec<String>,
 }
 
-fn new_message(s: &Session, d: Draft<'_>) -> NewMessage {
+fn new_message(s: &Session, limits: &Snapshot, d: Draft<'_>) -> NewMessage {
     let now = now_ms();
+    // The relay's own cap bounds every inbox; a plan may set a smaller one.
+    let inbox_cap = limits
+        .limits
+        .inbox_cap
+        .map_or(s.state.config.inbox_cap, |cap| {
+            cap.min(s.state.config.inbox_cap)
+        });
     let ttl = i64::try_from(s.state.config.message_ttl().as_millis()).unwrap_or(i64::MAX / 4);
     NewMessage {
         tenant_id: s.tenant_id.clone(),
@@ -52,7 +60,7 @@ fn new_message(s: &Session, d: Draft<'_>) -> NewMessage {
         created_at_ms: now,
         expires_at_ms: now.saturating_add(ttl),
         recipients: d.recipients,
-        inbox_cap: s.state.config.inbox_cap,
+        inbox_cap,
         // Kept with the message: a push from the inbox later continues this trace.
         traceparent: crate::telemetry::current_traceparent(),
     }
@@ -73,6 +81,20 @@ async fn resolve_or_settled(
         Ok(target) => return Ok(Some(target)),
         Err(refusal) => refusal,
     };
+    if settled(s, id, sender, content_hash).await? {
+        return Ok(None);
+    }
+    Err(refusal)
+}
+
+/// Answers `accepted` if this message is already stored (a retry whose answer was lost), and
+/// says so; refuses a reused id with different content; `false` if it is not stored.
+async fn settled(
+    s: &Session,
+    id: MessageId,
+    sender: &LivePeer,
+    content_hash: &str,
+) -> Result<bool, Refusal> {
     let key = MessageKey::Id(id.to_string());
     let Some(stored) = s
         .state
@@ -80,7 +102,7 @@ async fn resolve_or_settled(
         .message_status(&s.tenant_id, &sender.record.peer_id, &key)
         .await?
     else {
-        return Err(refusal);
+        return Ok(false);
     };
     if stored.message.content_hash != content_hash {
         return Err(Refusal::new(
@@ -105,7 +127,31 @@ async fn resolve_or_settled(
         correlation_id: stored.message.correlation_id.map(Into::into),
         recipients,
     }));
-    Ok(None)
+    Ok(true)
+}
+
+/// Whether the tenant's limits let this new message in. A refused retry of a message that is
+/// already stored is answered `accepted` instead: the sender must not be told that a message
+/// it already sent failed. `Ok(false)`: answered (refused or settled).
+async fn admit(
+    s: &Session,
+    id: MessageId,
+    sender: &LivePeer,
+    content_hash: &str,
+    text: &str,
+) -> Result<bool, Refusal> {
+    let Err(refusal) = s
+        .state
+        .limits
+        .admit_message(&s.tenant_id, text.len())
+        .await?
+    else {
+        return Ok(true);
+    };
+    if refusal.reason != Reason::MessageBytes && settled(s, id, sender, content_hash).await? {
+        return Ok(false);
+    }
+    Err(Refusal::from(refusal))
 }
 
 pub(super) async fn ask(s: &Session, id: MessageId, a: Ask, started: Instant) -> Handled {
@@ -116,8 +162,13 @@ pub(super) async fn ask(s: &Session, id: MessageId, a: Ask, started: Instant) ->
     else {
         return Ok(());
     };
+    if !admit(s, id, &sender, &hash, &a.text).await? {
+        return Ok(());
+    }
+    let limits = s.state.limits.snapshot(&s.tenant_id).await?;
     let mut m = new_message(
         s,
+        &limits,
         Draft {
             id,
             kind: MessageKind::Ask,
@@ -145,8 +196,13 @@ pub(super) async fn notify(s: &Session, id: MessageId, n: Notify, started: Insta
     else {
         return Ok(());
     };
+    if !admit(s, id, &sender, &hash, &n.text).await? {
+        return Ok(());
+    }
+    let limits = s.state.limits.snapshot(&s.tenant_id).await?;
     let m = new_message(
         s,
+        &limits,
         Draft {
             id,
             kind: MessageKind::Notify,
@@ -168,6 +224,10 @@ pub(super) async fn broadcast(
     started: Instant,
 ) -> Handled {
     let sender = s.own(b.from.as_str())?;
+    let hash = content_hash("broadcast", &b);
+    if !admit(s, id, &sender, &hash, &b.text).await? {
+        return Ok(());
+    }
     let mut recipients: Vec<PeerSummary> = s
         .state
         .hub
@@ -204,23 +264,27 @@ pub(super) async fn broadcast(
         .collect();
     recipients.extend(elsewhere);
     recipients.sort_by(|a, b| a.peer_id.cmp(&b.peer_id));
+    let limits = s.state.limits.snapshot(&s.tenant_id).await?;
     let m = new_message(
         s,
+        &limits,
         Draft {
             id,
             kind: MessageKind::Broadcast,
             sender: &sender,
             body: b.text.clone(),
             correlation_id: Some(CorrelationId::notif_from_random(rand::random()).0),
-            content_hash: content_hash("broadcast", &b),
+            content_hash: hash,
             recipients: recipients.iter().map(|r| r.peer_id.0.clone()).collect(),
         },
     );
     s.submit(id, WriteOp::Accept(m), recipients, started).await
 }
 
+#[allow(clippy::too_many_arguments)] // one per column of the close; a struct would only rename them
 fn close(
     s: &Session,
+    limits: &Snapshot,
     id: MessageId,
     sender: &LivePeer,
     cid: &CorrelationId,
@@ -238,6 +302,7 @@ fn close(
         reply: reply.map(|(body, hash)| {
             let mut m = new_message(
                 s,
+                limits,
                 Draft {
                     id,
                     kind: MessageKind::Reply,
@@ -255,12 +320,27 @@ fn close(
     }
 }
 
+/// A reply (an `ack`'s text, an `answer`) must fit the tenant's message size; it is not held to
+/// the rate or the monthly quota (the quota counts it): a conversation the tenant could start
+/// can always finish.
+async fn reply_fits(s: &Session, text: &str) -> Result<(), Refusal> {
+    match s.state.limits.reply_fits(&s.tenant_id, text.len()).await? {
+        Ok(()) => Ok(()),
+        Err(refusal) => Err(refusal.into()),
+    }
+}
+
 pub(super) async fn ack(s: &Session, id: MessageId, a: Ack, started: Instant) -> Handled {
     let sender = s.own(a.from.as_str())?;
     let hash = content_hash("ack", &a);
+    if let Some(text) = &a.reply {
+        reply_fits(s, text).await?;
+    }
+    let limits = s.state.limits.snapshot(&s.tenant_id).await?;
     let reply = a.reply.clone().map(|text| (text, hash));
     let op = close(
         s,
+        &limits,
         id,
         &sender,
         &a.correlation_id,
@@ -277,10 +357,15 @@ pub(super) async fn answer(s: &Session, id: MessageId, a: Answer, started: Insta
         option_id: a.option_id.clone(),
         text: a.text.clone(),
     };
+    if let Some(text) = &a.text {
+        reply_fits(s, text).await?;
+    }
+    let limits = s.state.limits.snapshot(&s.tenant_id).await?;
     // The reply body is rendered by the store from the question; the hash covers the request.
     let reply = Some((String::new(), content_hash("answer", &a)));
     let op = close(
         s,
+        &limits,
         id,
         &sender,
         &a.correlation_id,

@@ -1,16 +1,19 @@
 //! `register`: new peers and reclaims, name allocation, and the catch-up that replays a
 //! peer's pending inbox in order before live deliveries resume.
 
+use std::collections::HashSet;
+
 use repowire_protocol::validate::is_valid_name;
 use repowire_protocol::{
     Body, CloseCode, ErrorCode, ErrorFrame, MessageId, Presence, PresenceEvent, Register,
     Registered,
 };
 
-use super::session::{Handled, Session};
+use super::session::{Handled, Refusal, Session};
 use crate::dispatch::{deliver_stored, frame_text};
 use crate::hub::{CatchUp, peer_info, send_bulk};
 use crate::ids::now_ms;
+use crate::limits::enforce::Reason;
 use crate::state::AppState;
 use crate::store::PeerRecord;
 
@@ -43,6 +46,41 @@ fn may_reclaim(stored: &PeerRecord, claim: &Register) -> bool {
             (Some(a), Some(b)) => a == b,
             _ => true,
         }
+}
+
+/// Whether the tenant may have one more live peer (`peer_id` already live counts as none).
+/// Live peers on other pods are read from presence; registrations racing on several pods at
+/// the same moment may each see the last free place (the limit can be passed by that many).
+async fn peers_allowed(s: &Session, peer_id: &str) -> Result<(), Refusal> {
+    let limits = s.state.limits.snapshot(&s.tenant_id).await?;
+    let Some(max) = limits.limits.max_peers else {
+        return Ok(());
+    };
+    let mut live: HashSet<String> = s
+        .state
+        .hub
+        .live_peers(&s.tenant_id)
+        .into_iter()
+        .map(|p| p.record.peer_id)
+        .collect();
+    live.extend(s.state.cluster.remote_live(&s.tenant_id).await.into_keys());
+    if live.contains(peer_id) || i64::try_from(live.len()).unwrap_or(i64::MAX) < max {
+        return Ok(());
+    }
+    Err(s
+        .state
+        .limits
+        .refuse(
+            &limits,
+            Reason::Peers,
+            ErrorCode::LimitExceeded,
+            format!(
+                "this tenant's plan allows {max} live peers and {} are live; unregister one (end a session) first",
+                live.len()
+            ),
+            None,
+        )
+        .into())
 }
 
 pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled {
@@ -98,6 +136,8 @@ pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled
             (record, base, false)
         }
     };
+
+    peers_allowed(s, &record.peer_id).await?;
 
     // In a cluster the name is claimed atomically on the bus, so two pods never hand one name
     // to two live peers; this pod's own live peers are skipped first, and the hub still checks.

@@ -88,6 +88,17 @@ impl From<crate::store::StoreError> for Refusal {
     }
 }
 
+impl From<crate::limits::enforce::LimitRefusal> for Refusal {
+    fn from(r: crate::limits::enforce::LimitRefusal) -> Self {
+        Self {
+            code: r.code,
+            message: r.message,
+            candidates: Vec::new(),
+            retry_after_ms: r.retry_after_ms,
+        }
+    }
+}
+
 /// What a handler returns: done (it answered), or a refusal to answer with.
 pub(super) type Handled = Result<(), Refusal>;
 

@@ -175,6 +175,9 @@ pub trait Store: Send + Sync + 'static {
         from_ms: i64,
         to_ms: i64,
     ) -> Result<Vec<UsageRow>>;
+    /// The messages (every kind, see `metering::metric`) counted for a tenant in the hours
+    /// starting in `[from_ms, to_ms)`.
+    async fn messages_counted(&self, tenant_id: &str, from_ms: i64, to_ms: i64) -> Result<i64>;
     /// A page of audit events, oldest first.
     async fn list_audit(&self, filter: &AuditFilter, limit: i64) -> Result<Vec<AuditEvent>>;
     /// Suspends (`Some(time)`) or resumes (`None`) a tenant; false if there is no such tenant.

@@ -34,6 +34,13 @@ pub fn month_start(at_ms: i64) -> i64 {
     days_from_civil(y, m, 1) * DAY_MS
 }
 
+/// The start (ms) of the calendar month after the one `at_ms` falls in.
+pub fn next_month_start(at_ms: i64) -> i64 {
+    let (y, m, _) = civil_from_days(at_ms.div_euclid(DAY_MS));
+    let (ny, nm) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
+    days_from_civil(ny, nm, 1) * DAY_MS
+}
+
 /// `YYYY-MM` → the month's start and end (ms); `None` when it is not a month.
 pub fn parse_month(text: &str) -> Option<(i64, i64)> {
     let (y, m) = text.split_once('-')?;
@@ -96,6 +103,15 @@ mod tests {
         assert_eq!(
             utc_string(month_start(1_796_083_199_000)),
             "2026-11-01T00:00:00Z"
+        );
+        assert_eq!(
+            utc_string(next_month_start(1_796_083_199_000)),
+            "2026-12-01T00:00:00Z"
+        );
+        assert_eq!(
+            utc_string(next_month_start(1_796_083_200_000)),
+            "2027-01-01T00:00:00Z",
+            "December rolls over into the next year"
         );
     }
 }

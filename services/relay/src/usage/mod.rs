@@ -1,7 +1,7 @@
 //! Usage for billing: the hourly counts the write path stores (`store::metering`), summed into
 //! hours, days or calendar months (UTC), as JSON or CSV. The admin API reads through here.
 
-mod calendar;
+pub mod calendar;
 
 use std::collections::BTreeMap;
 

@@ -146,17 +146,22 @@ impl TestRelay {
         self.shutdown.cancel();
     }
 
-    /// A new tenant and a live key for it.
+    /// A new tenant on the `unlimited` plan and a live key for it (scenarios that are not about
+    /// limits must not run into the default plan's).
     pub async fn tenant(&self, name: &str) -> (String, String) {
-        let t = admin::create_tenant(
-            self.state.store.as_ref(),
-            admin::NewTenant {
-                name: name.to_owned(),
-                ..Default::default()
-            },
-        )
+        self.tenant_on(admin::NewTenant {
+            name: name.to_owned(),
+            plan: Some("unlimited".into()),
+            ..Default::default()
+        })
         .await
-        .expect("tenant");
+    }
+
+    /// A new tenant as `new` says, and a live key for it.
+    pub async fn tenant_on(&self, new: admin::NewTenant) -> (String, String) {
+        let t = admin::create_tenant(self.state.store.as_ref(), new)
+            .await
+            .expect("tenant");
         let k = admin::create_key(
             self.state.store.as_ref(),
             &t.id,

@@ -83,6 +83,8 @@ pub(super) async fn update_plan_http(
     let store = state.store.as_ref();
     let before = plans::get_plan(store, &name).await?;
     let after = plans::update_plan(store, &name, patch).await?;
+    state.limits.changed(None);
+    state.cluster.limits_changed(None).await;
     audit::record(
         store,
         &ctx,

@@ -153,6 +153,8 @@ pub(super) async fn update_tenant_http(
     let before = get_tenant(store, &tenant_ref).await?;
     let after = update_tenant(store, &tenant_ref, patch).await?;
     let id = after.tenant.id.as_str();
+    state.limits.changed(Some(id));
+    state.cluster.limits_changed(Some(id)).await;
     audit::record(
         store,
         &ctx,

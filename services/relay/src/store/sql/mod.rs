@@ -219,6 +219,10 @@ macro_rules! impl_store {
                 self.usage_rows_sql(tenant_id, from_ms, to_ms).await
             }
 
+            async fn messages_counted(&self, tenant_id: &str, from_ms: i64, to_ms: i64) -> Result<i64> {
+                self.messages_counted_sql(tenant_id, from_ms, to_ms).await
+            }
+
             async fn insert_audit(&self, e: &AuditEvent) -> Result<()> {
                 self.insert_audit_row(e).await
             }

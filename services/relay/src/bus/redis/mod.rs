@@ -5,7 +5,8 @@
 //!
 //! Keys: `{prefix}:t:{tenant}:p:{peer}`, `{prefix}:t:{tenant}:peers` and the display-name
 //! claims `{prefix}:t:{tenant}:n:{circle}:{name}` (the holder's peer id, living as long as its
-//! presence); channels `{prefix}:pod:{pod}` and `{prefix}:all`.
+//! presence), the message buckets `{prefix}:t:{tenant}:rate` ([`limits`]); channels
+//! `{prefix}:pod:{pod}` and `{prefix}:all`.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -17,7 +18,10 @@ use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
 use tokio::sync::mpsc;
 
+mod limits;
+
 use super::{Bus, BusError, BusEvent, Presence, Result, Target};
+use crate::gcra::{Grant, Rate};
 
 fn unavailable(e: redis::RedisError) -> BusError {
     BusError::Unavailable(e.to_string())
@@ -417,6 +421,33 @@ impl Bus for RedisBus {
         }
         out.sort_by(|a, b| a.peer_id.cmp(&b.peer_id));
         Ok(out)
+    }
+
+    async fn take_tokens(&self, tenant_id: &str, rate: Rate, want: u64) -> Result<Grant> {
+        self.take_tokens_at(tenant_id, rate, want, None).await
+    }
+
+    async fn hold_connection(
+        &self,
+        tenant_id: &str,
+        slot: &str,
+        max: Option<u64>,
+        expires_at_ms: i64,
+    ) -> Result<bool> {
+        self.hold(tenant_id, slot, max, expires_at_ms).await
+    }
+
+    async fn refresh_connections(
+        &self,
+        tenant_id: &str,
+        slots: &[String],
+        expires_at_ms: i64,
+    ) -> Result<()> {
+        self.refresh_slots(tenant_id, slots, expires_at_ms).await
+    }
+
+    async fn release_connection(&self, tenant_id: &str, slot: &str) -> Result<()> {
+        self.release(tenant_id, slot).await
     }
 
     async fn claim_name(

@@ -1,0 +1,108 @@
+//! A tenant's concurrent connections across the cluster: each open connection holds a slot on
+//! the bus (`{pod}:{conn}`), taken before the WebSocket upgrade and let go when the connection
+//! ends; the pod's heartbeat keeps its slots alive, so a dead pod's stop counting after the
+//! presence TTL.
+
+use std::sync::Arc;
+
+use repowire_protocol::ErrorCode;
+
+use super::enforce::{Enforcer, LimitRefusal, Reason};
+use crate::bus::Bus;
+use crate::hub::ConnId;
+use crate::ids::now_ms;
+use crate::store::StoreError;
+
+/// A held connection slot; dropping it lets the slot go.
+#[derive(Debug)]
+pub struct ConnectionSlot {
+    tenant_id: String,
+    slot: String,
+    bus: Arc<dyn Bus>,
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return; // the process is ending; the slot expires by itself
+        };
+        let (bus, tenant_id, slot) = (
+            self.bus.clone(),
+            std::mem::take(&mut self.tenant_id),
+            std::mem::take(&mut self.slot),
+        );
+        runtime.spawn(async move {
+            if let Err(error) = bus.release_connection(&tenant_id, &slot).await {
+                tracing::warn!(%error, tenant = %tenant_id, "could not let a connection slot go; it expires by itself");
+            }
+        });
+    }
+}
+
+/// The slot name of connection `conn` of pod `pod`.
+pub fn slot_name(pod: &str, conn: ConnId) -> String {
+    format!("{pod}:{conn}")
+}
+
+impl Enforcer {
+    /// Holds a connection slot for `conn` unless the tenant is at its `max_connections`.
+    /// Without the bus the connection is let in (counted in `limit_checks_failed_open`).
+    pub async fn hold_connection(
+        &self,
+        tenant_id: &str,
+        conn: ConnId,
+    ) -> Result<Result<ConnectionSlot, LimitRefusal>, StoreError> {
+        let snapshot = self.snapshot(tenant_id).await?;
+        let max = snapshot
+            .limits
+            .max_connections
+            .map(|m| u64::try_from(m).unwrap_or(0));
+        let slot = slot_name(self.bus().pod(), conn);
+        let expires = now_ms().saturating_add(self.slot_ttl_ms());
+        match self
+            .bus()
+            .hold_connection(tenant_id, &slot, max, expires)
+            .await
+        {
+            Ok(false) => {
+                let max = max.unwrap_or(0);
+                return Ok(Err(self.refuse(
+                    &snapshot,
+                    Reason::Connections,
+                    ErrorCode::LimitExceeded,
+                    format!(
+                        "this tenant's plan allows {max} connections at once and they are open; close one first"
+                    ),
+                    None,
+                )));
+            }
+            Ok(true) => {}
+            Err(error) => {
+                self.failed_open(tenant_id, &error);
+            }
+        }
+        Ok(Ok(ConnectionSlot {
+            tenant_id: tenant_id.to_owned(),
+            slot,
+            bus: self.bus().clone(),
+        }))
+    }
+
+    /// Keeps this pod's slots alive (`conns` by tenant): the heartbeat.
+    pub async fn refresh_connections(&self, conns: Vec<(String, Vec<ConnId>)>) {
+        let expires = now_ms().saturating_add(self.slot_ttl_ms());
+        for (tenant_id, ids) in conns {
+            let slots: Vec<String> = ids
+                .into_iter()
+                .map(|c| slot_name(self.bus().pod(), c))
+                .collect();
+            if let Err(error) = self
+                .bus()
+                .refresh_connections(&tenant_id, &slots, expires)
+                .await
+            {
+                tracing::warn!(%error, tenant = %tenant_id, "could not refresh connection slots");
+            }
+        }
+    }
+}
