@@ -348,7 +348,14 @@ async fn connect_and_serve(
             if resp.status().as_u16() == 401 {
                 *cached = None; // expired or unknown token: exchange the key again
             }
-            return Ended::Retry(format!("websocket upgrade refused: {}", resp.status()));
+            // The relay says why in a JSON body (a full tenant, a suspended one …).
+            let why = resp
+                .body()
+                .as_deref()
+                .and_then(|b| serde_json::from_slice::<HttpError>(b).ok())
+                .map(|b| format!("{} ({})", b.error.message, b.error.code.as_str()))
+                .unwrap_or_else(|| resp.status().to_string());
+            return Ended::Retry(format!("websocket upgrade refused: {why}"));
         }
         Err(e) => return Ended::Retry(format!("websocket connect: {e}")),
     };

@@ -57,3 +57,21 @@ fn every_valid_fixtures_type_is_its_frames_type_name_and_known() {
         "the fixtures cover the frame types: {types:?}"
     );
 }
+
+/// Every error code is explained in docs/protocol.md §11, the table a client author reads.
+#[test]
+fn every_error_code_is_in_the_protocol_documents_table() {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/protocol.md"),
+    )
+    .expect("docs/protocol.md");
+    let table = doc
+        .split("## 11. Error codes")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("section 11");
+    for code in ErrorCode::iter() {
+        let row = format!("| `{}` |", code.as_str());
+        assert!(table.contains(&row), "{row} is missing from §11");
+    }
+}

@@ -79,6 +79,8 @@ pub struct LimitRefusal {
     pub message: String,
     /// When a retry can succeed (rate, quota).
     pub retry_after_ms: Option<u64>,
+    /// The tenant's plan (a metrics label).
+    pub plan: String,
 }
 
 /// A tenant's limits as this pod last read them.
@@ -229,7 +231,8 @@ impl Enforcer {
         })
     }
 
-    /// Counts a refusal and builds it.
+    /// A refusal by `reason` for a tenant on `snapshot`'s plan; not counted until
+    /// [`Enforcer::count`] (a refused retry of a stored message is answered `accepted`).
     pub fn refuse(
         &self,
         snapshot: &Snapshot,
@@ -238,19 +241,24 @@ impl Enforcer {
         message: String,
         retry_after_ms: Option<u64>,
     ) -> LimitRefusal {
-        self.metrics
-            .limit_refusals
-            .get_or_create(&LimitLabel {
-                reason: reason.as_str(),
-                plan: snapshot.plan.clone(),
-            })
-            .inc();
         LimitRefusal {
             reason,
             code,
             message,
             retry_after_ms,
+            plan: snapshot.plan.clone(),
         }
+    }
+
+    /// Counts a refusal that was sent, by limit and plan.
+    pub fn count(&self, refusal: &LimitRefusal) {
+        self.metrics
+            .limit_refusals
+            .get_or_create(&LimitLabel {
+                reason: refusal.reason.as_str(),
+                plan: refusal.plan.clone(),
+            })
+            .inc();
     }
 
     /// Whether a tenant may store one more message of `text_bytes`: its size, the month's

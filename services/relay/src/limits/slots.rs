@@ -66,7 +66,7 @@ impl Enforcer {
         {
             Ok(false) => {
                 let max = max.unwrap_or(0);
-                return Ok(Err(self.refuse(
+                let refusal = self.refuse(
                     &snapshot,
                     Reason::Connections,
                     ErrorCode::LimitExceeded,
@@ -74,7 +74,9 @@ impl Enforcer {
                         "this tenant's plan allows {max} connections at once and they are open; close one first"
                     ),
                     None,
-                )));
+                );
+                self.count(&refusal);
+                return Ok(Err(refusal));
             }
             Ok(true) => {}
             Err(error) => {

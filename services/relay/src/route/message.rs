@@ -151,6 +151,7 @@ async fn admit(
     if refusal.reason != Reason::MessageBytes && settled(s, id, sender, content_hash).await? {
         return Ok(false);
     }
+    s.state.limits.count(&refusal);
     Err(Refusal::from(refusal))
 }
 
@@ -326,7 +327,10 @@ fn close(
 async fn reply_fits(s: &Session, text: &str) -> Result<(), Refusal> {
     match s.state.limits.reply_fits(&s.tenant_id, text.len()).await? {
         Ok(()) => Ok(()),
-        Err(refusal) => Err(refusal.into()),
+        Err(refusal) => {
+            s.state.limits.count(&refusal);
+            Err(refusal.into())
+        }
     }
 }
 

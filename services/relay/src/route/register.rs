@@ -67,20 +67,18 @@ async fn peers_allowed(s: &Session, peer_id: &str) -> Result<(), Refusal> {
     if live.contains(peer_id) || i64::try_from(live.len()).unwrap_or(i64::MAX) < max {
         return Ok(());
     }
-    Err(s
-        .state
-        .limits
-        .refuse(
-            &limits,
-            Reason::Peers,
-            ErrorCode::LimitExceeded,
-            format!(
-                "this tenant's plan allows {max} live peers and {} are live; unregister one (end a session) first",
-                live.len()
-            ),
-            None,
-        )
-        .into())
+    let refusal = s.state.limits.refuse(
+        &limits,
+        Reason::Peers,
+        ErrorCode::LimitExceeded,
+        format!(
+            "this tenant's plan allows {max} live peers and {} are live; unregister one (end a session) first",
+            live.len()
+        ),
+        None,
+    );
+    s.state.limits.count(&refusal);
+    Err(refusal.into())
 }
 
 pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled {

@@ -85,6 +85,11 @@ impl TestRelay {
         Self::start_inner(db, RelayConfig::for_tests(), Some(bus), None).await
     }
 
+    /// Like [`TestRelay::start_pod`], with settings.
+    pub async fn start_pod_with(db: &Db, config: RelayConfig, bus: Arc<dyn Bus>) -> Self {
+        Self::start_inner(db, config, Some(bus), None).await
+    }
+
     async fn start_inner(
         db: &Db,
         config: RelayConfig,

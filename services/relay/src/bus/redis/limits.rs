@@ -37,7 +37,7 @@ if room < 1 then
 end
 local granted = math.min(room, want)
 local new_tat = tat + granted * interval
-redis.call('SET', KEYS[1], string.format('%.3f', new_tat), 'PX', math.ceil((new_tat - now) / 1000) + 1000)
+redis.call('SET', KEYS[1], string.format('%.17g', new_tat), 'PX', math.ceil((new_tat - now) / 1000) + 1000)
 return {granted, 0}
 "#;
 
@@ -139,7 +139,7 @@ impl RedisBus {
     ) -> Result<Grant> {
         let (granted, retry_after_us): (u64, u64) = TAKE_SCRIPT
             .key(self.rate_key(tenant_id))
-            .arg(format!("{:.3}", rate.interval_us()))
+            .arg(rate.interval_us().to_string())
             .arg(rate.burst)
             .arg(want.max(1))
             .arg(now_us.map(|t| t.to_string()).unwrap_or_default())

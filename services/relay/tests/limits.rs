@@ -1,0 +1,284 @@
+//! Tenant limits enforced where a tenant spends (issue 16): message size, inbox cap, live peers,
+//! connections, the per-minute rate and the monthly quota. Each refusal has its documented code,
+//! stores nothing and is counted by limit and plan; a change through the admin API applies
+//! without a restart. One relay process here (the in-process bus); `limits_cluster.rs` has the
+//! cluster-wide cases on Redis.
+
+mod common;
+
+use common::{Db, TestRelay, WAIT, client, counter};
+use repowire_protocol::{Ack, Body, ErrorCode, Frame, PeerInfo, PresenceEvent};
+use repowire_relay::RelayConfig;
+use repowire_relay::admin::NewTenant;
+use repowire_relay::store::Limits;
+use serde_json::json;
+
+async fn tenant_with(relay: &TestRelay, name: &str, overrides: Limits) -> (String, String) {
+    relay
+        .tenant_on(NewTenant {
+            name: name.into(),
+            plan: Some("unlimited".into()),
+            overrides,
+            ..Default::default()
+        })
+        .await
+}
+
+/// The messages counted for a tenant (every hour there is).
+async fn counted(relay: &TestRelay, tenant: &str) -> i64 {
+    relay
+        .state
+        .store
+        .messages_counted(tenant, 0, i64::MAX)
+        .await
+        .expect("usage")
+}
+
+async fn patch_tenant(relay: &TestRelay, tenant: &str, body: serde_json::Value) {
+    let response = reqwest::Client::new()
+        .patch(format!("{}/admin/v1/tenants/{tenant}", relay.http))
+        .bearer_auth("test-admin-token")
+        .json(&body)
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(response.status(), 200, "{:?}", response.text().await);
+}
+
+fn notify(from: &PeerInfo, to: &str, text: &str) -> Frame {
+    client::notify_frame(from, to, text)
+}
+
+async fn size_inbox_cap_and_live_peers_are_refused_and_store_nothing(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let (tenant, key) = tenant_with(
+        &relay,
+        "acme",
+        Limits {
+            max_message_bytes: Some(10),
+            inbox_cap: Some(2),
+            max_peers: Some(2),
+            ..Limits::default()
+        },
+    )
+    .await;
+    let mut a = relay.client(&key).await;
+    let alice = a.peer("alice", "dev").await;
+    {
+        // bob registers, then his connection ends: he is stored, offline, and his inbox fills.
+        let mut b = relay.client(&key).await;
+        b.peer("bob", "dev").await;
+    }
+    a.expect(|f| match &f.body {
+        Body::Presence(p) if p.event == PresenceEvent::Offline && p.peer.name == "bob" => Some(()),
+        _ => None,
+    })
+    .await;
+
+    let big = a.notify(&alice, "bob", "0123456789A").await;
+    let e = big.expect_err("11 bytes over a limit of 10");
+    assert_eq!(e.code, ErrorCode::TextTooLarge);
+    assert!(e.message.contains("allows 10"), "{}", e.message);
+    a.notify(&alice, "bob", "0123456789").await.expect("fits");
+    a.notify(&alice, "bob", "second").await.expect("fits");
+    let full = a.notify(&alice, "bob", "third").await;
+    assert_eq!(full.expect_err("over the cap").code, ErrorCode::InboxFull);
+    assert_eq!(counted(&relay, &tenant).await, 2, "only what was accepted");
+
+    // Live peers: alice, and bob is gone, so one more may register, not two.
+    let mut c = relay.client(&key).await;
+    let carol = c.peer("carol", "dev").await;
+    let id = c
+        .send(Body::Register(repowire_protocol::Register {
+            name: Some("dave".into()),
+            backend: "claude-code".into(),
+            ..Default::default()
+        }))
+        .await;
+    let e = c.answer(id).await.expect_err("a third live peer");
+    assert_eq!(e.code, ErrorCode::LimitExceeded);
+    assert!(e.message.contains("2 live peers"), "{}", e.message);
+    assert_eq!(
+        relay
+            .state
+            .store
+            .peers_named(&tenant, "dave")
+            .await
+            .expect("db")
+            .len(),
+        0,
+        "a refused registration stores no peer"
+    );
+    // A live peer registering again (a reclaim) takes no new place.
+    let again = c
+        .register(repowire_protocol::Register {
+            reclaim: Some(carol.peer_id.clone()),
+            backend: "claude-code".into(),
+            path: Some("/work/carol".into()),
+            ..Default::default()
+        })
+        .await;
+    assert!(again.reclaimed);
+    assert_eq!(again.peer.peer_id, carol.peer_id);
+
+    let metrics = relay.metrics().await;
+    for (reason, n) in [("message_bytes", 1.0), ("peers", 1.0)] {
+        let series =
+            format!("repowire_limit_refusals_total{{reason=\"{reason}\",plan=\"unlimited\"}}");
+        assert_eq!(counter(&metrics, &series), n, "{series}\n{metrics}");
+    }
+    relay.stop().await;
+}
+
+async fn the_monthly_quota_refuses_with_its_reset_and_still_settles_retries_and_replies(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let (tenant, key) = tenant_with(
+        &relay,
+        "acme",
+        Limits {
+            messages_per_month: Some(2),
+            ..Limits::default()
+        },
+    )
+    .await;
+    let (mut a, mut b) = (relay.client(&key).await, relay.client(&key).await);
+    let alice = a.peer("alice", "dev").await;
+    let bob = b.peer("bob", "dev").await;
+
+    let asked = a.ask(&alice, "bob", "ready?").await.expect("first");
+    let second = notify(&alice, "bob", "second");
+    a.send_frame(&second).await;
+    a.answer(second.id).await.expect("second");
+
+    let e = a
+        .notify(&alice, "bob", "third")
+        .await
+        .expect_err("the month's two are spent");
+    assert_eq!(e.code, ErrorCode::QuotaExceeded);
+    assert!(e.message.contains("resets at"), "{}", e.message);
+    let wait = e.retry_after_ms.expect("the time to the reset");
+    assert!(wait > 0 && wait <= 31 * 24 * 3600 * 1000, "{wait}");
+
+    // The second sent again (its answer lost): still accepted, not refused.
+    a.send_frame(&second).await;
+    match a.answer(second.id).await {
+        Ok(Body::Accepted(acc)) => assert_eq!(acc.message_id, second.id),
+        other => panic!("a retry of a stored message must be accepted: {other:?}"),
+    }
+    // A reply to the ask still goes through: the conversation could start, so it can finish.
+    let cid = asked.correlation_id.expect("an ask has a thread");
+    let reply = b
+        .submit(Body::Ack(Ack {
+            from: bob.peer_id.clone(),
+            correlation_id: cid,
+            reply: Some("yes".into()),
+        }))
+        .await;
+    assert!(reply.is_ok(), "{reply:?}");
+    assert_eq!(
+        counted(&relay, &tenant).await,
+        3,
+        "two messages and a reply"
+    );
+    let metrics = relay.metrics().await;
+    let series = "repowire_limit_refusals_total{reason=\"messages_per_month\",plan=\"unlimited\"}";
+    assert_eq!(counter(&metrics, series), 1.0, "{metrics}");
+    relay.stop().await;
+}
+
+async fn the_rate_is_one_bucket_for_the_tenant_and_a_change_applies_at_once(db: Db) {
+    // One message a minute with a burst of ten: nothing refills while the test runs.
+    let mut config = RelayConfig::for_tests();
+    config.rate_burst_secs = 600;
+    let relay = TestRelay::start_with(&db, config).await;
+    let (tenant, key) = tenant_with(
+        &relay,
+        "acme",
+        Limits {
+            messages_per_minute: Some(1),
+            ..Limits::default()
+        },
+    )
+    .await;
+    let (_, other_key) = relay.tenant("other").await;
+    let (mut a, mut b) = (relay.client(&key).await, relay.client(&key).await);
+    let alice = a.peer("alice", "dev").await;
+    let bob = b.peer("bob", "dev").await;
+
+    // Ten in all, from two connections: one bucket.
+    for i in 0..10 {
+        let (c, from, to) = if i % 2 == 0 {
+            (&mut a, &alice, "bob")
+        } else {
+            (&mut b, &bob, "alice")
+        };
+        c.notify(from, to, &format!("n{i}"))
+            .await
+            .expect("in the burst");
+    }
+    let e = b
+        .notify(&bob, "alice", "one too many")
+        .await
+        .expect_err("the burst is spent");
+    assert_eq!(e.code, ErrorCode::RateLimited);
+    let wait = e.retry_after_ms.expect("when to retry");
+    assert!(wait > 50_000 && wait <= 60_000, "about a minute: {wait}");
+    assert!(e.message.contains("1 messages a minute"), "{}", e.message);
+    assert_eq!(counted(&relay, &tenant).await, 10);
+
+    // Another tenant has its own limits.
+    let mut o = relay.client(&other_key).await;
+    let olive = o.peer("olive", "dev").await;
+    o.notify(&olive, "olive", "mine").await.expect("unaffected");
+
+    // Lifting the limit through the admin API applies to the next message, without a restart.
+    patch_tenant(
+        &relay,
+        &tenant,
+        json!({"overrides": {"messages_per_minute": null}}),
+    )
+    .await;
+    b.notify(&bob, "alice", "now").await.expect("no limit now");
+    relay.stop().await;
+}
+
+async fn connections_over_the_limit_are_refused_before_the_upgrade(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let (_, key) = tenant_with(
+        &relay,
+        "acme",
+        Limits {
+            max_connections: Some(1),
+            ..Limits::default()
+        },
+    )
+    .await;
+    let first = relay.client(&key).await;
+    let token = client::token(&relay.http, &key).await.expect("token").token;
+    let refused = client::open(&relay.ws, Some(&token)).await;
+    assert_eq!(refused.err(), Some(403), "a second connection");
+    drop(first);
+    // The slot is let go when the first connection's task ends.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if client::open(&relay.ws, Some(&token)).await.is_ok() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the slot was never let go"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let metrics = relay.metrics().await;
+    let series = "repowire_limit_refusals_total{reason=\"connections\",plan=\"unlimited\"}";
+    assert!(counter(&metrics, series) >= 1.0, "{metrics}");
+    relay.stop().await;
+}
+
+both_backends!(
+    size_inbox_cap_and_live_peers_are_refused_and_store_nothing,
+    the_monthly_quota_refuses_with_its_reset_and_still_settles_retries_and_replies,
+    the_rate_is_one_bucket_for_the_tenant_and_a_change_applies_at_once,
+    connections_over_the_limit_are_refused_before_the_upgrade,
+);
