@@ -33,6 +33,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics))
         .route("/v1/token", post(token))
         .route("/v1/ws", get(ws))
+        .merge(crate::selfserve::router())
         .nest("/admin/v1", admin::router(state.clone()))
         .layer(middleware::from_fn_with_state(state.clone(), count_errors))
         .with_state(state)

@@ -48,6 +48,7 @@ pub mod keycheck;
 pub mod limits;
 pub mod metrics;
 pub mod route;
+pub mod selfserve;
 pub mod state;
 pub mod store;
 pub mod sweeper;

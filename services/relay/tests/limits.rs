@@ -276,7 +276,85 @@ async fn connections_over_the_limit_are_refused_before_the_upgrade(db: Db) {
     relay.stop().await;
 }
 
+/// GET with an optional bearer credential: (status, JSON body or null).
+async fn get(relay: &TestRelay, path: &str, bearer: Option<&str>) -> (u16, serde_json::Value) {
+    let mut request = reqwest::Client::new().get(format!("{}{path}", relay.http));
+    if let Some(b) = bearer {
+        request = request.bearer_auth(b);
+    }
+    let response = request.send().await.expect("request");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or_default())
+}
+
+async fn a_tenant_reads_its_own_limits_and_usage_and_no_one_elses(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let (tenant, key) = tenant_with(
+        &relay,
+        "acme",
+        Limits {
+            messages_per_month: Some(100),
+            ..Limits::default()
+        },
+    )
+    .await;
+    let (other, other_key) = relay.tenant("other").await;
+    let mut a = relay.client(&key).await;
+    let alice = a.peer("alice", "dev").await;
+    a.notify(&alice, "alice", "hello").await.expect("notify");
+
+    let (status, with_key) = get(&relay, "/v1/limits", Some(&key)).await;
+    assert_eq!(status, 200, "{with_key}");
+    assert_eq!(with_key["tenant_id"], tenant.as_str());
+    assert_eq!(with_key["plan"], "unlimited");
+    assert_eq!(with_key["limits"]["messages_per_month"], 100);
+    assert_eq!(with_key["limits"]["max_peers"], serde_json::Value::Null);
+    assert_eq!(with_key["month"]["messages"], 1);
+    assert!(with_key["month"]["resets_at_ms"].as_i64() > with_key["month"]["start_ms"].as_i64());
+    // A token from the key reads the same.
+    let jwt = client::token(&relay.http, &key).await.expect("token").token;
+    let (status, with_jwt) = get(&relay, "/v1/limits", Some(&jwt)).await;
+    assert_eq!((status, &with_jwt), (200, &with_key));
+
+    let (status, usage) = get(&relay, "/v1/usage?granularity=month", Some(&jwt)).await;
+    assert_eq!(status, 200, "{usage}");
+    let periods = usage["periods"].as_array().expect("periods");
+    assert_eq!(periods.len(), 1, "{usage}");
+    assert_eq!(periods[0]["tenant_id"], tenant.as_str());
+    assert_eq!(periods[0]["metrics"]["messages_notify"], 1);
+
+    // Another tenant's credential reads that tenant only.
+    let (_, theirs) = get(&relay, "/v1/usage", Some(&other_key)).await;
+    assert_eq!(theirs["periods"], serde_json::json!([]), "{theirs}");
+    let (_, their_limits) = get(&relay, "/v1/limits", Some(&other_key)).await;
+    assert_eq!(their_limits["tenant_id"], other.as_str());
+
+    // No credential, the admin token, a bad query: refused, with the JSON error shape.
+    for (bearer, path, want, code) in [
+        (None, "/v1/limits", 401, "unauthorized"),
+        (Some("test-admin-token"), "/v1/limits", 401, "unauthorized"),
+        (
+            Some(key.as_str()),
+            "/v1/usage?granularity=week",
+            400,
+            "invalid_request",
+        ),
+        (
+            Some(key.as_str()),
+            "/v1/usage?tenant=other",
+            400,
+            "invalid_request",
+        ),
+    ] {
+        let (status, body) = get(&relay, path, bearer).await;
+        assert_eq!(status, want, "{path}: {body}");
+        assert_eq!(body["error"]["code"], code, "{path}: {body}");
+    }
+    relay.stop().await;
+}
+
 both_backends!(
+    a_tenant_reads_its_own_limits_and_usage_and_no_one_elses,
     size_inbox_cap_and_live_peers_are_refused_and_store_nothing,
     the_monthly_quota_refuses_with_its_reset_and_still_settles_retries_and_replies,
     the_rate_is_one_bucket_for_the_tenant_and_a_change_applies_at_once,

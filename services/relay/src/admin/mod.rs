@@ -3,7 +3,7 @@
 
 pub mod audit;
 pub mod cli;
-mod http;
+pub(crate) mod http;
 pub mod keys;
 pub mod page;
 pub mod plans;

@@ -15,7 +15,7 @@ mod audit;
 mod keys;
 mod plans;
 mod tenants;
-mod usage;
+pub(crate) mod usage;
 
 use audit::*;
 use keys::*;

@@ -22,7 +22,7 @@ use crate::usage::{self, Granularity, Period};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
-pub(super) enum Format {
+pub(crate) enum Format {
     /// `application/json`.
     #[default]
     Json,
@@ -34,7 +34,7 @@ pub(super) enum Format {
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
 #[serde(deny_unknown_fields)]
-pub(super) struct TenantUsageQuery {
+pub(crate) struct TenantUsageQuery {
     /// From (ms, inclusive; the hour it falls in counts whole). Default: the start of this month.
     from: Option<i64>,
     /// To (ms, exclusive). Default: now.
@@ -59,7 +59,7 @@ pub(super) struct UsageExportQuery {
 /// Usage as JSON.
 #[derive(Debug, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub(super) struct UsageReport {
+pub(crate) struct UsageReport {
     /// `hour`, `day` or `month`.
     granularity: Granularity,
     /// From (ms).
@@ -124,24 +124,27 @@ pub(super) async fn tenant_usage_http(
     query: Result<Query<TenantUsageQuery>, QueryRejection>,
 ) -> Result<Response, AppError> {
     let Query(q) = query.map_err(|e| AppError::bad_request(e.body_text()))?;
+    let tenant = crate::admin::tenant(state.store.as_ref(), &tenant_ref).await?;
+    tenant_report(&state, &tenant.id, q).await
+}
+
+/// One tenant's usage as `q` asks (shared with the tenant's own `GET /v1/usage`).
+pub(crate) async fn tenant_report(
+    state: &AppState,
+    tenant_id: &str,
+    q: TenantUsageQuery,
+) -> Result<Response, AppError> {
     let now = now_ms();
     let from = q.from.unwrap_or_else(|| usage::month_start(now));
     let to = q.to.unwrap_or(now + 1);
     if from >= to {
         return Err(AdminError::Invalid(format!("from ({from}) is not before to ({to})")).into());
     }
-    let tenant = crate::admin::tenant(state.store.as_ref(), &tenant_ref).await?;
     let granularity = q.granularity.unwrap_or(Granularity::Day);
-    let periods = usage::report(
-        state.store.as_ref(),
-        Some(&tenant.id),
-        from,
-        to,
-        granularity,
-    )
-    .await?;
+    let periods =
+        usage::report(state.store.as_ref(), Some(tenant_id), from, to, granularity).await?;
     answer(
-        &state,
+        state,
         periods,
         granularity,
         (from, to),
