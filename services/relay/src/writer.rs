@@ -500,6 +500,29 @@ mod tests {
         async fn messages_counted(&self, _: &str, _: i64, _: i64) -> crate::store::Result<i64> {
             unused()
         }
+        async fn insert_admin_token(
+            &self,
+            _: &crate::store::AdminTokenRecord,
+        ) -> crate::store::Result<()> {
+            unused()
+        }
+        async fn admin_token_by_hash(
+            &self,
+            _: &str,
+        ) -> crate::store::Result<Option<crate::store::AdminTokenRecord>> {
+            unused()
+        }
+        async fn list_admin_tokens(
+            &self,
+        ) -> crate::store::Result<Vec<crate::store::AdminTokenRecord>> {
+            unused()
+        }
+        async fn revoke_admin_token(&self, _: &str, _: i64) -> crate::store::Result<bool> {
+            unused()
+        }
+        async fn admin_token_used(&self, _: &str, _: i64) -> crate::store::Result<()> {
+            unused()
+        }
         async fn list_audit(
             &self,
             _: &crate::store::AuditFilter,

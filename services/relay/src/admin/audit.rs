@@ -12,7 +12,7 @@ use crate::store::{AuditEvent, AuditFilter, Store};
 /// Who is acting and in which request.
 #[derive(Debug, Clone)]
 pub struct AdminCtx {
-    /// `admin-token` or `cli`.
+    /// `admin-token` (the bootstrap token), `admin-token:adm-…` (a minted one) or `cli`.
     pub actor: String,
     /// A UUIDv7, answered as `x-request-id`.
     pub request_id: String,
@@ -23,6 +23,14 @@ impl AdminCtx {
     pub fn admin_token() -> Self {
         Self {
             actor: "admin-token".into(),
+            request_id: uuid::Uuid::now_v7().to_string(),
+        }
+    }
+
+    /// A request authenticated with a minted admin token.
+    pub fn minted(token_id: &str) -> Self {
+        Self {
+            actor: format!("admin-token:{token_id}"),
             request_id: uuid::Uuid::now_v7().to_string(),
         }
     }

@@ -8,6 +8,7 @@ pub mod keys;
 pub mod page;
 pub mod plans;
 pub mod tenants;
+pub mod tokens;
 
 #[cfg(feature = "openapi")]
 pub use http::openapi;

@@ -178,6 +178,16 @@ pub trait Store: Send + Sync + 'static {
     /// The messages (every kind, see `metering::metric`) counted for a tenant in the hours
     /// starting in `[from_ms, to_ms)`.
     async fn messages_counted(&self, tenant_id: &str, from_ms: i64, to_ms: i64) -> Result<i64>;
+    /// Stores a minted admin token.
+    async fn insert_admin_token(&self, token: &AdminTokenRecord) -> Result<()>;
+    /// The admin token with this hash, revoked or not.
+    async fn admin_token_by_hash(&self, hash: &str) -> Result<Option<AdminTokenRecord>>;
+    /// Every admin token, oldest first.
+    async fn list_admin_tokens(&self) -> Result<Vec<AdminTokenRecord>>;
+    /// Revokes an admin token; false if there is none by that id or it was revoked already.
+    async fn revoke_admin_token(&self, id: &str, now_ms: i64) -> Result<bool>;
+    /// Records an admin token's use (for the operator's view).
+    async fn admin_token_used(&self, id: &str, now_ms: i64) -> Result<()>;
     /// A page of audit events, oldest first.
     async fn list_audit(&self, filter: &AuditFilter, limit: i64) -> Result<Vec<AuditEvent>>;
     /// Suspends (`Some(time)`) or resumes (`None`) a tenant; false if there is no such tenant.

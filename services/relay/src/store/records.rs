@@ -70,6 +70,43 @@ pub struct PlanRecord {
     pub updated_at_ms: i64,
 }
 
+/// An admin token minted through the admin API; the token text itself is never stored.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AdminTokenRecord {
+    /// Id (`adm-…`).
+    pub id: String,
+    /// What it is for.
+    pub label: String,
+    /// `admin:read`, `admin:write` or both, space-separated.
+    pub scopes: String,
+    /// SHA-256 of the token text (never shown).
+    #[serde(skip)]
+    pub hash: String,
+    /// The token's first characters, to recognise it.
+    pub display: String,
+    /// Creation time (ms).
+    pub created_at_ms: i64,
+    /// When it stops working (ms); `null`: never.
+    pub expires_at_ms: Option<i64>,
+    /// When it was revoked (ms).
+    pub revoked_at_ms: Option<i64>,
+    /// When it was last used (ms).
+    pub last_used_at_ms: Option<i64>,
+}
+
+impl AdminTokenRecord {
+    /// Whether it may be used at `now_ms`.
+    pub fn usable_at(&self, now_ms: i64) -> bool {
+        self.revoked_at_ms.is_none() && self.expires_at_ms.is_none_or(|e| e > now_ms)
+    }
+
+    /// Whether it holds `scope`.
+    pub fn has(&self, scope: &str) -> bool {
+        self.scopes.split(' ').any(|s| s == scope)
+    }
+}
+
 /// An API key; the key text itself is never stored.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

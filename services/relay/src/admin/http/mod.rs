@@ -3,7 +3,7 @@
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -15,12 +15,14 @@ mod audit;
 mod keys;
 mod plans;
 mod tenants;
+mod tokens;
 pub(crate) mod usage;
 
 use audit::*;
 use keys::*;
 use plans::*;
 use tenants::*;
+use tokens::*;
 use usage::*;
 
 use super::audit::AdminCtx;
@@ -51,6 +53,14 @@ pub fn router(state: AppState) -> Router<AppState> {
         .route("/audit", get(list_audit_http))
         .route("/tenants/{tenant}/usage", get(tenant_usage_http))
         .route("/usage", get(usage_export_http))
+        .route(
+            "/admin-tokens",
+            get(list_admin_tokens_http).post(create_admin_token_http),
+        )
+        .route(
+            "/admin-tokens/{token_id}",
+            axum::routing::delete(revoke_admin_token_http),
+        )
         .layer(middleware::from_fn_with_state(state, require_admin));
     // The document describes the API; it holds nothing secret.
     #[cfg(feature = "openapi")]
@@ -97,7 +107,7 @@ async fn openapi_http() -> Json<utoipa::openapi::OpenApi> {
     info(
         title = "Repowire relay admin API",
         version = "1",
-        description = "Plans, tenants, API keys and the audit log of a Repowire relay deployment. Every route needs `Authorization: Bearer <admin credential>` (REPOWIRE_ADMIN_TOKEN); no tenant key or token is ever accepted. docs/admin.md explains the operations."
+        description = "Plans, tenants, API keys, usage, admin tokens and the audit log of a Repowire relay deployment. Every route needs `Authorization: Bearer <admin credential>`: the bootstrap token (REPOWIRE_ADMIN_TOKEN) or a minted admin token with the scope `admin:read` (GET) or `admin:write` (every other method); no tenant key or token is ever accepted. docs/admin.md explains the operations."
     ),
     paths(
         list_plans_http,
@@ -119,7 +129,10 @@ async fn openapi_http() -> Json<utoipa::openapi::OpenApi> {
         revoke_key_http,
         list_audit_http,
         tenant_usage_http,
-        usage_export_http
+        usage_export_http,
+        create_admin_token_http,
+        list_admin_tokens_http,
+        revoke_admin_token_http
     ),
     components(schemas(ErrorBody, ErrorDetail)),
     modifiers(&AdminCredential),
@@ -163,16 +176,39 @@ async fn require_admin(
     };
     // A header of another shape than `Bearer <credential>` is a wrong credential (403).
     let given = crate::token::bearer(&headers).ok().flatten().unwrap_or("");
+    let forbidden = |message: String| {
+        AppError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, message).into_response()
+    };
     // Comparing digests keeps the comparison time independent of where the strings differ.
-    if digest(given) != digest(expected) {
-        return AppError::new(
-            StatusCode::FORBIDDEN,
-            ErrorCode::Forbidden,
-            "admin credential required",
-        )
-        .into_response();
-    }
-    let ctx = AdminCtx::admin_token();
+    let ctx = if digest(given) == digest(expected) {
+        AdminCtx::admin_token()
+    } else {
+        let token = match crate::admin::tokens::find(state.store.as_ref(), given).await {
+            Ok(Some(token)) => token,
+            Ok(None) => return forbidden("admin credential required".into()),
+            Err(e) => return AppError::from(e).into_response(),
+        };
+        let needed = if matches!(*request.method(), Method::GET | Method::HEAD) {
+            crate::admin::tokens::READ
+        } else {
+            crate::admin::tokens::WRITE
+        };
+        if !token.has(needed) {
+            return forbidden(format!(
+                "admin token {} lacks the scope `{needed}` this request needs",
+                token.id
+            ));
+        }
+        // Only for the operator's view; a failure here must not refuse a valid token.
+        if let Err(error) = state
+            .store
+            .admin_token_used(&token.id, crate::ids::now_ms())
+            .await
+        {
+            tracing::warn!(%error, token = %token.id, "could not record an admin token's use");
+        }
+        AdminCtx::minted(&token.id)
+    };
     let request_id = ctx.request_id.clone();
     let mut request = request;
     request.extensions_mut().insert(ctx);

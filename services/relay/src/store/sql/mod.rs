@@ -219,6 +219,26 @@ macro_rules! impl_store {
                 self.usage_rows_sql(tenant_id, from_ms, to_ms).await
             }
 
+            async fn insert_admin_token(&self, t: &AdminTokenRecord) -> Result<()> {
+                self.insert_admin_token_sql(t).await
+            }
+
+            async fn admin_token_by_hash(&self, hash: &str) -> Result<Option<AdminTokenRecord>> {
+                Ok(self.admin_tokens_where("WHERE hash = $1", Some(hash)).await?.pop())
+            }
+
+            async fn list_admin_tokens(&self) -> Result<Vec<AdminTokenRecord>> {
+                self.admin_tokens_where("", None).await
+            }
+
+            async fn revoke_admin_token(&self, id: &str, now_ms: i64) -> Result<bool> {
+                self.revoke_admin_token_sql(id, now_ms).await
+            }
+
+            async fn admin_token_used(&self, id: &str, now_ms: i64) -> Result<()> {
+                self.admin_token_used_sql(id, now_ms).await
+            }
+
             async fn messages_counted(&self, tenant_id: &str, from_ms: i64, to_ms: i64) -> Result<i64> {
                 self.messages_counted_sql(tenant_id, from_ms, to_ms).await
             }

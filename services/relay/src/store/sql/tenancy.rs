@@ -169,6 +169,57 @@ macro_rules! impl_tenancy {
                 Ok(query.bind(limit).fetch_all(&self.pool).await?)
             }
 
+            async fn insert_admin_token_sql(&self, t: &AdminTokenRecord) -> Result<()> {
+                sqlx::query(
+                    "INSERT INTO admin_tokens (id, label, scopes, hash, display, created_at_ms, \
+                     expires_at_ms, revoked_at_ms, last_used_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                )
+                .bind(&t.id)
+                .bind(&t.label)
+                .bind(&t.scopes)
+                .bind(&t.hash)
+                .bind(&t.display)
+                .bind(t.created_at_ms)
+                .bind(t.expires_at_ms)
+                .bind(t.revoked_at_ms)
+                .bind(t.last_used_at_ms)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
+            async fn admin_tokens_where(&self, filter: &str, arg: Option<&str>) -> Result<Vec<AdminTokenRecord>> {
+                let sql = format!(
+                    "SELECT id, label, scopes, hash, display, created_at_ms, expires_at_ms, \
+                     revoked_at_ms, last_used_at_ms FROM admin_tokens {filter} ORDER BY created_at_ms, id"
+                );
+                let mut q = sqlx::query_as(&sql);
+                if let Some(a) = arg {
+                    q = q.bind(a);
+                }
+                Ok(q.fetch_all(&self.pool).await?)
+            }
+
+            async fn revoke_admin_token_sql(&self, id: &str, now_ms: i64) -> Result<bool> {
+                let done = sqlx::query(
+                    "UPDATE admin_tokens SET revoked_at_ms = $1 WHERE id = $2 AND revoked_at_ms IS NULL",
+                )
+                .bind(now_ms)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+                Ok(done.rows_affected() == 1)
+            }
+
+            async fn admin_token_used_sql(&self, id: &str, now_ms: i64) -> Result<()> {
+                sqlx::query("UPDATE admin_tokens SET last_used_at_ms = $1 WHERE id = $2")
+                    .bind(now_ms)
+                    .bind(id)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
+            }
+
             async fn messages_counted_sql(&self, tenant_id: &str, from_ms: i64, to_ms: i64) -> Result<i64> {
                 // SUM of BIGINT is NUMERIC in Postgres: cast back.
                 let sql = "SELECT CAST(COALESCE(SUM(value), 0) AS BIGINT) FROM usage_hourly \

@@ -1,0 +1,113 @@
+//! Admin tokens: credentials for the admin API minted, listed and revoked through it, each with
+//! scopes — `admin:read` (every `GET`) and `admin:write` (everything else). The bootstrap token
+//! of the relay's config holds both and cannot be revoked here. Like API keys, only the SHA-256
+//! of a token is stored and its text is shown once.
+
+use serde::{Deserialize, Serialize};
+
+use super::AdminError;
+use crate::ids::{now_ms, random_suffix};
+use crate::store::{AdminTokenRecord, Store};
+
+/// Prefix of minted admin tokens (never a valid API key or JWT).
+pub const PREFIX: &str = "rw_admin_";
+/// Read scope: every `GET` of the admin API.
+pub const READ: &str = "admin:read";
+/// Write scope: every other method.
+pub const WRITE: &str = "admin:write";
+
+/// `POST /admin-tokens`.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NewAdminToken {
+    /// What it is for (at most 128 bytes, no control characters).
+    #[serde(default)]
+    pub label: String,
+    /// `admin:read`, `admin:write`, or both; at least one.
+    pub scopes: Vec<String>,
+    /// Days until it stops working (1–3650); absent: never.
+    #[serde(default)]
+    pub expires_in_days: Option<u32>,
+}
+
+/// A minted admin token: its text, shown this once, and its record.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MintedAdminToken {
+    /// The token (`rw_admin_…`); not stored, not shown again.
+    pub token: String,
+    /// Its record.
+    pub admin_token: AdminTokenRecord,
+}
+
+/// Mints and stores an admin token.
+pub async fn create(store: &dyn Store, new: NewAdminToken) -> Result<MintedAdminToken, AdminError> {
+    super::keys::check_new_key(&new.label, new.expires_in_days)?;
+    if new.scopes.is_empty() {
+        return Err(AdminError::Invalid(format!(
+            "scopes is empty; give `{READ}`, `{WRITE}` or both"
+        )));
+    }
+    let mut scopes: Vec<&str> = Vec::new();
+    for s in &new.scopes {
+        let known = [READ, WRITE].into_iter().find(|k| k == s).ok_or_else(|| {
+            AdminError::Invalid(format!(
+                "unknown scope `{s}`; the scopes are `{READ}` and `{WRITE}`"
+            ))
+        })?;
+        if !scopes.contains(&known) {
+            scopes.push(known);
+        }
+    }
+    // 192 random bits, as hex.
+    let bytes: [u8; 24] = rand::random();
+    let text = format!(
+        "{PREFIX}{}",
+        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    );
+    let now = now_ms();
+    let record = AdminTokenRecord {
+        id: format!("adm-{}", random_suffix()),
+        label: new.label,
+        scopes: scopes.join(" "),
+        hash: crate::apikey::hash(&text),
+        display: format!("{}…", &text[..PREFIX.len() + 4]),
+        created_at_ms: now,
+        expires_at_ms: new.expires_in_days.map(|d| now + i64::from(d) * 86_400_000),
+        revoked_at_ms: None,
+        last_used_at_ms: None,
+    };
+    store.insert_admin_token(&record).await?;
+    Ok(MintedAdminToken {
+        token: text,
+        admin_token: record,
+    })
+}
+
+/// Every admin token (never their text).
+pub async fn list(store: &dyn Store) -> Result<Vec<AdminTokenRecord>, AdminError> {
+    Ok(store.list_admin_tokens().await?)
+}
+
+/// Revokes an admin token: it stops working at once, on every relay process.
+pub async fn revoke(store: &dyn Store, id: &str) -> Result<(), AdminError> {
+    if store.revoke_admin_token(id, now_ms()).await? {
+        return Ok(());
+    }
+    Err(AdminError::NotFound(format!(
+        "no admin token `{id}` that is not revoked already"
+    )))
+}
+
+/// The usable admin token with this text, if any.
+pub async fn find(store: &dyn Store, text: &str) -> Result<Option<AdminTokenRecord>, AdminError> {
+    if !text.starts_with(PREFIX) {
+        return Ok(None);
+    }
+    let now = now_ms();
+    Ok(store
+        .admin_token_by_hash(&crate::apikey::hash(text))
+        .await?
+        .filter(|t| t.usable_at(now)))
+}
