@@ -262,12 +262,13 @@ impl Enforcer {
     }
 
     /// Whether a tenant may store one more message of `text_bytes`: its size, the month's
-    /// quota, then the rate (a token is spent only when the others pass).
+    /// quota, then the rate (a token is spent only when the others pass). Admitted: the limits
+    /// it was admitted under (for the write: the inbox cap).
     pub async fn admit_message(
         &self,
         tenant_id: &str,
         text_bytes: usize,
-    ) -> Result<Result<(), LimitRefusal>, StoreError> {
+    ) -> Result<Result<Arc<Snapshot>, LimitRefusal>, StoreError> {
         let snapshot = self.snapshot(tenant_id).await?;
         let limits = &snapshot.limits;
         if let Err(refusal) = self.fits(&snapshot, text_bytes) {
@@ -306,7 +307,7 @@ impl Enforcer {
             }
         }
         state.admitted.fetch_add(1, Ordering::SeqCst);
-        Ok(Ok(()))
+        Ok(Ok(snapshot))
     }
 
     /// Whether a reply of `text_bytes` fits the tenant's message size (replies are not held to
@@ -315,8 +316,9 @@ impl Enforcer {
         &self,
         tenant_id: &str,
         text_bytes: usize,
-    ) -> Result<Result<(), LimitRefusal>, StoreError> {
-        Ok(self.fits(&*self.snapshot(tenant_id).await?, text_bytes))
+    ) -> Result<Result<Arc<Snapshot>, LimitRefusal>, StoreError> {
+        let snapshot = self.snapshot(tenant_id).await?;
+        Ok(self.fits(&snapshot, text_bytes).map(|()| snapshot))
     }
 
     fn fits(&self, snapshot: &Snapshot, text_bytes: usize) -> Result<(), LimitRefusal> {

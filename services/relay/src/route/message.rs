@@ -1,6 +1,7 @@
 //! `ask`, `notify`, `broadcast`, `ack`, `answer`: build the write, hand it to the writer.
 //! The dispatcher answers `accepted` only after the write committed.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use repowire_protocol::{
@@ -132,24 +133,25 @@ async fn settled(
 
 /// Whether the tenant's limits let this new message in. A refused retry of a message that is
 /// already stored is answered `accepted` instead: the sender must not be told that a message
-/// it already sent failed. `Ok(false)`: answered (refused or settled).
+/// it already sent failed. Admitted: the tenant's limits; `None`: answered (settled).
 async fn admit(
     s: &Session,
     id: MessageId,
     sender: &LivePeer,
     content_hash: &str,
     text: &str,
-) -> Result<bool, Refusal> {
-    let Err(refusal) = s
+) -> Result<Option<Arc<Snapshot>>, Refusal> {
+    let refusal = match s
         .state
         .limits
         .admit_message(&s.tenant_id, text.len())
         .await?
-    else {
-        return Ok(true);
+    {
+        Ok(limits) => return Ok(Some(limits)),
+        Err(refusal) => refusal,
     };
     if refusal.reason != Reason::MessageBytes && settled(s, id, sender, content_hash).await? {
-        return Ok(false);
+        return Ok(None);
     }
     s.state.limits.count(&refusal);
     Err(Refusal::from(refusal))
@@ -163,10 +165,9 @@ pub(super) async fn ask(s: &Session, id: MessageId, a: Ask, started: Instant) ->
     else {
         return Ok(());
     };
-    if !admit(s, id, &sender, &hash, &a.text).await? {
+    let Some(limits) = admit(s, id, &sender, &hash, &a.text).await? else {
         return Ok(());
-    }
-    let limits = s.state.limits.snapshot(&s.tenant_id).await?;
+    };
     let mut m = new_message(
         s,
         &limits,
@@ -197,10 +198,9 @@ pub(super) async fn notify(s: &Session, id: MessageId, n: Notify, started: Insta
     else {
         return Ok(());
     };
-    if !admit(s, id, &sender, &hash, &n.text).await? {
+    let Some(limits) = admit(s, id, &sender, &hash, &n.text).await? else {
         return Ok(());
-    }
-    let limits = s.state.limits.snapshot(&s.tenant_id).await?;
+    };
     let m = new_message(
         s,
         &limits,
@@ -226,9 +226,9 @@ pub(super) async fn broadcast(
 ) -> Handled {
     let sender = s.own(b.from.as_str())?;
     let hash = content_hash("broadcast", &b);
-    if !admit(s, id, &sender, &hash, &b.text).await? {
+    let Some(limits) = admit(s, id, &sender, &hash, &b.text).await? else {
         return Ok(());
-    }
+    };
     let mut recipients: Vec<PeerSummary> = s
         .state
         .hub
@@ -265,7 +265,6 @@ pub(super) async fn broadcast(
         .collect();
     recipients.extend(elsewhere);
     recipients.sort_by(|a, b| a.peer_id.cmp(&b.peer_id));
-    let limits = s.state.limits.snapshot(&s.tenant_id).await?;
     let m = new_message(
         s,
         &limits,
@@ -324,9 +323,11 @@ fn close(
 /// A reply (an `ack`'s text, an `answer`) must fit the tenant's message size; it is not held to
 /// the rate or the monthly quota (the quota counts it): a conversation the tenant could start
 /// can always finish.
-async fn reply_fits(s: &Session, text: &str) -> Result<(), Refusal> {
-    match s.state.limits.reply_fits(&s.tenant_id, text.len()).await? {
-        Ok(()) => Ok(()),
+/// Admitted: the tenant's limits.
+async fn reply_fits(s: &Session, text: Option<&str>) -> Result<Arc<Snapshot>, Refusal> {
+    let bytes = text.map_or(0, str::len);
+    match s.state.limits.reply_fits(&s.tenant_id, bytes).await? {
+        Ok(limits) => Ok(limits),
         Err(refusal) => {
             s.state.limits.count(&refusal);
             Err(refusal.into())
@@ -337,10 +338,7 @@ async fn reply_fits(s: &Session, text: &str) -> Result<(), Refusal> {
 pub(super) async fn ack(s: &Session, id: MessageId, a: Ack, started: Instant) -> Handled {
     let sender = s.own(a.from.as_str())?;
     let hash = content_hash("ack", &a);
-    if let Some(text) = &a.reply {
-        reply_fits(s, text).await?;
-    }
-    let limits = s.state.limits.snapshot(&s.tenant_id).await?;
+    let limits = reply_fits(s, a.reply.as_deref()).await?;
     let reply = a.reply.clone().map(|text| (text, hash));
     let op = close(
         s,
@@ -361,10 +359,7 @@ pub(super) async fn answer(s: &Session, id: MessageId, a: Answer, started: Insta
         option_id: a.option_id.clone(),
         text: a.text.clone(),
     };
-    if let Some(text) = &a.text {
-        reply_fits(s, text).await?;
-    }
-    let limits = s.state.limits.snapshot(&s.tenant_id).await?;
+    let limits = reply_fits(s, a.text.as_deref()).await?;
     // The reply body is rendered by the store from the question; the hash covers the request.
     let reply = Some((String::new(), content_hash("answer", &a)));
     let op = close(
