@@ -188,7 +188,7 @@ async fn ws(
         .hold_connection(&authed.tenant_id, conn)
         .await?
     {
-        Ok(slot) => slot,
+        Ok(slot) => slot.metered(&state.meter),
         Err(refusal) => {
             return Err(AppError::new(
                 StatusCode::FORBIDDEN,

@@ -193,6 +193,11 @@ pub struct RelayConfig {
     /// then the steady rate.
     #[arg(long, env = "REPOWIRE_RATE_BURST_SECS", default_value_t = 10)]
     pub rate_burst_secs: u64,
+    /// How often this process adds the connection time and peaks it measured to the usage
+    /// rows, in milliseconds: a process killed without a clean stop loses at most this much
+    /// of them (message counts are stored with the messages and never lost).
+    #[arg(long, env = "REPOWIRE_USAGE_FLUSH_MS", default_value_t = 10_000)]
+    pub usage_flush_ms: u64,
     /// Lifetime of issued JWTs, seconds.
     #[arg(long, env = "REPOWIRE_TOKEN_TTL_SECS", default_value_t = 900)]
     pub token_ttl_secs: u64,

@@ -397,7 +397,7 @@ impl Dispatcher {
             (WriteOp::Accept(m), WriteOutcome::Accept(o)) => self.accept(m, o, origin),
             (WriteOp::Close(c), WriteOutcome::Close(o)) => self.close(c, o, origin),
             (WriteOp::Receipt(r), WriteOutcome::Receipt(o)) => match o {
-                ReceiptOutcome::Changed(change) => self.state_change(change),
+                ReceiptOutcome::Changed { change, .. } => self.state_change(change),
                 ReceiptOutcome::Unchanged => {}
                 ReceiptOutcome::Unknown => self.refuse(
                     origin,

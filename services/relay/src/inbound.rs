@@ -65,10 +65,14 @@ async fn refresh(state: &AppState) {
             let_go(state, &tenant, &live.record.peer_id, None);
         }
     }
-    state
+    let open = state
         .limits
         .refresh_connections(state.hub.conns_by_tenant())
         .await;
+    let now = crate::ids::now_ms();
+    for (tenant, n) in open {
+        state.meter.connections_at(&tenant, n, now);
+    }
 }
 
 fn apply(state: &AppState, event: BusEvent) {

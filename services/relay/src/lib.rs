@@ -40,6 +40,7 @@ pub mod datadir;
 pub mod directory;
 pub mod dispatch;
 pub mod error;
+pub mod flusher;
 pub mod gcra;
 pub mod hub;
 pub mod ids;
@@ -108,6 +109,7 @@ where
     let inbound = tokio::spawn(inbound::run(state.clone()));
     let catch_ups = tokio::spawn(route::run_catch_ups(state.clone()));
     let keycheck = tokio::spawn(keycheck::run(state.clone()));
+    let flusher = tokio::spawn(flusher::run(state.clone()));
     let shutdown = state.shutdown.clone();
     let draining = state.clone();
     axum::serve(listener, api::router(state.clone()))
@@ -129,6 +131,14 @@ where
         .is_err()
     {
         tracing::warn!("queued writes did not finish within the drain timeout");
+    }
+    // Connections are closed: their time is measured to the end; store it.
+    flusher.abort();
+    if tokio::time::timeout(drain, flusher::flush(&state))
+        .await
+        .is_err()
+    {
+        tracing::warn!("measured usage was not stored within the drain timeout");
     }
     sweeper.abort();
     inbound.abort();

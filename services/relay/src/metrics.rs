@@ -75,6 +75,11 @@ pub struct Metrics {
     pub limit_refusals: Family<LimitLabel, Counter>,
     /// Limit checks that could not reach the bus and let the request through.
     pub limit_checks_failed_open: Counter,
+    /// Age of the oldest connection measurement not yet in the usage rows (0 when the last
+    /// flush left nothing behind): what a kill of this process would lose.
+    pub usage_flush_lag_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// Usage flushes that failed (their measurements are kept for the next one).
+    pub usage_flush_failures: Counter,
     /// Time from a message frame's arrival to its durable accept.
     pub accept_seconds: Histogram,
     /// Writes per committed transaction, by writer lane.
@@ -105,6 +110,8 @@ impl Metrics {
             order_catch_ups: Counter::default(),
             limit_refusals: Family::default(),
             limit_checks_failed_open: Counter::default(),
+            usage_flush_lag_seconds: Gauge::default(),
+            usage_flush_failures: Counter::default(),
             accept_seconds: Histogram::new(exponential_buckets(0.000_1, 2.0, 16)),
             write_batch_size: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(1.0, 2.0, 11))
@@ -160,6 +167,16 @@ impl Metrics {
             "limit_checks_failed_open",
             "Cluster-wide limit checks that could not reach the bus and let the request through",
             m.limit_checks_failed_open.clone(),
+        );
+        registry.register(
+            "usage_flush_lag_seconds",
+            "Age of the oldest connection-time or peak measurement not yet stored in the usage rows",
+            m.usage_flush_lag_seconds.clone(),
+        );
+        registry.register(
+            "usage_flush_failures",
+            "Usage flushes that failed and were kept for the next one",
+            m.usage_flush_failures.clone(),
         );
         registry.register(
             "accept_seconds",

@@ -53,6 +53,8 @@ pub struct Inner {
     pub directory: Directory,
     /// Tenant limits: what a message, registration or connection may spend.
     pub limits: Enforcer,
+    /// Connection time and peaks measured here, until the next usage flush.
+    pub meter: Arc<crate::usage::meter::Meter>,
     draining: AtomicBool,
 }
 
@@ -128,9 +130,23 @@ impl AppState {
             cluster,
             directory,
             limits,
+            meter: Arc::default(),
             draining: AtomicBool::new(false),
         }));
         (state, writer_task)
+    }
+
+    /// The ids of a tenant's live peers on every pod (presence from the bus; when the bus
+    /// cannot be read, this pod's own).
+    pub async fn live_peer_ids(&self, tenant_id: &str) -> std::collections::HashSet<String> {
+        let mut live: std::collections::HashSet<String> = self
+            .hub
+            .live_peers(tenant_id)
+            .into_iter()
+            .map(|p| p.record.peer_id)
+            .collect();
+        live.extend(self.cluster.remote_live(tenant_id).await.into_keys());
+        live
     }
 
     /// True once shutdown began: `/readyz` fails and new connections are refused.

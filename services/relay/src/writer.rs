@@ -500,6 +500,9 @@ mod tests {
         async fn messages_counted(&self, _: &str, _: i64, _: i64) -> crate::store::Result<i64> {
             unused()
         }
+        async fn add_usage(&self, _: &[crate::store::UsageAdd]) -> crate::store::Result<()> {
+            unused()
+        }
         async fn insert_admin_token(
             &self,
             _: &crate::store::AdminTokenRecord,

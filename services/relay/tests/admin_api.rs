@@ -257,7 +257,11 @@ async fn usage_counts_exactly_what_was_stored(db: Db) {
     let text = csv.text().await.expect("csv");
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], repowire_relay::usage::CSV_HEADER);
-    assert_eq!(lines.len(), 1 + 2 * 6, "{text}");
+    assert_eq!(
+        lines.len(),
+        1 + 2 * repowire_relay::store::metering::metric::ALL.len(),
+        "{text}"
+    );
     assert!(
         lines
             .iter()

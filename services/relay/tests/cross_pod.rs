@@ -64,10 +64,16 @@ impl Bus for Gated {
     async fn take_tokens(&self, t: &str, rate: Rate, want: u64) -> Result<Grant> {
         self.inner.take_tokens(t, rate, want).await
     }
-    async fn hold_connection(&self, t: &str, s: &str, m: Option<u64>, e: i64) -> Result<bool> {
+    async fn hold_connection(
+        &self,
+        t: &str,
+        s: &str,
+        m: Option<u64>,
+        e: i64,
+    ) -> Result<Option<u64>> {
         self.inner.hold_connection(t, s, m, e).await
     }
-    async fn refresh_connections(&self, t: &str, s: &[String], e: i64) -> Result<()> {
+    async fn refresh_connections(&self, t: &str, s: &[String], e: i64) -> Result<u64> {
         self.inner.refresh_connections(t, s, e).await
     }
     async fn release_connection(&self, t: &str, s: &str) -> Result<()> {

@@ -1,7 +1,7 @@
 //! Tenant limits across a cluster: two in-process pods on one Postgres database and real Redis
 //! (a fresh key prefix each). The per-minute rate is one bucket in Redis whichever pod a client
 //! is on; a limit changed through one pod's admin API applies on the other through the bus; a
-//! tenant's connections are counted across pods.
+//! tenant's connections are counted across pods, and so are the peaks usage stores.
 
 mod common;
 
@@ -218,6 +218,37 @@ async fn connections_are_counted_across_pods(pool: sqlx::PgPool) {
         Some(403),
         "the tenant's one connection is open on pod a"
     );
+    a.stop().await;
+    b.stop().await;
+}
+
+/// Peaks are the tenant's in the cluster, not one pod's: one connection and peer on each pod,
+/// and the pod that saw the second connect and the second registration stores 2 for both.
+#[sqlx::test(migrations = false)]
+async fn peaks_are_counted_across_pods(pool: sqlx::PgPool) {
+    use repowire_relay::store::metering::metric;
+    let db = Db::Postgres(pool);
+    let (a, b) = pods(&db, RelayConfig::for_tests()).await;
+    let (tenant, key) = tenant_with(&a, Limits::default()).await;
+    let mut on_a = a.client(&key).await;
+    on_a.peer("alice", "dev").await;
+    let mut on_b = b.client(&key).await;
+    on_b.peer("bob", "dev").await;
+    assert!(repowire_relay::flusher::flush(&b.state).await);
+    let rows = b
+        .state
+        .store
+        .usage_rows(Some(&tenant), 0, i64::MAX)
+        .await
+        .expect("usage");
+    let peak = |name: &str| {
+        rows.iter()
+            .filter(|r| r.metric == name)
+            .map(|r| r.value)
+            .max()
+    };
+    assert_eq!(peak(metric::PEAK_CONNECTIONS), Some(2), "{rows:?}");
+    assert_eq!(peak(metric::PEAK_PEERS), Some(2), "{rows:?}");
     a.stop().await;
     b.stop().await;
 }

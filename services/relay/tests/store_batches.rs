@@ -103,7 +103,7 @@ fn accepted(o: &WriteOutcome) -> Vec<(String, i64)> {
 
 fn changed(o: &WriteOutcome) -> DeliveryState {
     match o {
-        WriteOutcome::Receipt(ReceiptOutcome::Changed(c)) => c.state,
+        WriteOutcome::Receipt(ReceiptOutcome::Changed { change: c, .. }) => c.state,
         other => panic!("expected a change, got {other:?}"),
     }
 }
@@ -175,7 +175,7 @@ async fn a_batch_gives_each_write_its_own_outcome_in_order(db: Db) {
     assert_eq!(out[5], WriteOutcome::Receipt(ReceiptOutcome::Unchanged));
     assert_eq!(out[6], WriteOutcome::Receipt(ReceiptOutcome::Unknown));
     assert_eq!(out[7], WriteOutcome::Receipt(ReceiptOutcome::Unknown));
-    if let WriteOutcome::Receipt(ReceiptOutcome::Changed(c)) = &out[1] {
+    if let WriteOutcome::Receipt(ReceiptOutcome::Changed { change: c, .. }) = &out[1] {
         assert_eq!(
             (
                 c.sender.as_str(),

@@ -147,16 +147,16 @@ impl Bus for MemoryBus {
         slot: &str,
         max: Option<u64>,
         expires_at_ms: i64,
-    ) -> Result<bool> {
+    ) -> Result<Option<u64>> {
         let now = crate::ids::now_ms();
         let mut slots = self.slots.lock().unwrap();
         let held = slots.entry(tenant_id.to_owned()).or_default();
         held.retain(|_, until| *until > now);
         if !held.contains_key(slot) && max.is_some_and(|max| held.len() as u64 >= max) {
-            return Ok(false);
+            return Ok(None);
         }
         held.insert(slot.to_owned(), expires_at_ms);
-        Ok(true)
+        Ok(Some(held.len() as u64))
     }
 
     async fn refresh_connections(
@@ -164,15 +164,18 @@ impl Bus for MemoryBus {
         tenant_id: &str,
         slots: &[String],
         expires_at_ms: i64,
-    ) -> Result<()> {
-        if let Some(held) = self.slots.lock().unwrap().get_mut(tenant_id) {
-            for slot in slots {
-                if let Some(until) = held.get_mut(slot) {
-                    *until = expires_at_ms;
-                }
+    ) -> Result<u64> {
+        let now = crate::ids::now_ms();
+        let mut all = self.slots.lock().unwrap();
+        let Some(held) = all.get_mut(tenant_id) else {
+            return Ok(0);
+        };
+        for slot in slots {
+            if let Some(until) = held.get_mut(slot) {
+                *until = expires_at_ms;
             }
         }
-        Ok(())
+        Ok(held.values().filter(|until| **until > now).count() as u64)
     }
 
     async fn release_connection(&self, tenant_id: &str, slot: &str) -> Result<()> {

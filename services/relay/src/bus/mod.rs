@@ -192,21 +192,22 @@ pub trait Bus: Send + Sync + std::fmt::Debug {
     async fn take_tokens(&self, tenant_id: &str, rate: Rate, want: u64) -> Result<Grant>;
     /// Holds connection slot `slot` of a tenant until `expires_at_ms` unless the tenant holds
     /// `max` already (slots past their expiry do not count; one already held is refreshed).
-    /// False when refused.
+    /// The tenant's slots with this one, or `None` when refused.
     async fn hold_connection(
         &self,
         tenant_id: &str,
         slot: &str,
         max: Option<u64>,
         expires_at_ms: i64,
-    ) -> Result<bool>;
-    /// Moves the expiry of slots this pod holds (the heartbeat).
+    ) -> Result<Option<u64>>;
+    /// Moves the expiry of slots this pod holds (the heartbeat); returns how many slots the
+    /// tenant holds on every pod.
     async fn refresh_connections(
         &self,
         tenant_id: &str,
         slots: &[String],
         expires_at_ms: i64,
-    ) -> Result<()>;
+    ) -> Result<u64>;
     /// Lets a connection slot go.
     async fn release_connection(&self, tenant_id: &str, slot: &str) -> Result<()>;
     /// Every live peer of a tenant, on any pod.

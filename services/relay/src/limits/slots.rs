@@ -12,17 +12,31 @@ use crate::bus::Bus;
 use crate::hub::ConnId;
 use crate::ids::now_ms;
 use crate::store::StoreError;
+use crate::usage::meter::{Meter, Open};
 
-/// A held connection slot; dropping it lets the slot go.
+/// A held connection slot; dropping it lets the slot go (and ends the connection's metering).
 #[derive(Debug)]
 pub struct ConnectionSlot {
     tenant_id: String,
     slot: String,
     bus: Arc<dyn Bus>,
+    /// The tenant's open connections in the cluster with this one, as the bus counted them
+    /// (`None` when it could not be read).
+    cluster_open: Option<u64>,
+    metered: Option<Open>,
+}
+
+impl ConnectionSlot {
+    /// Measures this connection's time (see [`Meter`]) until the slot is dropped.
+    pub fn metered(mut self, meter: &Arc<Meter>) -> Self {
+        self.metered = Some(meter.opened(&self.tenant_id, self.cluster_open));
+        self
+    }
 }
 
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
+        self.metered.take();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return; // the process is ending; the slot expires by itself
         };
@@ -59,12 +73,12 @@ impl Enforcer {
             .map(|m| u64::try_from(m).unwrap_or(0));
         let slot = slot_name(self.bus().pod(), conn);
         let expires = now_ms().saturating_add(self.slot_ttl_ms());
-        match self
+        let cluster_open = match self
             .bus()
             .hold_connection(tenant_id, &slot, max, expires)
             .await
         {
-            Ok(false) => {
+            Ok(None) => {
                 let max = max.unwrap_or(0);
                 let refusal = self.refuse(
                     &snapshot,
@@ -78,33 +92,46 @@ impl Enforcer {
                 self.count(&refusal);
                 return Ok(Err(refusal));
             }
-            Ok(true) => {}
+            Ok(Some(open)) => Some(open),
             Err(error) => {
                 self.failed_open(tenant_id, &error);
+                None
             }
-        }
+        };
         Ok(Ok(ConnectionSlot {
             tenant_id: tenant_id.to_owned(),
             slot,
             bus: self.bus().clone(),
+            cluster_open,
+            metered: None,
         }))
     }
 
-    /// Keeps this pod's slots alive (`conns` by tenant): the heartbeat.
-    pub async fn refresh_connections(&self, conns: Vec<(String, Vec<ConnId>)>) {
+    /// Keeps this pod's slots alive (`conns` by tenant): the heartbeat. Returns each tenant's
+    /// open connections on every pod, as the bus counted them (tenants it could not read are
+    /// left out).
+    pub async fn refresh_connections(
+        &self,
+        conns: Vec<(String, Vec<ConnId>)>,
+    ) -> Vec<(String, u64)> {
         let expires = now_ms().saturating_add(self.slot_ttl_ms());
+        let mut open = Vec::with_capacity(conns.len());
         for (tenant_id, ids) in conns {
             let slots: Vec<String> = ids
                 .into_iter()
                 .map(|c| slot_name(self.bus().pod(), c))
                 .collect();
-            if let Err(error) = self
+            match self
                 .bus()
                 .refresh_connections(&tenant_id, &slots, expires)
                 .await
             {
-                tracing::warn!(%error, tenant = %tenant_id, "could not refresh connection slots");
+                Ok(n) => open.push((tenant_id, n)),
+                Err(error) => {
+                    tracing::warn!(%error, tenant = %tenant_id, "could not refresh connection slots");
+                }
             }
         }
+        open
     }
 }

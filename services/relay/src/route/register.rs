@@ -1,8 +1,6 @@
 //! `register`: new peers and reclaims, name allocation, and the catch-up that replays a
 //! peer's pending inbox in order before live deliveries resume.
 
-use std::collections::HashSet;
-
 use repowire_protocol::validate::is_valid_name;
 use repowire_protocol::{
     Body, CloseCode, ErrorCode, ErrorFrame, MessageId, Presence, PresenceEvent, Register,
@@ -56,14 +54,7 @@ async fn peers_allowed(s: &Session, peer_id: &str) -> Result<(), Refusal> {
     let Some(max) = limits.limits.max_peers else {
         return Ok(());
     };
-    let mut live: HashSet<String> = s
-        .state
-        .hub
-        .live_peers(&s.tenant_id)
-        .into_iter()
-        .map(|p| p.record.peer_id)
-        .collect();
-    live.extend(s.state.cluster.remote_live(&s.tenant_id).await.into_keys());
+    let live = s.state.live_peer_ids(&s.tenant_id).await;
     if live.contains(peer_id) || i64::try_from(live.len()).unwrap_or(i64::MAX) < max {
         return Ok(());
     }
@@ -208,6 +199,13 @@ pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled
     // Visible to the other pods before the catch-up reads the inbox (see `cluster`).
     if let Some(live) = &live {
         s.state.cluster.claim(&s.tenant_id, live).await;
+    }
+    if !bound.was_live {
+        // A new live peer: the only moment the tenant's peak of live peers can rise.
+        let live = s.state.live_peer_ids(&s.tenant_id).await.len();
+        s.state
+            .meter
+            .peers_at(&s.tenant_id, u64::try_from(live).unwrap_or(u64::MAX), now);
     }
     tracing::info!(tenant = %s.tenant_id, peer = %peer_id, name = %bound.record.name, reclaimed, "peer registered");
     let catching_up = CatchUp {

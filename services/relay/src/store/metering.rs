@@ -1,10 +1,14 @@
 //! What a batch of writes adds to the tenants' usage: counted from the outcomes of the batch,
 //! inside its transaction (see `sql::impl_store!`'s `apply`), so usage is exactly what was
-//! stored — a retried message (same id, `Duplicate`) and a refused one add nothing.
+//! stored — a retried message (same id, `Duplicate`) and a refused one add nothing, and a
+//! receipt repeated after its entry moved on adds no second delivery.
+//!
+//! Connection time and peaks are not writes of a batch: each pod measures them and adds them
+//! every flush interval (`usage::meter`).
 
 use std::collections::BTreeMap;
 
-use super::{AcceptOutcome, CloseOutcome, WriteOp, WriteOutcome};
+use super::{AcceptOutcome, CloseOutcome, ReceiptOutcome, WriteOp, WriteOutcome};
 
 /// One hour, in ms.
 pub const HOUR_MS: i64 = 3_600_000;
@@ -23,8 +27,34 @@ pub mod metric {
     pub const BYTES: &str = "message_bytes";
     /// Inbox entries made (a broadcast makes one per recipient).
     pub const ENTRIES: &str = "inbox_entries";
+    /// Inbox entries that reached their recipient (a receipt moved them out of `accepted` to
+    /// `delivered` or `injected`; each entry counts once).
+    pub const DELIVERIES: &str = "deliveries";
+    /// Milliseconds of open WebSocket connections (flushed by each pod, see `usage::meter`).
+    pub const CONNECTION_MS: &str = "connection_ms";
+    /// Most connections open at once in the cluster (a peak: summed by maximum).
+    pub const PEAK_CONNECTIONS: &str = "peak_connections";
+    /// Most peers live at once in the cluster (a peak: summed by maximum).
+    pub const PEAK_PEERS: &str = "peak_peers";
     /// Every metric, in export order.
-    pub const ALL: [&str; 6] = [ASKS, NOTIFIES, BROADCASTS, REPLIES, BYTES, ENTRIES];
+    pub const ALL: [&str; 10] = [
+        ASKS,
+        NOTIFIES,
+        BROADCASTS,
+        REPLIES,
+        BYTES,
+        ENTRIES,
+        DELIVERIES,
+        CONNECTION_MS,
+        PEAK_CONNECTIONS,
+        PEAK_PEERS,
+    ];
+
+    /// Whether a metric is a peak (periods take the maximum of their hours) rather than a
+    /// count (periods take the sum).
+    pub fn is_peak(metric: &str) -> bool {
+        matches!(metric, PEAK_CONNECTIONS | PEAK_PEERS)
+    }
 }
 
 /// `(tenant, hour start, metric) → amount` added by a batch, in a stable order (the order the
@@ -79,6 +109,10 @@ pub fn additions(ops: &[WriteOp], outcomes: &[Option<WriteOutcome>]) -> Addition
                 );
                 bump(&c.tenant_id, at, metric::ENTRIES, 1);
             }
+            (
+                WriteOp::Receipt(r),
+                Some(WriteOutcome::Receipt(ReceiptOutcome::Changed { arrived: true, .. })),
+            ) => bump(&r.tenant_id, r.now_ms, metric::DELIVERIES, 1),
             _ => {}
         }
     }

@@ -175,6 +175,9 @@ pub trait Store: Send + Sync + 'static {
         from_ms: i64,
         to_ms: i64,
     ) -> Result<Vec<UsageRow>>;
+    /// Adds usage a pod measured (connection time, peaks; see `usage::meter`) in one
+    /// transaction: counts are added, peaks keep the larger value.
+    async fn add_usage(&self, rows: &[UsageAdd]) -> Result<()>;
     /// The messages (every kind, see `metering::metric`) counted for a tenant in the hours
     /// starting in `[from_ms, to_ms)`.
     async fn messages_counted(&self, tenant_id: &str, from_ms: i64, to_ms: i64) -> Result<i64>;

@@ -410,12 +410,25 @@ pub struct StateChange {
 /// Outcome of a receipt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReceiptOutcome {
-    /// Moved forward.
-    Changed(StateChange),
+    /// Moved forward. `arrived`: the entry left `accepted` for `delivered` or `injected`, its
+    /// first arrival at the recipient (a delivery, as metered; see [`arrival`]).
+    Changed {
+        /// What the sender hears.
+        change: StateChange,
+        /// First arrival at the recipient.
+        arrived: bool,
+    },
     /// Already at or past that state: nothing to do (retries are harmless).
     Unchanged,
     /// No such entry in that peer's inbox.
     Unknown,
+}
+
+/// Whether an entry moving `from` → `to` arrives at its recipient for the first time: the one
+/// move of an entry that counts as a delivery.
+pub fn arrival(from: DeliveryState, to: DeliveryState) -> bool {
+    from == DeliveryState::Accepted
+        && matches!(to, DeliveryState::Delivered | DeliveryState::Injected)
 }
 
 /// One outcome per [`WriteOp`].
@@ -610,5 +623,18 @@ pub struct UsageRow {
     /// What was counted (`messages_ask` …, see `store::metering::metric`).
     pub metric: String,
     /// How much.
+    pub value: i64,
+}
+
+/// Usage a pod measured outside the write path, to add to an hourly row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageAdd {
+    /// The tenant.
+    pub tenant_id: String,
+    /// Start of the hour (ms, UTC).
+    pub hour_ms: i64,
+    /// One of `store::metering::metric`'s connection metrics.
+    pub metric: &'static str,
+    /// Amount (a count to add, or a peak to keep if larger).
     pub value: i64,
 }

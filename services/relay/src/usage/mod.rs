@@ -2,6 +2,7 @@
 //! hours, days or calendar months (UTC), as JSON or CSV. The admin API reads through here.
 
 pub mod calendar;
+pub mod meter;
 
 use std::collections::BTreeMap;
 
@@ -54,8 +55,10 @@ pub struct Period {
     pub start_ms: i64,
     /// The same, as `YYYY-MM-DDTHH:MM:SSZ`.
     pub start: String,
-    /// Metric → value (`messages_ask`, `messages_notify`, `messages_broadcast`,
-    /// `messages_reply`, `message_bytes`, `inbox_entries`).
+    /// Metric → value: counts summed over the period (`messages_ask`, `messages_notify`,
+    /// `messages_broadcast`, `messages_reply`, `message_bytes`, `inbox_entries`, `deliveries`,
+    /// `connection_ms`) and peaks, the period's highest hour (`peak_connections`,
+    /// `peak_peers`).
     pub metrics: BTreeMap<String, i64>,
 }
 
@@ -81,7 +84,12 @@ fn sum(rows: &[UsageRow], granularity: Granularity) -> Vec<Period> {
         let metrics = periods
             .entry((r.tenant_id.clone(), granularity.period_of(r.hour_ms)))
             .or_insert_with(|| metric::ALL.iter().map(|m| ((*m).to_owned(), 0)).collect());
-        *metrics.entry(r.metric.clone()).or_insert(0) += r.value;
+        let value = metrics.entry(r.metric.clone()).or_insert(0);
+        if metric::is_peak(&r.metric) {
+            *value = (*value).max(r.value);
+        } else {
+            *value += r.value;
+        }
     }
     periods
         .into_iter()
@@ -143,12 +151,18 @@ mod tests {
             row("t", nov30 - HOUR_MS, metric::NOTIFIES, 2),
             row("t", nov30, metric::NOTIFIES, 3),
             row("t", dec1, metric::ASKS, 1),
+            row("t", nov30 - HOUR_MS, metric::PEAK_PEERS, 4),
+            row("t", nov30, metric::PEAK_PEERS, 3),
         ];
         let days = sum(&rows, Granularity::Day);
         assert_eq!(days.len(), 2);
         assert_eq!(days[0].start, "2026-11-30T00:00:00Z");
         assert_eq!(days[0].metrics["messages_notify"], 5);
         assert_eq!(days[0].metrics["messages_ask"], 0, "zeros are listed");
+        assert_eq!(
+            days[0].metrics["peak_peers"], 4,
+            "a peak is the highest hour, not a sum"
+        );
         assert_eq!(days[1].start, "2026-12-01T00:00:00Z");
         let months = sum(&rows, Granularity::Month);
         assert_eq!(

@@ -42,15 +42,16 @@ return {granted, 0}
 "#;
 
 /// KEYS[1] the slots; ARGV: slot, max ('' for none), expiry (ms), now (ms), the set's TTL (ms).
+/// Returns the slots held with this one, or -1 when refused.
 const HOLD: &str = r#"
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[4])
 if ARGV[2] ~= '' and not redis.call('ZSCORE', KEYS[1], ARGV[1])
    and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then
-  return 0
+  return -1
 end
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
-return 1
+return redis.call('ZCARD', KEYS[1])
 "#;
 
 static HOLD_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(HOLD));
@@ -75,7 +76,7 @@ impl RedisBus {
         slot: &str,
         max: Option<u64>,
         expires_at_ms: i64,
-    ) -> Result<bool> {
+    ) -> Result<Option<u64>> {
         let now = crate::ids::now_ms();
         let held: i64 = HOLD_SCRIPT
             .key(self.conns_key(tenant_id))
@@ -87,7 +88,7 @@ impl RedisBus {
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
-        Ok(held == 1)
+        Ok(u64::try_from(held).ok())
     }
 
     /// See [`crate::bus::Bus::refresh_connections`]: one round trip.
@@ -96,11 +97,9 @@ impl RedisBus {
         tenant_id: &str,
         slots: &[String],
         expires_at_ms: i64,
-    ) -> Result<()> {
-        if slots.is_empty() {
-            return Ok(());
-        }
+    ) -> Result<u64> {
         let key = self.conns_key(tenant_id);
+        let now = crate::ids::now_ms();
         let mut pipe = redis::pipe();
         for slot in slots {
             pipe.cmd("ZADD")
@@ -110,13 +109,22 @@ impl RedisBus {
                 .arg(slot)
                 .ignore();
         }
-        pipe.cmd("PEXPIRE")
+        if !slots.is_empty() {
+            pipe.cmd("PEXPIRE")
+                .arg(&key)
+                .arg((expires_at_ms - now).max(1))
+                .ignore();
+        }
+        // Slots whose expiry has passed (a dead pod's) are not counted.
+        pipe.cmd("ZCOUNT")
             .arg(&key)
-            .arg((expires_at_ms - crate::ids::now_ms()).max(1))
-            .ignore();
-        pipe.query_async::<()>(&mut self.conn.clone())
+            .arg(format!("({now}"))
+            .arg("+inf");
+        let (live,): (u64,) = pipe
+            .query_async(&mut self.conn.clone())
             .await
-            .map_err(unavailable)
+            .map_err(unavailable)?;
+        Ok(live)
     }
 
     /// See [`crate::bus::Bus::release_connection`].

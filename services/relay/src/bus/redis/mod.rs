@@ -433,7 +433,7 @@ impl Bus for RedisBus {
         slot: &str,
         max: Option<u64>,
         expires_at_ms: i64,
-    ) -> Result<bool> {
+    ) -> Result<Option<u64>> {
         self.hold(tenant_id, slot, max, expires_at_ms).await
     }
 
@@ -442,7 +442,7 @@ impl Bus for RedisBus {
         tenant_id: &str,
         slots: &[String],
         expires_at_ms: i64,
-    ) -> Result<()> {
+    ) -> Result<u64> {
         self.refresh_slots(tenant_id, slots, expires_at_ms).await
     }
 

@@ -21,6 +21,7 @@
 pub(crate) mod accept;
 pub(crate) mod tenancy;
 pub(crate) mod update;
+pub(crate) mod usage;
 
 pub(crate) const TENANT_COLS: &str = "id, name, plan, created_at_ms, \
      disabled_at_ms AS suspended_at_ms, deleted_at_ms, display_name, max_peers, \
@@ -159,6 +160,7 @@ macro_rules! impl_store {
         $crate::store::sql::accept::impl_accepts!($store);
         $crate::store::sql::update::impl_updates!($store, $db, $lock_ask);
         $crate::store::sql::tenancy::impl_tenancy!($store, $db);
+        $crate::store::sql::usage::impl_usage!($store, $db, $backend);
 
         #[async_trait::async_trait]
         impl Store for $store {
@@ -217,6 +219,10 @@ macro_rules! impl_store {
                 to_ms: i64,
             ) -> Result<Vec<UsageRow>> {
                 self.usage_rows_sql(tenant_id, from_ms, to_ms).await
+            }
+
+            async fn add_usage(&self, rows: &[UsageAdd]) -> Result<()> {
+                self.add_usage_sql(rows).await
             }
 
             async fn insert_admin_token(&self, t: &AdminTokenRecord) -> Result<()> {
@@ -568,17 +574,7 @@ macro_rules! impl_store {
                 for ((tenant_id, hour_ms, metric), value) in
                     $crate::store::metering::additions(ops, &outcomes)
                 {
-                    sqlx::query(
-                        "INSERT INTO usage_hourly (tenant_id, hour_ms, metric, value) \
-                         VALUES ($1, $2, $3, $4) ON CONFLICT (tenant_id, hour_ms, metric) \
-                         DO UPDATE SET value = usage_hourly.value + excluded.value",
-                    )
-                    .bind(tenant_id)
-                    .bind(hour_ms)
-                    .bind(metric)
-                    .bind(value)
-                    .execute(&mut *tx)
-                    .await?;
+                    Self::upsert_usage(&mut tx, &tenant_id, hour_ms, metric, value).await?;
                 }
                 tx.commit().await?;
                 outcomes

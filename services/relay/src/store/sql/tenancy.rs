@@ -220,35 +220,6 @@ macro_rules! impl_tenancy {
                 Ok(())
             }
 
-            async fn messages_counted_sql(&self, tenant_id: &str, from_ms: i64, to_ms: i64) -> Result<i64> {
-                // SUM of BIGINT is NUMERIC in Postgres: cast back.
-                let sql = "SELECT CAST(COALESCE(SUM(value), 0) AS BIGINT) FROM usage_hourly \
-                     WHERE tenant_id = $1 AND hour_ms >= $2 AND hour_ms < $3 \
-                     AND metric IN ('messages_ask', 'messages_notify', 'messages_broadcast', 'messages_reply')";
-                Ok(sqlx::query_scalar(sql)
-                    .bind(tenant_id)
-                    .bind(from_ms)
-                    .bind(to_ms)
-                    .fetch_one(&self.pool)
-                    .await?)
-            }
-
-            async fn usage_rows_sql(
-                &self,
-                tenant_id: Option<&str>,
-                from_ms: i64,
-                to_ms: i64,
-            ) -> Result<Vec<UsageRow>> {
-                let sql = "SELECT tenant_id, hour_ms, metric, value FROM usage_hourly \
-                     WHERE (CAST($1 AS TEXT) IS NULL OR tenant_id = $1) AND hour_ms >= $2 AND hour_ms < $3 \
-                     ORDER BY tenant_id, hour_ms, metric";
-                Ok(sqlx::query_as(sql)
-                    .bind(tenant_id)
-                    .bind(from_ms)
-                    .bind(to_ms)
-                    .fetch_all(&self.pool)
-                    .await?)
-            }
             async fn list_tenants_page_sql(
                 &self,
                 filter: &TenantFilter,

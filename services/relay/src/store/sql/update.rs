@@ -154,13 +154,13 @@ macro_rules! impl_updates {
                 // Walk the receipts in order against the states as they evolve in this run.
                 let original: Vec<DeliveryState> = rows.iter().map(|row| state(&row.state)).collect::<Result<_>>()?;
                 let mut current = original.clone();
-                let mut planned: Vec<(usize, usize, DeliveryState)> = Vec::new();
+                let mut planned: Vec<(usize, usize, DeliveryState, DeliveryState)> = Vec::new();
                 for (i, r) in rs {
                     match index.get(&(r.tenant_id.as_str(), r.peer_id.as_str(), r.message_id.as_str())) {
                         None => outcomes[*i] = Some(WriteOutcome::Receipt(ReceiptOutcome::Unknown)),
                         Some(&e) if receipt_allowed(current[e], r.state) => {
+                            planned.push((*i, e, current[e], r.state));
                             current[e] = r.state;
-                            planned.push((*i, e, r.state));
                         }
                         Some(_) => outcomes[*i] = Some(WriteOutcome::Receipt(ReceiptOutcome::Unchanged)),
                     }
@@ -252,9 +252,12 @@ macro_rules! impl_updates {
                         .execute(&mut *conn)
                         .await?;
                 }
-                for (i, e, to) in planned {
+                for (i, e, from, to) in planned {
                     outcomes[i] = Some(WriteOutcome::Receipt(if moved[e] {
-                        ReceiptOutcome::Changed(rows[e].change(to, None))
+                        ReceiptOutcome::Changed {
+                            change: rows[e].change(to, None),
+                            arrived: $crate::store::arrival(from, to),
+                        }
                     } else {
                         // Another writer moved it first: nothing changed here.
                         ReceiptOutcome::Unchanged
@@ -361,7 +364,10 @@ macro_rules! impl_updates {
                 if !moved {
                     return Ok(ReceiptOutcome::Unchanged);
                 }
-                Ok(ReceiptOutcome::Changed(row.change(r.state, r.reason.clone())))
+                Ok(ReceiptOutcome::Changed {
+                    change: row.change(r.state, r.reason.clone()),
+                    arrived: $crate::store::arrival(from, r.state),
+                })
             }
 
             async fn expire_due(conn: &mut Conn, now_ms: i64, limit: i64) -> Result<Vec<StateChange>> {
