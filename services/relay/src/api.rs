@@ -83,9 +83,11 @@ async fn token(
         .map_err(|e| AppError::bad_request(format!("expected {{\"api_key\": \"rw_…\"}}: {e}")))?;
     apikey::parse(&req.api_key)
         .map_err(|e| AppError::unauthorized(ErrorCode::Unauthorized, e.to_string()))?;
+    let hash = apikey::hash(&req.api_key);
+    state.http_limit.check(&hash)?;
     let key = state
         .store
-        .find_api_key_by_hash(&apikey::hash(&req.api_key))
+        .find_api_key_by_hash(&hash)
         .await?
         .ok_or_else(|| AppError::unauthorized(ErrorCode::Unauthorized, "unknown API key"))?;
     let now = now_ms();
@@ -181,6 +183,7 @@ async fn ws(
             ErrorCode::RateLimited,
             "connection limit reached; retry later",
         )
+        .with_retry_after(std::time::Duration::from_secs(1))
     })?;
     let conn = state.hub.next_conn_id();
     let slot = match state

@@ -198,6 +198,13 @@ pub struct RelayConfig {
     /// of them (message counts are stored with the messages and never lost).
     #[arg(long, env = "REPOWIRE_USAGE_FLUSH_MS", default_value_t = 10_000)]
     pub usage_flush_ms: u64,
+    /// Requests a minute each credential may make to `POST /v1/token`, `GET /v1/limits` and
+    /// `GET /v1/usage` on this process (more get `429` with `Retry-After`); 0: no limit.
+    #[arg(long, env = "REPOWIRE_HTTP_REQUESTS_PER_MINUTE", default_value_t = 600)]
+    pub http_requests_per_minute: u32,
+    /// Of those, how many at once (a burst).
+    #[arg(long, env = "REPOWIRE_HTTP_BURST", default_value_t = 120)]
+    pub http_burst: u32,
     /// Lifetime of issued JWTs, seconds.
     #[arg(long, env = "REPOWIRE_TOKEN_TTL_SECS", default_value_t = 900)]
     pub token_ttl_secs: u64,

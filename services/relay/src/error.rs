@@ -17,6 +17,8 @@ pub struct AppError {
     pub code: ErrorCode,
     /// Message shown to the caller.
     pub message: String,
+    /// When to retry (the `Retry-After` header, in whole seconds rounded up).
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl AppError {
@@ -26,7 +28,13 @@ impl AppError {
             status,
             code,
             message: message.into(),
+            retry_after: None,
         }
+    }
+    /// With a `Retry-After` header.
+    pub fn with_retry_after(mut self, wait: std::time::Duration) -> Self {
+        self.retry_after = Some(wait);
+        self
     }
     /// 401.
     pub fn unauthorized(code: ErrorCode, message: impl Into<String>) -> Self {
@@ -55,6 +63,7 @@ impl From<StoreError> for AppError {
                     ErrorCode::Unavailable,
                     "storage is unavailable; retry later",
                 )
+                .with_retry_after(std::time::Duration::from_secs(1))
             }
         }
     }
@@ -77,6 +86,14 @@ impl IntoResponse for AppError {
             }),
         )
             .into_response();
+        if let Some(wait) = self.retry_after {
+            // Whole seconds, rounded up: a client that waits that long is let in.
+            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(secs.max(1)),
+            );
+        }
         // Read by the metrics middleware to count errors by code.
         response.extensions_mut().insert(self.code);
         response

@@ -42,6 +42,7 @@ pub mod dispatch;
 pub mod error;
 pub mod flusher;
 pub mod gcra;
+pub mod httplimit;
 pub mod hub;
 pub mod ids;
 pub mod inbound;

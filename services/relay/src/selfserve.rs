@@ -64,12 +64,15 @@ async fn tenant_of(state: &AppState, headers: &HeaderMap) -> Result<String, AppE
                 "missing credential: send `Authorization: Bearer <API key or token>`",
             )
         })?;
+    // Per credential, before anything is read for it.
+    let hash = apikey::hash(given);
+    state.http_limit.check(&hash)?;
     if apikey::parse(given).is_err() {
         return Ok(api::authenticate(state, Some(given)).await?.tenant_id);
     }
     let key = state
         .store
-        .find_api_key_by_hash(&apikey::hash(given))
+        .find_api_key_by_hash(&hash)
         .await?
         .ok_or_else(|| AppError::unauthorized(ErrorCode::Unauthorized, "unknown API key"))?;
     if !key.usable_at(now_ms()) {

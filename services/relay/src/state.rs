@@ -53,6 +53,8 @@ pub struct Inner {
     pub directory: Directory,
     /// Tenant limits: what a message, registration or connection may spend.
     pub limits: Enforcer,
+    /// The request rate of the tenant-facing HTTP endpoints, per credential.
+    pub http_limit: crate::httplimit::HttpLimiter,
     /// Connection time and peaks measured here, until the next usage flush.
     pub meter: Arc<crate::usage::meter::Meter>,
     draining: AtomicBool,
@@ -117,6 +119,8 @@ impl AppState {
             config.write_batch,
         );
         let conn_slots = Arc::new(Semaphore::new(config.max_connections));
+        let http_limit =
+            crate::httplimit::HttpLimiter::new(config.http_requests_per_minute, config.http_burst);
         let state = Self(Arc::new(Inner {
             config,
             store,
@@ -131,6 +135,7 @@ impl AppState {
             directory,
             limits,
             meter: Arc::default(),
+            http_limit,
             draining: AtomicBool::new(false),
         }));
         (state, writer_task)

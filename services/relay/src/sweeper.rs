@@ -1,7 +1,8 @@
 //! Expires undelivered inbox entries past their TTL, so a sender always learns the end of a
 //! message that could not be delivered (as a `delivery` frame with state `expired`, or later
 //! through `status_query`); purges tenants deleted longer ago than the retention period; and
-//! forgets key-creation idempotency records after [`KEY_REQUEST_TTL_MS`].
+//! forgets key-creation idempotency records after [`KEY_REQUEST_TTL_MS`] and idle HTTP rate
+//! buckets.
 
 use std::time::Duration;
 
@@ -25,6 +26,7 @@ pub async fn run(state: AppState) {
                 sweep(&state).await;
                 purge_deleted(&state).await;
                 forget_old_key_requests(&state).await;
+                state.http_limit.prune();
             }
         }
     }

@@ -353,7 +353,55 @@ async fn a_tenant_reads_its_own_limits_and_usage_and_no_one_elses(db: Db) {
     relay.stop().await;
 }
 
+/// The tenant-facing HTTP endpoints are rate-limited per credential: past the burst, `429
+/// rate_limited` with `Retry-After` in whole seconds, and nothing is read or minted; another
+/// credential is not held back.
+async fn http_requests_past_the_rate_get_429_with_retry_after(db: Db) {
+    let mut config = RelayConfig::for_tests();
+    config.http_requests_per_minute = 1;
+    config.http_burst = 2;
+    let relay = TestRelay::start_with(&db, config).await;
+    let (_, key) = relay.tenant("acme").await;
+    let (_, other) = relay.tenant("beta").await;
+    let http = reqwest::Client::new();
+    let exchange = |key: String| {
+        let http = http.clone();
+        let url = format!("{}/v1/token", relay.http);
+        async move {
+            http.post(url)
+                .json(&json!({ "api_key": key }))
+                .send()
+                .await
+                .expect("token")
+        }
+    };
+    assert_eq!(exchange(key.clone()).await.status(), 200);
+    assert_eq!(get(&relay, "/v1/limits", Some(&key)).await.0, 200);
+    let refused = exchange(key.clone()).await;
+    assert_eq!(refused.status(), 429);
+    let wait: u64 = refused.headers()["retry-after"]
+        .to_str()
+        .expect("ascii")
+        .parse()
+        .expect("whole seconds");
+    assert!((1..=60).contains(&wait), "Retry-After: {wait}");
+    let body: serde_json::Value = refused.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "rate_limited", "{body}");
+    let (status, body) = get(&relay, "/v1/usage", Some(&key)).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (429, Some("rate_limited"))
+    );
+    assert_eq!(
+        exchange(other).await.status(),
+        200,
+        "another key is not held back"
+    );
+    relay.stop().await;
+}
+
 both_backends!(
+    http_requests_past_the_rate_get_429_with_retry_after,
     a_tenant_reads_its_own_limits_and_usage_and_no_one_elses,
     size_inbox_cap_and_live_peers_are_refused_and_store_nothing,
     the_monthly_quota_refuses_with_its_reset_and_still_settles_retries_and_replies,
