@@ -84,6 +84,7 @@ async fn api_key(store: &dyn Store, dir: &Path) -> anyhow::Result<String> {
                 repowire_relay::apikey::KeyMode::Live,
                 "repowire daemon",
                 None,
+                None,
             )
             .await?
             .text

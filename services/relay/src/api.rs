@@ -100,6 +100,16 @@ async fn token(
     if key.tenant_suspended {
         return Err(suspended());
     }
+    if !key.has(apikey::CONNECT) {
+        return Err(AppError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::Forbidden,
+            format!(
+                "this API key lacks the scope `{}`: it cannot connect agents",
+                apikey::CONNECT
+            ),
+        ));
+    }
     // Only for the operator's view of keys: a failure here must not refuse a valid key.
     if let Err(error) = state.store.key_used(&key.id, now).await {
         tracing::warn!(%error, key = %key.id, "could not record the key's last use");
@@ -147,6 +157,7 @@ pub async fn authenticate(state: &AppState, token: Option<&str>) -> Result<Authe
         Some(k) if k.tenant_id == claims.tid && k.usable_at(now_ms()) => Ok(Authed {
             tenant_id: k.tenant_id,
             key_id: k.id,
+            scopes: k.scopes,
         }),
         Some(k) if k.tenant_id == claims.tid => Err(AppError::unauthorized(
             ErrorCode::KeyRevoked,

@@ -13,6 +13,34 @@ const BODY_LEN: usize = 32;
 const CHECK_LEN: usize = 6;
 /// Prefix of live keys.
 pub const LIVE_PREFIX: &str = "rw_live_";
+
+/// Scope: exchange the key for a token (`POST /v1/token`) and connect agents with it.
+pub const CONNECT: &str = "connect";
+/// Scope: read the tenant's own limits and usage (`GET /v1/limits`, `GET /v1/usage`).
+pub const USAGE_READ: &str = "usage:read";
+/// Every scope, in their stored order; a key made without a choice of scopes has them all.
+pub const ALL_SCOPES: [&str; 2] = [CONNECT, USAGE_READ];
+
+/// The stored form of a choice of scopes: known ones only, each once, in [`ALL_SCOPES`]
+/// order, space-separated; `Err` names what is wrong.
+pub fn scopes(given: &[String]) -> Result<String, String> {
+    if given.is_empty() {
+        return Err(format!(
+            "scopes is empty; give `{CONNECT}`, `{USAGE_READ}` or both (leave it out for both)"
+        ));
+    }
+    if let Some(unknown) = given.iter().find(|s| !ALL_SCOPES.contains(&s.as_str())) {
+        return Err(format!(
+            "unknown scope `{unknown}`; the scopes are `{CONNECT}` and `{USAGE_READ}`"
+        ));
+    }
+    Ok(ALL_SCOPES
+        .iter()
+        .filter(|s| given.iter().any(|g| g == *s))
+        .copied()
+        .collect::<Vec<_>>()
+        .join(" "))
+}
 /// Prefix of test keys.
 pub const TEST_PREFIX: &str = "rw_test_";
 
@@ -167,6 +195,7 @@ fn mint_with(
         expires_at_ms,
         revoked_at_ms: None,
         last_used_at_ms: None,
+        scopes: ALL_SCOPES.join(" "),
         tenant_suspended: false,
     };
     MintedKey { text, record }
@@ -188,6 +217,26 @@ mod tests {
         );
         let t = mint("tnt-1", KeyMode::Test, "", 0, None);
         assert_eq!(parse(&t.text), Ok(KeyMode::Test));
+    }
+
+    #[test]
+    fn scopes_are_known_ones_each_once_in_order() {
+        let s = |v: &[&str]| scopes(&v.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>());
+        assert_eq!(
+            s(&["usage:read", "connect", "usage:read"]).as_deref(),
+            Ok("connect usage:read")
+        );
+        assert_eq!(s(&["usage:read"]).as_deref(), Ok("usage:read"));
+        assert!(s(&[]).is_err());
+        assert!(
+            s(&["admin:write"])
+                .expect_err("unknown")
+                .contains("admin:write")
+        );
+        assert_eq!(
+            mint("t", KeyMode::Live, "", 0, None).record.scopes,
+            "connect usage:read"
+        );
     }
 
     #[test]

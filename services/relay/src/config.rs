@@ -122,6 +122,10 @@ pub enum KeyCommand {
         /// Expire the key after this many days.
         #[arg(long)]
         expires_in_days: Option<u32>,
+        /// What the key may do, repeatable: `connect` (exchange it for a token and connect
+        /// agents), `usage:read` (read the tenant's own limits and usage). Default: both.
+        #[arg(long)]
+        scope: Vec<String>,
     },
     /// List a tenant's keys (never their text).
     List {

@@ -38,6 +38,8 @@ pub struct Authed {
     pub tenant_id: String,
     /// API key id.
     pub key_id: String,
+    /// The key's scopes, space-separated (see [`crate::apikey::ALL_SCOPES`]).
+    pub scopes: String,
 }
 
 type Sink = futures::stream::SplitSink<WebSocket, Message>;

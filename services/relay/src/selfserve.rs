@@ -68,7 +68,11 @@ async fn tenant_of(state: &AppState, headers: &HeaderMap) -> Result<String, AppE
     let hash = apikey::hash(given);
     state.http_limit.check(&hash)?;
     if apikey::parse(given).is_err() {
-        return Ok(api::authenticate(state, Some(given)).await?.tenant_id);
+        let authed = api::authenticate(state, Some(given)).await?;
+        if !authed.scopes.split(' ').any(|s| s == apikey::USAGE_READ) {
+            return Err(lacks_usage_read());
+        }
+        return Ok(authed.tenant_id);
     }
     let key = state
         .store
@@ -88,7 +92,21 @@ async fn tenant_of(state: &AppState, headers: &HeaderMap) -> Result<String, AppE
             "this tenant is suspended by the relay's operator",
         ));
     }
+    if !key.has(apikey::USAGE_READ) {
+        return Err(lacks_usage_read());
+    }
     Ok(key.tenant_id)
+}
+
+fn lacks_usage_read() -> AppError {
+    AppError::new(
+        StatusCode::FORBIDDEN,
+        ErrorCode::Forbidden,
+        format!(
+            "this credential's API key lacks the scope `{}`",
+            apikey::USAGE_READ
+        ),
+    )
 }
 
 async fn limits(

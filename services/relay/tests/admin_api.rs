@@ -341,6 +341,7 @@ async fn every_admin_write_is_in_the_audit_log(db: Db) {
             label: "from-cli".into(),
             test: false,
             expires_in_days: None,
+            scope: vec![],
         }),
         true,
         &mut out,

@@ -347,6 +347,7 @@ async fn revoking_a_key_closes_its_live_connections(db: Db) {
         repowire_relay::apikey::KeyMode::Test,
         "",
         None,
+        None,
     )
     .await
     .expect("key");

@@ -56,9 +56,11 @@ pub async fn run(
             label,
             test,
             expires_in_days,
+            scope,
         }) => {
             let mode = if test { KeyMode::Test } else { KeyMode::Live };
-            let minted = create_key(store, &tenant, mode, &label, expires_in_days).await?;
+            let scopes = (!scope.is_empty()).then_some(scope.as_slice());
+            let minted = create_key(store, &tenant, mode, &label, expires_in_days, scopes).await?;
             let key = &minted.record;
             let ctx = AdminCtx::cli();
             let tenant_id = Some(key.tenant_id.as_str());

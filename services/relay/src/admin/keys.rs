@@ -41,19 +41,30 @@ pub(crate) fn check_new_key(label: &str, expires_in_days: Option<u32>) -> Result
     Ok(())
 }
 
-/// Mints and stores a key for a tenant (by id or name).
+/// The stored scopes of a new key: `given`, checked, or every scope.
+fn new_key_scopes(given: Option<&[String]>) -> Result<String, AdminError> {
+    match given {
+        Some(given) => apikey::scopes(given).map_err(AdminError::Invalid),
+        None => Ok(apikey::ALL_SCOPES.join(" ")),
+    }
+}
+
+/// Mints and stores a key for a tenant (by id or name), with `scopes` (`None`: all).
 pub async fn create_key(
     store: &dyn Store,
     tenant_ref: &str,
     mode: KeyMode,
     label: &str,
     expires_in_days: Option<u32>,
+    scopes: Option<&[String]>,
 ) -> Result<MintedKey, AdminError> {
     check_new_key(label, expires_in_days)?;
+    let scopes = new_key_scopes(scopes)?;
     let tenant = tenant(store, tenant_ref).await?;
     let now = now_ms();
     let expires = expires_in_days.map(|d| now + i64::from(d) * 86_400_000);
-    let minted = apikey::mint(&tenant.id, mode, label, now, expires);
+    let mut minted = apikey::mint(&tenant.id, mode, label, now, expires);
+    minted.record.scopes = scopes;
     store.insert_api_key(&minted.record).await?;
     Ok(minted)
 }
@@ -130,6 +141,10 @@ pub struct KeyRequestBody {
     /// 1–3650; left out: the key does not expire.
     #[serde(default)]
     pub expires_in_days: Option<u32>,
+    /// What the key may do: `connect` (exchange it for a token and connect agents),
+    /// `usage:read` (read the tenant's own limits and usage). Left out: both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Vec<String>>,
 }
 
 /// A key just made (or found again by its `Idempotency-Key`).
@@ -171,6 +186,7 @@ pub async fn create_key_once(
 ) -> Result<KeyCreated, AdminError> {
     check_idempotency_key(idempotency_key)?;
     check_new_key(&request.label, request.expires_in_days)?;
+    let scopes = new_key_scopes(request.scopes.as_deref())?;
     let tenant = tenant(store, tenant_ref).await?;
     let request_hash = format!(
         "{:x}",
@@ -190,7 +206,8 @@ pub async fn create_key_once(
     let expires = request
         .expires_in_days
         .map(|d| now + i64::from(d) * 86_400_000);
-    let minted = apikey::mint_seeded(seed, &tenant.id, mode, &request.label, now, expires);
+    let mut minted = apikey::mint_seeded(seed, &tenant.id, mode, &request.label, now, expires);
+    minted.record.scopes = scopes;
     let Some(earlier) = store
         .insert_api_key_once(&minted.record, idempotency_key, &request_hash)
         .await?
@@ -231,7 +248,7 @@ pub async fn get_key(store: &dyn Store, key_id: &str) -> Result<ApiKeyRecord, Ad
         .ok_or_else(|| AdminError::NotFound(format!("no key `{key_id}`")))
 }
 
-/// Rotates a key: a new key for the same tenant, label, mode and expiry, and the old one keeps
+/// Rotates a key: a new key for the same tenant, label, mode, scopes and expiry, and the old one keeps
 /// working for `grace_seconds` (0: it stops at once), then expires — closing its connections
 /// on every relay process at their next key check. Returns the new key and the old record.
 pub async fn rotate_key(
@@ -256,7 +273,8 @@ pub async fn rotate_key(
     } else {
         KeyMode::Live
     };
-    let minted = apikey::mint(&old.tenant_id, mode, &old.label, now, old.expires_at_ms);
+    let mut minted = apikey::mint(&old.tenant_id, mode, &old.label, now, old.expires_at_ms);
+    minted.record.scopes = old.scopes.clone();
     store.insert_api_key(&minted.record).await?;
     let grace_end = now.saturating_add(i64::try_from(grace_seconds).unwrap_or(i64::MAX) * 1000);
     let ends = old.expires_at_ms.map_or(grace_end, |e| e.min(grace_end));

@@ -132,6 +132,9 @@ pub struct ApiKeyRecord {
     pub revoked_at_ms: Option<i64>,
     /// When the key was last exchanged for a token (ms), if ever.
     pub last_used_at_ms: Option<i64>,
+    /// What it may do, space-separated: `connect` (exchange it for a token and connect
+    /// agents), `usage:read` (read the tenant's own limits and usage).
+    pub scopes: String,
     /// True when the key's tenant is suspended (read with the key; not a column of its own).
     #[serde(skip)]
     pub tenant_suspended: bool,
@@ -141,6 +144,11 @@ impl ApiKeyRecord {
     /// True when the key may be used at `now_ms`.
     pub fn usable_at(&self, now_ms: i64) -> bool {
         self.revoked_at_ms.is_none() && self.expires_at_ms.is_none_or(|e| e > now_ms)
+    }
+
+    /// Whether it holds `scope`.
+    pub fn has(&self, scope: &str) -> bool {
+        self.scopes.split(' ').any(|s| s == scope)
     }
 }
 

@@ -173,6 +173,7 @@ impl TestRelay {
             KeyMode::Live,
             "test",
             None,
+            None,
         )
         .await
         .expect("key");

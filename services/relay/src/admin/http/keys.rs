@@ -68,6 +68,7 @@ pub(super) async fn create_key_http(
                 mode,
                 &request.label,
                 request.expires_in_days,
+                request.scopes.as_deref(),
             )
             .await?;
             KeyCreated {

@@ -28,7 +28,7 @@ pub(crate) const TENANT_COLS: &str = "id, name, plan, created_at_ms, \
      max_connections, max_message_bytes, inbox_cap, max_messages_per_minute AS messages_per_minute, \
      max_monthly_messages AS messages_per_month";
 pub(crate) const KEY_COLS: &str = "id, tenant_id, hash, display, label, mode, created_at_ms, expires_at_ms, revoked_at_ms, \
-     last_used_at_ms, (SELECT COUNT(*) FROM tenants t WHERE t.id = api_keys.tenant_id \
+     last_used_at_ms, scopes, (SELECT COUNT(*) FROM tenants t WHERE t.id = api_keys.tenant_id \
      AND t.disabled_at_ms IS NOT NULL) > 0 AS tenant_suspended";
 pub(crate) const PEER_COLS: &str = "tenant_id, peer_id, name, circle, backend, role, path, machine, \
      description, description_at_ms, created_at_ms, last_seen_ms, last_seq";
@@ -659,7 +659,7 @@ macro_rules! impl_store {
             {
                 sqlx::query(
                     "INSERT INTO api_keys (id, tenant_id, hash, display, label, mode, created_at_ms, \
-                     expires_at_ms, revoked_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                     expires_at_ms, revoked_at_ms, scopes) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
                 )
                 .bind(&k.id)
                 .bind(&k.tenant_id)
@@ -670,6 +670,7 @@ macro_rules! impl_store {
                 .bind(k.created_at_ms)
                 .bind(k.expires_at_ms)
                 .bind(k.revoked_at_ms)
+                .bind(&k.scopes)
                 .execute(executor)
                 .await?;
                 Ok(())
