@@ -56,6 +56,33 @@ struct Args {
     /// Authenticated idle connections for the memory measurement (0 skips it).
     #[arg(long, default_value_t = 10_000)]
     idle_connections: usize,
+    /// Give the tenant every limit, set far above what the load reaches, so each check runs
+    /// (the cluster-wide rate on Redis with `--redis-url`, the monthly quota, peers,
+    /// connections) and none refuses; without it the tenant is on the `unlimited` plan and
+    /// the checks have nothing to do. Compare the two, back to back.
+    #[arg(long)]
+    limited: bool,
+}
+
+/// The limits `--limited` gives the `default` tenant: each the highest the admin API takes,
+/// far above what any phase sends.
+const BENCH_LIMITS: &str = r#"{"overrides": {"max_peers": 1000000, "max_connections": 1000000,
+    "max_message_bytes": 32768, "inbox_cap": 1000000, "messages_per_minute": 100000000,
+    "messages_per_month": 1000000000000}}"#;
+
+/// Sets [`BENCH_LIMITS`] on the `default` tenant through the admin API.
+async fn set_limits(http: &str, admin: &str) -> anyhow::Result<()> {
+    let body: serde_json::Value = serde_json::from_str(BENCH_LIMITS)?;
+    let response = reqwest::Client::new()
+        .patch(format!("{http}/admin/v1/tenants/default"))
+        .bearer_auth(admin)
+        .json(&body)
+        .send()
+        .await?;
+    if !response.status().is_success() {
+        bail!("setting the tenant's limits: {}", response.text().await?);
+    }
+    Ok(())
 }
 
 /// Resident memory of a process, from /proc.
@@ -699,7 +726,7 @@ async fn main() -> anyhow::Result<()> {
                 RelayProcess::start(
                     &relay_bin(),
                     &["--data-dir", &data_s],
-                    &[("REPOWIRE_SEND_RATE", "0")],
+                    &[("REPOWIRE_SEND_RATE", "0"), ("REPOWIRE_ADMIN_TOKEN", admin)],
                 )
                 .await
             }
@@ -715,7 +742,18 @@ async fn main() -> anyhow::Result<()> {
     } else {
         "sqlite (embedded)"
     };
-    println!("relay: {} storage {storage}", relay.http);
+    println!(
+        "relay: {} storage {storage}, tenant limits {}",
+        relay.http,
+        if args.limited {
+            "on (every limit set, none reached)"
+        } else {
+            "off (unlimited plan)"
+        }
+    );
+    if args.limited {
+        set_limits(&relay.http, admin).await?;
+    }
     if args.idle_connections > 0 {
         idle_memory(
             &relay.http,
