@@ -5,6 +5,7 @@ use repowire_protocol::CloseCode;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::tenants::live_tenant;
 use super::{AdminError, tenant};
 use crate::apikey::{self, KeyMode, MintedKey};
 use crate::hub::Hub;
@@ -60,7 +61,8 @@ pub async fn create_key(
 ) -> Result<MintedKey, AdminError> {
     check_new_key(label, expires_in_days)?;
     let scopes = new_key_scopes(scopes)?;
-    let tenant = tenant(store, tenant_ref).await?;
+    // A deleted tenant's keys were revoked with it; it gets no new ones (409).
+    let tenant = live_tenant(store, tenant_ref).await?;
     let now = now_ms();
     let expires = expires_in_days.map(|d| now + i64::from(d) * 86_400_000);
     let mut minted = apikey::mint(&tenant.id, mode, label, now, expires);
@@ -187,7 +189,7 @@ pub async fn create_key_once(
     check_idempotency_key(idempotency_key)?;
     check_new_key(&request.label, request.expires_in_days)?;
     let scopes = new_key_scopes(request.scopes.as_deref())?;
-    let tenant = tenant(store, tenant_ref).await?;
+    let tenant = live_tenant(store, tenant_ref).await?;
     let request_hash = format!(
         "{:x}",
         Sha256::digest(
@@ -262,6 +264,7 @@ pub async fn rotate_key(
         )));
     }
     let old = get_key(store, key_id).await?;
+    live_tenant(store, &old.tenant_id).await?;
     let now = now_ms();
     if !old.usable_at(now) {
         return Err(AdminError::Invalid(format!(

@@ -28,7 +28,7 @@ pub struct NewTenant {
     #[serde(default)]
     pub display_name: Option<String>,
     /// Values replacing the plan's for this tenant.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::jsonbody::object")]
     pub overrides: Limits,
 }
 
@@ -45,7 +45,7 @@ pub struct TenantPatch {
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub display_name: Option<Option<String>>,
     /// Changes to the overrides (`null` returns a limit to the plan's value).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::jsonbody::optional_object")]
     pub overrides: Option<LimitsPatch>,
 }
 
@@ -119,7 +119,10 @@ pub async fn get_tenant(store: &dyn Store, tenant_ref: &str) -> Result<TenantDet
 }
 
 /// A tenant that is not deleted (a deleted one can only be read or purged).
-async fn live_tenant(store: &dyn Store, tenant_ref: &str) -> Result<TenantRecord, AdminError> {
+pub(crate) async fn live_tenant(
+    store: &dyn Store,
+    tenant_ref: &str,
+) -> Result<TenantRecord, AdminError> {
     let tenant = super::tenant(store, tenant_ref).await?;
     if tenant.deleted_at_ms.is_some() {
         return Err(AdminError::Store(crate::store::StoreError::Conflict(
@@ -177,6 +180,7 @@ pub async fn set_suspended(
 /// `GET /tenants` filters.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct TenantQuery {
     /// Items per page, 1–500 (default 100).
