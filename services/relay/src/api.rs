@@ -31,7 +31,10 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .route("/v1/token", post(token))
+        .route(
+            "/v1/token",
+            post(token).layer(middleware::from_fn(crate::jsonbody::objects_only)),
+        )
         .route("/v1/ws", get(ws))
         .merge(crate::selfserve::router())
         .nest("/admin/v1", admin::router(state.clone()))

@@ -46,6 +46,7 @@ pub mod httplimit;
 pub mod hub;
 pub mod ids;
 pub mod inbound;
+pub mod jsonbody;
 pub mod keycheck;
 pub mod limits;
 pub mod metrics;

@@ -558,6 +558,26 @@ async fn a_deleted_tenant_serves_nothing_until_it_is_purged(db: Db) {
         409,
         "name held"
     );
+    // No new key for a deleted tenant, with or without an Idempotency-Key, nor by rotation.
+    let keys_before = admin.key_count("acme").await;
+    assert_eq!(admin.post("/tenants/acme/keys", json!({})).await.0, 409);
+    assert_eq!(
+        admin.create_key("acme", "after-delete", json!({})).await.0,
+        409
+    );
+    let (_, listed) = admin.get("/tenants/acme/keys").await;
+    let old_key = listed["items"][0]["id"].as_str().expect("a key").to_owned();
+    assert_eq!(
+        admin
+            .post(
+                &format!("/keys/{old_key}/rotate"),
+                json!({"grace_seconds": 60})
+            )
+            .await
+            .0,
+        409
+    );
+    assert_eq!(admin.key_count("acme").await, keys_before, "no key made");
 
     assert_eq!(admin.post("/tenants/acme/purge", json!({})).await.0, 204);
     assert_eq!(admin.get("/tenants/acme").await.0, 404);
@@ -1000,6 +1020,29 @@ async fn bad_admin_input_is_refused_and_changes_nothing(db: Db) {
         "{}",
         huge.status()
     );
+    // serde would read these arrays as the fields in order; they are not objects.
+    for (path, body) in [
+        ("/plans/team", json!(["sneaky", {"max_peers": 5}])),
+        ("/plans/free", json!([null, null])),
+        ("/tenants/acme", json!([null])),
+        ("/plans/free", json!({"limits": [null, null]})),
+        ("/tenants/acme", json!({"overrides": [null, null]})),
+    ] {
+        let (status, said) = admin.patch(path, body.clone()).await;
+        assert_eq!(status, 400, "{path} {body}: {said}");
+        assert_eq!(said["error"]["code"], "invalid_request", "{said}");
+    }
+    let (status, said) = admin.post("/tenants", json!(["beta"])).await;
+    assert_eq!(status, 400, "{said}");
+    // Usage ranges are times the calendar arithmetic can hold.
+    for bad in [
+        "/tenants/acme/usage?from=-9223372036854775808",
+        "/tenants/acme/usage?from=-1",
+        "/tenants/acme/usage?to=9223372036854775807",
+    ] {
+        let (status, said) = admin.get(bad).await;
+        assert_eq!(status, 400, "{bad}: {said}");
+    }
 
     assert_eq!(admin.get("/tenants/acme").await.1, before_tenant);
     assert_eq!(admin.get("/plans").await.1, before_plans);

@@ -256,6 +256,8 @@ async fn bad_tokens_and_keys_are_refused_over_http(db: Db) {
         r#"{"api_key": 5}"#,
         r#"{"api_key": null}"#,
         r#"{"api_key": ["rw"]}"#,
+        // An array is not the object §3.3 describes, though serde would read it as one.
+        r#"["rw_live_Q7f2kLm9XzR4tB8wN1cV6yH3pJ5sD0aE1hp2CZ"]"#,
     ] {
         let resp = reqwest::Client::new()
             .post(format!("{}/v1/token", relay.http))

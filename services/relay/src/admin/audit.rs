@@ -79,6 +79,7 @@ pub async fn record(
 /// `GET /audit` filters.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct AuditQuery {
     /// Only events of this tenant (id or name; a purged tenant by id).

@@ -14,9 +14,11 @@ pub const DEFAULT_LIMIT: u32 = 100;
 /// `?limit=&cursor=`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct PageQuery {
     /// Items per page, 1–500 (default 100).
+    #[cfg_attr(feature = "openapi", param(minimum = 1, maximum = 500))]
     pub limit: Option<u32>,
     /// Where to continue: the previous page's `next_cursor`.
     pub cursor: Option<String>,

@@ -22,7 +22,7 @@ pub struct NewPlan {
     #[serde(default)]
     pub description: String,
     /// Its limits; a limit left out or `null` is unlimited.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::jsonbody::object")]
     pub limits: Limits,
 }
 
@@ -35,7 +35,7 @@ pub struct PlanPatch {
     #[serde(default)]
     pub description: Option<String>,
     /// Changes to the limits (`null` makes a limit unlimited).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::jsonbody::optional_object")]
     pub limits: Option<LimitsPatch>,
 }
 

@@ -30,7 +30,7 @@ use crate::store::ApiKeyRecord;
               (status = 200, description = "A retry of an earlier request with the same Idempotency-Key: that request's key (its text again within 10 minutes)", body = KeyCreated),
               (status = 400, description = "Bad label, lifetime or Idempotency-Key; no key stored", body = ErrorBody),
               (status = 404, description = "No such tenant", body = ErrorBody),
-              (status = 409, description = "The Idempotency-Key was used for a different request", body = ErrorBody))
+              (status = 409, description = "The Idempotency-Key was used for a different request, or the tenant is deleted", body = ErrorBody))
 ))]
 pub(super) async fn create_key_http(
     State(state): State<AppState>,
@@ -135,7 +135,8 @@ pub(super) struct Rotated {
     params(("key_id" = String, Path, description = "Key id (`key-…`)")),
     responses((status = 201, description = "The new key (text shown once) and the old one with its new expiry", body = Rotated),
               (status = 400, description = "Bad grace period, or the key is revoked or expired", body = ErrorBody),
-              (status = 404, description = "No such key", body = ErrorBody))
+              (status = 404, description = "No such key", body = ErrorBody),
+              (status = 409, description = "The key's tenant is deleted", body = ErrorBody))
 ))]
 pub(super) async fn rotate_key_http(
     State(state): State<AppState>,

@@ -61,6 +61,8 @@ pub fn router(state: AppState) -> Router<AppState> {
             "/admin-tokens/{token_id}",
             axum::routing::delete(revoke_admin_token_http),
         )
+        // The credential first, then the body's shape.
+        .layer(middleware::from_fn(crate::jsonbody::objects_only))
         .layer(middleware::from_fn_with_state(state, require_admin));
     // The document describes the API; it holds nothing secret.
     #[cfg(feature = "openapi")]
@@ -134,7 +136,7 @@ async fn openapi_http() -> Json<utoipa::openapi::OpenApi> {
         list_admin_tokens_http,
         revoke_admin_token_http
     ),
-    components(schemas(ErrorBody, ErrorDetail)),
+    components(schemas(ErrorBody, ErrorDetail, crate::store::TenantStatus, usage::Format)),
     modifiers(&AdminCredential),
     security(("admin" = []))
 )]
@@ -147,11 +149,38 @@ struct AdminCredential;
 impl utoipa::Modify for AdminCredential {
     fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
         use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        use utoipa::openapi::{Content, Ref, ResponseBuilder};
         let components = api.components.get_or_insert_with(Default::default);
         components.add_security_scheme(
             "admin",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
+        // Every route may answer 403: the credential is checked before the route runs.
+        let forbidden = ResponseBuilder::new()
+            .description("No admin credential, a wrong one, or an admin token without the scope this method needs (admin:read for GET, admin:write otherwise)")
+            .content(
+                "application/json",
+                Content::new(Some(Ref::from_schema_name("ErrorBody"))),
+            )
+            .build();
+        for item in api.paths.paths.values_mut() {
+            for operation in [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                operation
+                    .responses
+                    .responses
+                    .entry("403".into())
+                    .or_insert_with(|| forbidden.clone().into());
+            }
+        }
     }
 }
 

@@ -140,7 +140,8 @@ pub(super) async fn get_tenant_http(
     params(("tenant" = String, Path, description = "Tenant id or name")),
     responses((status = 200, description = "The tenant as changed", body = TenantDetail),
               (status = 400, description = "Unknown plan, bad text or override; nothing changed", body = ErrorBody),
-              (status = 404, description = "No such tenant", body = ErrorBody))
+              (status = 404, description = "No such tenant", body = ErrorBody),
+              (status = 409, description = "The tenant is deleted", body = ErrorBody))
 ))]
 pub(super) async fn update_tenant_http(
     State(state): State<AppState>,
@@ -172,7 +173,8 @@ pub(super) async fn update_tenant_http(
     operation_id = "suspend_tenant", post, path = "/admin/v1/tenants/{tenant}/suspend", tag = "tenants",
     params(("tenant" = String, Path, description = "Tenant id or name")),
     responses((status = 200, description = "Suspended (again); its connections close with 4010 on every relay process", body = TenantDetail),
-              (status = 404, description = "No such tenant", body = ErrorBody))
+              (status = 404, description = "No such tenant", body = ErrorBody),
+              (status = 409, description = "The tenant is deleted", body = ErrorBody))
 ))]
 pub(super) async fn suspend_tenant_http(
     State(state): State<AppState>,
@@ -189,7 +191,8 @@ pub(super) async fn suspend_tenant_http(
     operation_id = "resume_tenant", post, path = "/admin/v1/tenants/{tenant}/resume", tag = "tenants",
     params(("tenant" = String, Path, description = "Tenant id or name")),
     responses((status = 200, description = "Active (again)", body = TenantDetail),
-              (status = 404, description = "No such tenant", body = ErrorBody))
+              (status = 404, description = "No such tenant", body = ErrorBody),
+              (status = 409, description = "The tenant is deleted", body = ErrorBody))
 ))]
 pub(super) async fn resume_tenant_http(
     State(state): State<AppState>,

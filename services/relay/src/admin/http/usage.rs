@@ -33,11 +33,21 @@ pub(crate) enum Format {
 /// `GET /tenants/{tenant}/usage` parameters.
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TenantUsageQuery {
-    /// From (ms, inclusive; the hour it falls in counts whole). Default: the start of this month.
+    /// From (ms since 1970, inclusive; the hour it falls in counts whole), 0 to
+    /// 253402300800000. Default: the start of this month.
+    #[cfg_attr(
+        feature = "openapi",
+        param(minimum = 0, maximum = 253_402_300_800_000_i64)
+    )]
     from: Option<i64>,
-    /// To (ms, exclusive). Default: now.
+    /// To (ms since 1970, exclusive), 0 to 253402300800000. Default: now.
+    #[cfg_attr(
+        feature = "openapi",
+        param(minimum = 0, maximum = 253_402_300_800_000_i64)
+    )]
     to: Option<i64>,
     /// `hour`, `day` (default) or `month` (UTC).
     granularity: Option<Granularity>,
@@ -48,6 +58,7 @@ pub(crate) struct TenantUsageQuery {
 /// `GET /usage` parameters.
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub(super) struct UsageExportQuery {
     /// The month, `YYYY-MM` (UTC).
@@ -128,6 +139,10 @@ pub(super) async fn tenant_usage_http(
     tenant_report(&state, &tenant.id, q).await
 }
 
+/// The latest time a usage range may name: 10000-01-01T00:00:00Z (ms). Bounding the range
+/// keeps the hour and calendar arithmetic within `i64`.
+const LATEST_MS: i64 = 253_402_300_800_000;
+
 /// One tenant's usage as `q` asks (shared with the tenant's own `GET /v1/usage`).
 pub(crate) async fn tenant_report(
     state: &AppState,
@@ -137,6 +152,14 @@ pub(crate) async fn tenant_report(
     let now = now_ms();
     let from = q.from.unwrap_or_else(|| usage::month_start(now));
     let to = q.to.unwrap_or(now + 1);
+    for (name, at) in [("from", from), ("to", to)] {
+        if !(0..=LATEST_MS).contains(&at) {
+            return Err(AdminError::Invalid(format!(
+                "{name} is {at}; a time is 0 (1970) to {LATEST_MS} (the year 10000) in ms"
+            ))
+            .into());
+        }
+    }
     if from >= to {
         return Err(AdminError::Invalid(format!("from ({from}) is not before to ({to})")).into());
     }
