@@ -13,12 +13,13 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use repowire_protocol::{PeerInfo, PeerStatus, TurnState};
 use tokio::sync::mpsc;
 
-use crate::bus::{Bus, BusEvent, Presence, Target};
+use crate::bus::{Bus, BusEvent, Presence, Refreshed, Target};
 use crate::hub::{LivePeer, Outbound};
 
 /// What leaves this pod through the bus, in order.
@@ -42,6 +43,12 @@ pub struct Cluster {
     bus: Arc<dyn Bus>,
     ttl: Duration,
     forwards: mpsc::UnboundedSender<Outgoing>,
+    /// A presence write failed since the last [`Cluster::take_presence_gap`]: other pods may
+    /// have seen a peer of this pod offline and left a message in its inbox unforwarded.
+    presence_gap: AtomicBool,
+    /// A refresh found a record missing (expired, evicted, Redis emptied) and wrote it again:
+    /// the same consequence, though every write succeeded.
+    presence_lapsed: AtomicBool,
 }
 
 impl Cluster {
@@ -49,7 +56,13 @@ impl Cluster {
     pub fn start(bus: Arc<dyn Bus>, ttl: Duration) -> Arc<Self> {
         let (forwards, rx) = mpsc::unbounded_channel();
         tokio::spawn(forward_in_order(bus.clone(), rx));
-        Arc::new(Self { bus, ttl, forwards })
+        Arc::new(Self {
+            bus,
+            ttl,
+            forwards,
+            presence_gap: AtomicBool::new(false),
+            presence_lapsed: AtomicBool::new(false),
+        })
     }
 
     /// This pod's name.
@@ -113,8 +126,27 @@ impl Cluster {
             .set_presence(tenant_id, &self.presence_of(live), self.ttl)
             .await
         {
+            self.mark_presence_gap();
             tracing::warn!(%error, peer = %live.record.peer_id, "could not record presence; other pods see the peer offline until the next heartbeat");
         }
+    }
+
+    /// Notes that presence may be missing (a write failed, or the bus was away).
+    pub fn mark_presence_gap(&self) {
+        self.presence_gap.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a presence write failed since the last call; clears the mark (and that of a
+    /// lapsed record, which the writes that follow put back).
+    pub fn take_presence_gap(&self) -> bool {
+        self.presence_lapsed.store(false, Ordering::SeqCst);
+        self.presence_gap.swap(false, Ordering::SeqCst)
+    }
+
+    /// Whether presence may have been missing (a failed write or a lapsed record); the marks
+    /// are kept.
+    pub fn presence_gap(&self) -> bool {
+        self.presence_gap.load(Ordering::SeqCst) || self.presence_lapsed.load(Ordering::SeqCst)
     }
 
     /// Refreshes the record that this pod holds `live`. False when another pod holds it now
@@ -126,8 +158,15 @@ impl Cluster {
             .refresh_presence(tenant_id, &self.presence_of(live), self.ttl)
             .await
         {
-            Ok(written) => written,
+            Ok(Refreshed::Kept) => true,
+            Ok(Refreshed::Recreated) => {
+                self.presence_lapsed.store(true, Ordering::SeqCst);
+                tracing::info!(peer = %live.record.peer_id, "presence had lapsed; recorded again, pending entries follow");
+                true
+            }
+            Ok(Refreshed::Taken) => false,
             Err(error) => {
+                self.mark_presence_gap();
                 tracing::warn!(%error, peer = %live.record.peer_id, "could not record presence; other pods see the peer offline until the next heartbeat");
                 true
             }
@@ -435,7 +474,12 @@ mod tests {
         async fn set_presence(&self, t: &str, p: &Presence, ttl: Duration) -> Result<()> {
             self.inner.set_presence(t, p, ttl).await
         }
-        async fn refresh_presence(&self, t: &str, p: &Presence, ttl: Duration) -> Result<bool> {
+        async fn refresh_presence(
+            &self,
+            t: &str,
+            p: &Presence,
+            ttl: Duration,
+        ) -> Result<crate::bus::Refreshed> {
             self.inner.refresh_presence(t, p, ttl).await
         }
         async fn clear_presence(&self, t: &str, peer: &str) -> Result<bool> {

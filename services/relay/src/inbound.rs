@@ -4,6 +4,8 @@
 //! recovers after the bus was unreachable. Sending is [`crate::cluster`]'s job; this module is
 //! above the routing layer because recovery restarts catch-ups ([`crate::route::catch_up`]).
 
+use std::collections::HashSet;
+
 use crate::bus::BusEvent;
 use crate::state::AppState;
 use crate::telemetry::Trace;
@@ -22,16 +24,28 @@ pub async fn run(state: AppState) {
     // Subscribed: from here on no change notice is missed, so answers may be kept.
     state.directory.resume();
     let mut heartbeat = tokio::time::interval(cluster.ttl() / 3);
+    // Peers that still owe a catch-up after a heal (see [`heal`]).
+    let mut owed = HashSet::new();
     loop {
         tokio::select! {
             _ = state.shutdown.cancelled() => return,
-            _ = heartbeat.tick() => refresh(&state).await,
+            _ = heartbeat.tick() => {
+                if state.cluster.presence_gap() {
+                    heal(&state, &mut owed).await;
+                } else {
+                    refresh(&state).await;
+                    if !owed.is_empty() {
+                        let peers = owed.iter().cloned().collect();
+                        catch_up(&state, &mut owed, peers);
+                    }
+                }
+            }
             event = events.recv() => match event {
                 Some(BusEvent::Resubscribed) => {
                     state.directory.resume();
                     // Limit changes may have been missed too.
                     state.limits.changed(None);
-                    recover(&state).await;
+                    recover(&state, &mut owed).await;
                 }
                 Some(BusEvent::SubscriptionLost) => state.directory.suspend(),
                 Some(event) => apply(&state, event),
@@ -41,20 +55,62 @@ pub async fn run(state: AppState) {
     }
 }
 
-/// The bus was down: presence may be gone, forwards and revocations lost. Close connections
-/// whose key was revoked meanwhile (the database says), record presence again, then push every
-/// live peer's pending inbox entries again (a fresh catch-up of the same binding).
-async fn recover(state: &AppState) {
+/// The bus was down: presence may be gone (Redis may have come back empty), forwards and
+/// revocations lost. Close connections whose key was revoked meanwhile (the database says),
+/// then [`heal`].
+async fn recover(state: &AppState, owed: &mut HashSet<(String, String)>) {
     crate::keycheck::close_unusable(state).await;
+    state.cluster.mark_presence_gap();
+    heal(state, owed).await;
+}
+
+/// Presence may have been missing, so another pod may have left a message for a peer held
+/// here in its inbox without forwarding it. Record every live peer's presence again; once all
+/// of it is written, push every live peer's pending entries again (a fresh catch-up of the
+/// same binding), which finds such messages. Until a round of writes succeeds (the first
+/// command after Redis returns can still fail) the mark stays and the next heartbeat heals
+/// again: catching up before presence is back would miss what is sent in between.
+async fn heal(state: &AppState, owed: &mut HashSet<(String, String)>) {
+    state.cluster.take_presence_gap();
     refresh(state).await;
-    for (tenant, live) in state.hub.all_live() {
-        if let Some(c) = state.hub.restart_catch_up(&tenant, &live.record.peer_id) {
-            state
-                .tracker
-                .spawn(crate::route::catch_up(state.clone(), c));
+    if state.cluster.take_presence_gap() {
+        state.cluster.mark_presence_gap();
+        tracing::warn!("presence not recorded again yet; retrying at the next heartbeat");
+        return;
+    }
+    let live = state
+        .hub
+        .all_live()
+        .into_iter()
+        .map(|(tenant, live)| (tenant, live.record.peer_id))
+        .collect();
+    catch_up(state, owed, live);
+    tracing::info!(
+        still_catching_up = owed.len(),
+        "presence recorded again, pending entries pushed again"
+    );
+}
+
+/// Restarts the catch-up of each of `peers`. A peer catching up already may be working from an
+/// inbox read older than a message another pod left unforwarded: it stays in `owed` and is
+/// tried again at each heartbeat until its catch-up can be restarted (or it is gone).
+fn catch_up(state: &AppState, owed: &mut HashSet<(String, String)>, peers: Vec<(String, String)>) {
+    for (tenant, peer) in peers {
+        match state.hub.restart_catch_up(&tenant, &peer) {
+            Some(c) => {
+                owed.remove(&(tenant, peer));
+                state
+                    .tracker
+                    .spawn(crate::route::catch_up(state.clone(), c));
+            }
+            None if state.hub.live_peer(&tenant, &peer).is_some() => {
+                owed.insert((tenant, peer));
+            }
+            None => {
+                owed.remove(&(tenant, peer));
+            }
         }
     }
-    tracing::info!("bus back: presence recorded again, pending entries pushed again");
 }
 
 /// The heartbeat: refreshes the presence of every peer held here; a peer another pod holds

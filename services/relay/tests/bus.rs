@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use repowire_relay::bus::memory::MemoryBus;
 use repowire_relay::bus::redis::RedisBus;
-use repowire_relay::bus::{Bus, BusEvent, Presence, Target};
+use repowire_relay::bus::{Bus, BusEvent, Presence, Refreshed, Target};
 
 fn redis_url() -> String {
     std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
@@ -84,26 +84,29 @@ async fn presence_is_tenant_scoped_and_cleared_only_by_its_pod(a: &dyn Bus, b: &
 /// whose notice this pod missed): the refresh writes nothing and says so.
 async fn a_late_heartbeat_never_takes_a_claimed_peer_back(a: &dyn Bus, claimer: &dyn Bus) {
     let ttl = Duration::from_secs(30);
-    assert!(
+    assert_eq!(
         a.refresh_presence("t", &presence(a.pod(), "p"), ttl)
             .await
             .expect("refresh"),
-        "nobody holds it: recorded"
+        Refreshed::Recreated,
+        "nobody holds it: recorded, and said to have been missing"
     );
-    assert!(
+    assert_eq!(
         a.refresh_presence("t", &presence(a.pod(), "p"), ttl)
             .await
             .expect("refresh"),
+        Refreshed::Kept,
         "its own: refreshed"
     );
     claimer
         .set_presence("t", &presence("pod-b", "p"), ttl)
         .await
         .expect("claim");
-    assert!(
-        !a.refresh_presence("t", &presence(a.pod(), "p"), ttl)
+    assert_eq!(
+        a.refresh_presence("t", &presence(a.pod(), "p"), ttl)
             .await
             .expect("refresh"),
+        Refreshed::Taken,
         "pod-b holds it now"
     );
     let holder = a.presence("t", "p").await.expect("get").map(|p| p.pod);

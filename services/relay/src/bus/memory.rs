@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::{Bus, BusEvent, Presence, Result};
+use super::{Bus, BusEvent, Presence, Refreshed, Result};
 use crate::gcra::{self, Grant, Rate};
 
 /// Single-process bus.
@@ -98,18 +98,17 @@ impl Bus for MemoryBus {
         tenant_id: &str,
         presence: &Presence,
         ttl: Duration,
-    ) -> Result<bool> {
+    ) -> Result<Refreshed> {
         let mut map = self.presence.lock().unwrap();
         let key = (tenant_id.to_owned(), presence.peer_id.clone());
         let now = Instant::now();
-        if map
-            .get(&key)
-            .is_some_and(|(p, until)| *until > now && p.pod != self.pod)
-        {
-            return Ok(false);
-        }
+        let answer = match map.get(&key) {
+            Some((p, until)) if *until > now && p.pod != self.pod => return Ok(Refreshed::Taken),
+            Some((_, until)) if *until > now => Refreshed::Kept,
+            _ => Refreshed::Recreated,
+        };
         map.insert(key, (presence.clone(), now + ttl));
-        Ok(true)
+        Ok(answer)
     }
 
     async fn clear_presence(&self, tenant_id: &str, peer_id: &str) -> Result<bool> {

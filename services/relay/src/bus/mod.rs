@@ -134,6 +134,18 @@ pub struct Presence {
     pub last_seen_ms: i64,
 }
 
+/// What a presence refresh found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refreshed {
+    /// This pod's record was there: renewed.
+    Kept,
+    /// There was no record (it expired, was evicted, or Redis restarted empty): written again.
+    /// Meanwhile other pods saw the peer offline.
+    Recreated,
+    /// Another pod holds the peer now: nothing written.
+    Taken,
+}
+
 /// What pods share.
 #[async_trait]
 pub trait Bus: Send + Sync + std::fmt::Debug {
@@ -159,13 +171,13 @@ pub trait Bus: Send + Sync + std::fmt::Debug {
     async fn set_presence(&self, tenant_id: &str, presence: &Presence, ttl: Duration)
     -> Result<()>;
     /// Refreshes a live peer of this pod for `ttl` unless another pod holds it now (a newer
-    /// claim after a takeover): then nothing is written and the answer is false.
+    /// claim after a takeover): then nothing is written. Says which.
     async fn refresh_presence(
         &self,
         tenant_id: &str,
         presence: &Presence,
         ttl: Duration,
-    ) -> Result<bool>;
+    ) -> Result<Refreshed>;
     /// Removes a peer's presence, only if this pod still holds it; true if removed.
     async fn clear_presence(&self, tenant_id: &str, peer_id: &str) -> Result<bool>;
     /// Where a peer of a tenant is live, if anywhere.

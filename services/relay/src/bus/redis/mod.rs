@@ -20,11 +20,25 @@ use tokio::sync::mpsc;
 
 mod limits;
 
-use super::{Bus, BusError, BusEvent, Presence, Result, Target};
+use super::{Bus, BusError, BusEvent, Presence, Refreshed, Result, Target};
 use crate::gcra::{Grant, Rate};
 
 fn unavailable(e: redis::RedisError) -> BusError {
     BusError::Unavailable(e.to_string())
+}
+
+/// How the command connection reconnects. While Redis is away every command waits for the
+/// reconnect in progress; the library's default (six retries, up to 3.2 s apart, with jitter)
+/// holds a command for up to ~13 s, and a broadcast makes several, so a client waited longer
+/// than any sane timeout for its `unavailable`. Two quick retries bound one command to about
+/// 0.5 s when the port refuses and about 3.5 s when it black-holes; the next command after
+/// Redis is back reconnects, so recovery needs no retry budget here.
+fn reconnect_policy() -> redis::aio::ConnectionManagerConfig {
+    redis::aio::ConnectionManagerConfig::new()
+        .set_number_of_retries(2)
+        .set_min_delay(Duration::from_millis(50))
+        .set_max_delay(Duration::from_millis(500))
+        .set_connection_timeout(Some(Duration::from_secs(1)))
 }
 
 fn now_ms() -> i64 {
@@ -51,11 +65,15 @@ return 0
 "#;
 
 /// Refreshes a presence, and the peer's name claim, unless another pod holds the presence (a
-/// newer claim).
+/// newer claim): 0 taken, 1 renewed, 2 written again (there was none).
 const REFRESH_IF_NOT_TAKEN: &str = r#"
 local holder = redis.call('HGET', KEYS[1], 'pod')
 if holder and holder ~= ARGV[1] then
   return 0
+end
+local answer = 1
+if not holder then
+  answer = 2
 end
 redis.call('HSET', KEYS[1], 'pod', ARGV[1], 'data', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
@@ -67,7 +85,7 @@ if name_holder == ARGV[5] then
 elseif not name_holder then
   redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[3])
 end
-return 1
+return answer
 "#;
 
 /// Claims the first free name of KEYS for peer ARGV[1] for ARGV[2] ms, letting go of the
@@ -108,7 +126,10 @@ impl RedisBus {
     /// Connects to `url` as pod `pod`; every key and channel starts with `prefix`.
     pub async fn connect(url: &str, prefix: &str, pod: &str) -> Result<Self> {
         let client = redis::Client::open(url).map_err(unavailable)?;
-        let conn = client.get_connection_manager().await.map_err(unavailable)?;
+        let conn = client
+            .get_connection_manager_with_config(reconnect_policy())
+            .await
+            .map_err(unavailable)?;
         Ok(Self {
             pod: pod.to_owned(),
             prefix: prefix.to_owned(),
@@ -349,7 +370,7 @@ impl Bus for RedisBus {
         tenant_id: &str,
         presence: &Presence,
         ttl: Duration,
-    ) -> Result<bool> {
+    ) -> Result<Refreshed> {
         let data = serde_json::to_string(presence).map_err(|e| BusError::Corrupt(e.to_string()))?;
         let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1);
         let written: i64 = REFRESH
@@ -365,7 +386,11 @@ impl Bus for RedisBus {
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
-        Ok(written == 1)
+        Ok(match written {
+            0 => Refreshed::Taken,
+            2 => Refreshed::Recreated,
+            _ => Refreshed::Kept,
+        })
     }
 
     async fn clear_presence(&self, tenant_id: &str, peer_id: &str) -> Result<bool> {
