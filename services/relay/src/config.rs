@@ -27,8 +27,12 @@ pub struct Config {
 /// Subcommands.
 #[derive(Debug, Clone, Subcommand)]
 pub enum Command {
-    /// Serve (the default).
+    /// Serve (the default). Applies pending migrations first.
     Serve,
+    /// Apply pending database migrations and exit (the chart runs it as a pre-install and
+    /// pre-upgrade Job, so pods never start on a half-migrated schema). Fails, changing
+    /// nothing, when the schema is newer than this relay.
+    Migrate,
     /// Manage tenants and API keys directly in the database (`--data-dir` or `DATABASE_URL`),
     /// also while relays serve it. Changes reach every running relay within
     /// `--key-check-secs` (revocations close the key's live connections).

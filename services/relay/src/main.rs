@@ -193,6 +193,18 @@ async fn run(config: Config) -> anyhow::Result<()> {
             )
             .await
         }
+        Some(Command::Migrate) => {
+            let _held = match storage {
+                Storage::Embedded(_) => {
+                    datadir::ensure_private_dir(&data_dir)?;
+                    Some(datadir::lock(&data_dir)?)
+                }
+                Storage::Postgres(_) => None,
+            };
+            let store = open_store(&relay, &storage).await?;
+            tracing::info!(storage = store.backend(), "database schema up to date");
+            Ok(())
+        }
         Some(Command::Serve) | None => {
             // Configuration is checked, and the data dir held, before anything touches storage.
             let held = match storage {

@@ -31,8 +31,8 @@ pub enum StoreError {
     /// The database could not be reached or failed; nothing was committed.
     #[error("database unavailable: {0}")]
     Unavailable(#[from] sqlx::Error),
-    /// Migrations failed.
-    #[error("migration failed: {0}")]
+    /// Migrations failed, or the schema is newer than this relay.
+    #[error("{}", migrate_message(.0))]
     Migrate(#[from] sqlx::migrate::MigrateError),
     /// A row held data this version cannot read.
     #[error("corrupt row: {0}")]
@@ -40,6 +40,18 @@ pub enum StoreError {
     /// A uniqueness rule refused the insert (e.g. a tenant name already taken).
     #[error("{0}")]
     Conflict(String),
+}
+
+/// What a failed migration means for the operator of the relay.
+fn migrate_message(e: &sqlx::migrate::MigrateError) -> String {
+    match e {
+        sqlx::migrate::MigrateError::VersionMissing(v) => format!(
+            "the database schema has migration {v}, which this relay does not know: a newer \
+             relay migrated it. This relay will not serve on a schema it does not know; run \
+             that version or a newer one"
+        ),
+        other => format!("migration failed: {other}"),
+    }
 }
 
 impl StoreError {
