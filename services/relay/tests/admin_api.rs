@@ -730,9 +730,32 @@ async fn key_creation_with_an_idempotency_key_makes_one_key(db: Db) {
         let (status, _) = admin.create_key("acme", bad, json!({})).await;
         assert_eq!(status, 400, "{bad:?}");
     }
+    // An expiry as a time (what the operator sends: a retry sends the same time).
+    let at = repowire_relay::ids::now_ms() + 3_600_000;
+    let body = json!({"label": "until", "expires_at_ms": at});
+    let (status, until) = admin
+        .create_key("acme", "apikey/acme/until", body.clone())
+        .await;
+    assert_eq!(status, 201, "{until}");
+    assert_eq!(until["key"]["expires_at_ms"], at);
+    let (status, replay) = admin.create_key("acme", "apikey/acme/until", body).await;
+    assert_eq!((status, &replay["key"]["id"]), (200, &until["key"]["id"]));
+    let now = repowire_relay::ids::now_ms();
+    for bad in [
+        json!({"expires_at_ms": now - 1000}),
+        json!({"expires_at_ms": now + 3651 * 86_400_000_i64}),
+        json!({"expires_at_ms": now + 60_000, "expires_in_days": 1}),
+    ] {
+        let (status, said) = admin
+            .create_key("acme", "apikey/acme/bad-expiry", bad.clone())
+            .await;
+        assert_eq!(status, 400, "{bad}: {said}");
+        let (status, said) = admin.post("/tenants/acme/keys", bad.clone()).await;
+        assert_eq!(status, 400, "without an idempotency key, {bad}: {said}");
+    }
     assert_eq!(
         admin.key_count("acme").await,
-        2,
+        3,
         "refused requests stored nothing"
     );
     relay.stop().await;

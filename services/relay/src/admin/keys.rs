@@ -60,15 +60,53 @@ pub async fn create_key(
     scopes: Option<&[String]>,
 ) -> Result<MintedKey, AdminError> {
     check_new_key(label, expires_in_days)?;
+    let expires = key_expiry(now_ms(), expires_in_days, None)?;
+    create_key_until(store, tenant_ref, mode, label, expires, scopes).await
+}
+
+/// Like [`create_key`], with the expiry as a time (ms since the epoch), checked by
+/// [`key_expiry`].
+pub async fn create_key_until(
+    store: &dyn Store,
+    tenant_ref: &str,
+    mode: KeyMode,
+    label: &str,
+    expires_at_ms: Option<i64>,
+    scopes: Option<&[String]>,
+) -> Result<MintedKey, AdminError> {
+    check_new_key(label, None)?;
+    let now = now_ms();
+    let expires = key_expiry(now, None, expires_at_ms)?;
     let scopes = new_key_scopes(scopes)?;
     // A deleted tenant's keys were revoked with it; it gets no new ones (409).
     let tenant = live_tenant(store, tenant_ref).await?;
-    let now = now_ms();
-    let expires = expires_in_days.map(|d| now + i64::from(d) * 86_400_000);
     let mut minted = apikey::mint(&tenant.id, mode, label, now, expires);
     minted.record.scopes = scopes;
     store.insert_api_key(&minted.record).await?;
     Ok(minted)
+}
+
+/// When a new key expires: `expires_in_days` after `now`, or at `expires_at_ms` (later than
+/// `now`, at most 3650 days after it), or never. Both at once is refused.
+pub fn key_expiry(
+    now: i64,
+    expires_in_days: Option<u32>,
+    expires_at_ms: Option<i64>,
+) -> Result<Option<i64>, AdminError> {
+    let longest = i64::from(MAX_EXPIRES_IN_DAYS) * 86_400_000;
+    match (expires_in_days, expires_at_ms) {
+        (Some(_), Some(_)) => Err(AdminError::Invalid(
+            "give expires_in_days or expires_at_ms, not both".into(),
+        )),
+        (Some(days), None) => Ok(Some(now + i64::from(days) * 86_400_000)),
+        (None, Some(at)) if at <= now => Err(AdminError::Invalid(format!(
+            "expires_at_ms is {at}, which is not in the future (now is {now})"
+        ))),
+        (None, Some(at)) if at - now > longest => Err(AdminError::Invalid(format!(
+            "expires_at_ms is {at}, more than {MAX_EXPIRES_IN_DAYS} days from now"
+        ))),
+        (None, at) => Ok(at),
+    }
 }
 
 /// Keys of a tenant.
@@ -140,9 +178,13 @@ pub struct KeyRequestBody {
     /// A test key (`rw_test_…`).
     #[serde(default)]
     pub test: bool,
-    /// 1–3650; left out: the key does not expire.
+    /// 1–3650; left out (and no `expires_at_ms`): the key does not expire.
     #[serde(default)]
     pub expires_in_days: Option<u32>,
+    /// Instead of `expires_in_days`: when the key expires, ms since the epoch (in the future,
+    /// at most 3650 days away). A retry with the same `Idempotency-Key` sends the same time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at_ms: Option<i64>,
     /// What the key may do: `connect` (exchange it for a token and connect agents),
     /// `usage:read` (read the tenant's own limits and usage). Left out: both.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -188,6 +230,8 @@ pub async fn create_key_once(
 ) -> Result<KeyCreated, AdminError> {
     check_idempotency_key(idempotency_key)?;
     check_new_key(&request.label, request.expires_in_days)?;
+    let now = now_ms();
+    let expires = key_expiry(now, request.expires_in_days, request.expires_at_ms)?;
     let scopes = new_key_scopes(request.scopes.as_deref())?;
     let tenant = live_tenant(store, tenant_ref).await?;
     let request_hash = format!(
@@ -204,10 +248,6 @@ pub async fn create_key_once(
     } else {
         KeyMode::Live
     };
-    let now = now_ms();
-    let expires = request
-        .expires_in_days
-        .map(|d| now + i64::from(d) * 86_400_000);
     let mut minted = apikey::mint_seeded(seed, &tenant.id, mode, &request.label, now, expires);
     minted.record.scopes = scopes;
     let Some(earlier) = store

@@ -16,7 +16,7 @@ use super::body;
 use crate::admin::audit::{self, AdminCtx};
 use crate::admin::keys::KeyPage;
 use crate::admin::page::PageQuery;
-use crate::admin::{KeyCreated, KeyRequestBody, create_key, get_key, revoke_key, rotate_key};
+use crate::admin::{KeyCreated, KeyRequestBody, get_key, revoke_key, rotate_key};
 use crate::apikey::KeyMode;
 use crate::error::AppError;
 use crate::state::AppState;
@@ -62,12 +62,18 @@ pub(super) async fn create_key_http(
             } else {
                 KeyMode::Live
             };
-            let minted = create_key(
+            crate::admin::keys::check_new_key(&request.label, request.expires_in_days)?;
+            let expires = crate::admin::keys::key_expiry(
+                crate::ids::now_ms(),
+                request.expires_in_days,
+                request.expires_at_ms,
+            )?;
+            let minted = crate::admin::keys::create_key_until(
                 state.store.as_ref(),
                 &tenant_ref,
                 mode,
                 &request.label,
-                request.expires_in_days,
+                expires,
                 request.scopes.as_deref(),
             )
             .await?;
