@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod client;
+pub mod fakekube;
 pub mod otlp;
 pub mod process;
 
