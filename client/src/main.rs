@@ -79,6 +79,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Check a relay with an API key: token exchange, WebSocket, hello → welcome. Changes
+    /// nothing (the Helm chart's `helm test` runs it).
+    CheckRelay {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
     /// Check the installation and say what to fix.
     Doctor {
         /// JSON output.
@@ -130,8 +137,9 @@ fn main() -> ExitCode {
         } => cli::session::link(&cli.config, pane, backend, json),
         Command::Setup(args) => cli::setup::setup(&cli.config, &args),
         Command::Uninstall(args) => cli::setup::uninstall(&cli.config, &args),
-        Command::Status { json } => cli::setup::status(&cli.config, json),
-        Command::Doctor { json } => cli::setup::doctor(&cli.config, json),
+        Command::Status { json } => cli::doctor::status(&cli.config, json),
+        Command::Doctor { json } => cli::doctor::doctor(&cli.config, json),
+        Command::CheckRelay { json } => cli::check_relay::run(&cli.config, json),
         Command::Config {
             command: ConfigCommand::Show { json },
         } => cli::daemon::show_config(&cli.config, json),

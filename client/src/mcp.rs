@@ -184,6 +184,18 @@ fn describe_error(e: CallError) -> String {
 }
 
 impl RepowireMcp {
+    /// The names of the tools this server offers (as an agent calls them, without the
+    /// `mcp__repowire__` prefix Claude Code adds).
+    pub fn tool_names() -> Vec<String> {
+        let mut names: Vec<String> = Self::tool_router()
+            .list_all()
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        names.sort();
+        names
+    }
+
     /// A server talking to the daemon at `socket`.
     pub fn new(socket: PathBuf, tmux_pane: Option<String>) -> Self {
         Self {

@@ -392,3 +392,131 @@ fn hook_commands_resolve_and_broken_ones_are_reported() {
     let status = home.ok(&["status"]);
     assert!(status.contains("BROKEN"), "{status}");
 }
+
+/// `setup --allow-tools` adds exactly our MCP tools to `permissions.allow` (the user's rules
+/// kept), once; `doctor` flags their absence and what it costs; `uninstall` takes exactly ours
+/// away. A non-interactive setup without the flag, or with `--no-allow-tools`, leaves the
+/// permissions alone and says what that costs.
+#[test]
+fn allow_tools_adds_only_our_tools_and_uninstall_removes_only_them() {
+    let home = Home::new(None);
+    let claude = home.path().join(".claude");
+    std::fs::create_dir_all(&claude).expect("dir");
+    let settings = claude.join("settings.json");
+    let user = json!({ "allow": ["Bash(ls:*)"], "deny": ["Read(.env)"] });
+    std::fs::write(
+        &settings,
+        serde_json::to_string(&json!({ "permissions": user })).expect("json"),
+    )
+    .expect("write");
+
+    for flags in [&["--non-interactive"][..], &["--no-allow-tools"][..]] {
+        let mut args = vec!["setup"];
+        args.extend_from_slice(flags);
+        let said = home.ok(&args);
+        assert!(said.contains("`repowire setup --allow-tools`"), "{said}");
+        assert_eq!(read(&settings).1["permissions"], user, "{flags:?}");
+    }
+    let doctor = String::from_utf8_lossy(&home.repowire(&["doctor"]).stdout).into_owned();
+    assert!(
+        doctor.contains("✗ Repowire's MCP tools are allowed without a permission prompt")
+            && doctor.contains("waits for a person"),
+        "{doctor}"
+    );
+
+    let said = home.ok(&["setup", "--allow-tools"]);
+    assert!(said.contains("Repowire's tools allowed"), "{said}");
+    let allow: Vec<String> =
+        serde_json::from_value(read(&settings).1["permissions"]["allow"].clone())
+            .expect("allow list");
+    assert_eq!(allow[0], "Bash(ls:*)", "the user's rule stays first");
+    let ours = &allow[1..];
+    for tool in ["ask", "ack", "answer", "notify_peer", "list_peers"] {
+        assert!(ours.contains(&format!("mcp__repowire__{tool}")), "{ours:?}");
+    }
+    assert!(
+        ours.iter()
+            .all(|e| e.starts_with("mcp__repowire__") && !e.contains('*')),
+        "only our own tools, no wildcard: {ours:?}"
+    );
+    assert_eq!(
+        read(&settings).1["permissions"]["deny"],
+        json!(["Read(.env)"])
+    );
+    let backups_before = backups(&claude);
+    let again = home.ok(&["setup", "--allow-tools"]);
+    assert!(again.contains("already up to date"), "{again}");
+    assert_eq!(
+        backups(&claude),
+        backups_before,
+        "nothing written the second time"
+    );
+    let doctor = String::from_utf8_lossy(&home.repowire(&["doctor"]).stdout).into_owned();
+    assert!(
+        doctor.contains("✓ Repowire's MCP tools are allowed without a permission prompt"),
+        "{doctor}"
+    );
+
+    let both = home.repowire(&["setup", "--allow-tools", "--no-allow-tools"]);
+    assert!(!both.status.success(), "contradictory flags accepted");
+
+    home.ok(&["uninstall"]);
+    assert_eq!(
+        read(&settings).1["permissions"],
+        user,
+        "exactly ours removed"
+    );
+}
+
+/// At a terminal (a real tmux pane) and without a flag, setup shows the exact entries and asks;
+/// the answer decides.
+#[test]
+fn at_a_terminal_setup_asks_before_allowing_the_tools() {
+    use repowire_e2e::agents::{Tmux, bin};
+    let home = Home::new(None);
+    let settings = home.path().join(".claude/settings.json");
+    let tmux = Tmux::start();
+    let run = |answer: &str| {
+        let pane = tmux.spawn(
+            home.path(),
+            &home.env(),
+            &[
+                "sh".into(),
+                "-c".into(),
+                format!("{} setup; sleep 30", bin("repowire").display()),
+            ],
+        );
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !tmux.capture(&pane).contains("Allow them? [Y/n]") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no question: {}",
+                tmux.capture(&pane)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let screen = tmux.capture(&pane);
+        assert!(screen.contains("mcp__repowire__ack"), "{screen}");
+        tmux.type_text(&pane, answer);
+        tmux.enter(&pane);
+        while !tmux.capture(&pane).contains("repowire doctor") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{}",
+                tmux.capture(&pane)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        tmux.run(&["kill-pane", "-t", &pane]);
+    };
+    run("n");
+    assert!(read(&settings).1.get("permissions").is_none(), "declined");
+    run("y");
+    let allow = read(&settings).1["permissions"]["allow"].clone();
+    assert!(
+        allow
+            .as_array()
+            .is_some_and(|a| a.contains(&json!("mcp__repowire__answer"))),
+        "{allow}"
+    );
+}

@@ -518,11 +518,15 @@ async fn describe_notify_broadcast_and_answer_a_structured_question() {
             .starts_with("notif-"),
         "{notified}"
     );
+    // Injected as context into a turn, or handed over at the end of the turn that was running
+    // when it arrived (the Stop hook's `continue`): either is a delivery.
     b.wait("the notification", |e| {
-        e["event"] == "context"
-            && e["text"]
-                .as_str()
-                .is_some_and(|t| t.contains("build is green"))
+        let text = match e["event"].as_str() {
+            Some("context") => &e["text"],
+            Some("continue") => &e["reason"],
+            _ => return false,
+        };
+        text.as_str().is_some_and(|t| t.contains("build is green"))
     })
     .await;
     b.hook_done("Stop", 2).await;

@@ -1,10 +1,13 @@
 //! The commands: each module owns one command family.
 
+pub mod check_relay;
 pub mod daemon;
+pub mod doctor;
 pub mod hook;
 pub mod inbox;
 pub mod outbox;
 pub mod peer;
+pub mod permissions;
 pub mod relay_setup;
 pub mod session;
 pub mod setup;

@@ -65,7 +65,16 @@ fn verify(url: &str, key: &str) -> anyhow::Result<String> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(async {
+    runtime
+        .block_on(exchange(url, key))
+        .map(|token| token.tenant_id)
+        .map_err(|e| anyhow::anyhow!("{e:#} (nothing was changed)"))
+}
+
+/// `POST /v1/token` with the key; every failure said in plain words (the relay's own words
+/// through the terminal sanitizer).
+pub(crate) async fn exchange(url: &str, key: &str) -> anyhow::Result<TokenResponse> {
+    {
         let response = reqwest::Client::new()
             .post(format!("{url}/v1/token"))
             .timeout(Duration::from_secs(10))
@@ -83,30 +92,31 @@ fn verify(url: &str, key: &str) -> anyhow::Result<String> {
                     e.without_url().to_string()
                 };
                 anyhow::anyhow!(
-                    "cannot reach the relay at {url}: {why}; check the URL and that the relay runs (nothing was changed)"
+                    "cannot reach the relay at {url}: {why}; check the URL and that the relay runs"
                 )
             })?;
         let status = response.status();
         if status.is_success() {
-            let token: TokenResponse = response.json().await.map_err(|_| {
-                anyhow::anyhow!("{url} answered, but not as a Repowire relay does (nothing was changed)")
-            })?;
-            return Ok(token.tenant_id);
+            let token: TokenResponse = response
+                .json()
+                .await
+                .map_err(|_| anyhow::anyhow!("{url} answered, but not as a Repowire relay does"))?;
+            return Ok(token);
         }
         let said: Option<HttpError> = response.json().await.ok();
         match (status.as_u16(), said) {
             (401 | 403, Some(e)) => bail!(
-                "the relay at {url} refused the API key: {} (nothing was changed)",
-                e.error.message
+                "the relay at {url} refused the API key: {}",
+                crate::sanitize::for_terminal(&e.error.message)
             ),
             (_, Some(e)) => bail!(
-                "the relay at {url} answered {status}: {} (nothing was changed)",
-                e.error.message
+                "the relay at {url} answered {status}: {}",
+                crate::sanitize::for_terminal(&e.error.message)
             ),
             (404, None) => bail!(
-                "{url} does not look like a Repowire relay (no /v1/token there); check the URL (nothing was changed)"
+                "{url} does not look like a Repowire relay (no /v1/token there); check the URL"
             ),
-            (_, None) => bail!("{url} answered {status} (nothing was changed)"),
+            (_, None) => bail!("{url} answered {status}"),
         }
-    })
+    }
 }

@@ -1,6 +1,7 @@
-//! `repowire setup` / `uninstall` / `status` / `doctor`: merge our hook entries into
-//! `~/.claude/settings.json` and our MCP server into `~/.claude.json`, keeping every other key
-//! and entry; write atomically with a timestamped backup; change nothing when nothing differs.
+//! `repowire setup` / `uninstall` / `status` / `doctor`: merge our hook entries (and, when
+//! allowed, our tools' permissions) into `~/.claude/settings.json` and our MCP server into
+//! `~/.claude.json`, keeping every other key and entry; write atomically with a timestamped
+//! backup; change nothing when nothing differs.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -10,6 +11,7 @@ use anyhow::Context;
 use clap::Args;
 use serde_json::{Map, Value, json};
 
+use super::permissions;
 use crate::api::Request;
 use crate::config::{Config, user_home};
 
@@ -25,6 +27,13 @@ pub struct SetupArgs {
     /// Also write a systemd user service that runs the daemon.
     #[arg(long)]
     pub service: bool,
+    /// Add Repowire's MCP tools to Claude Code's `permissions.allow`, so that agents call them
+    /// without a permission prompt (asked, showing the entries, when neither flag is given).
+    #[arg(long, conflicts_with = "no_allow_tools")]
+    pub allow_tools: bool,
+    /// Leave Claude Code's permissions as they are.
+    #[arg(long)]
+    pub no_allow_tools: bool,
 }
 
 /// Options of uninstall.
@@ -86,7 +95,7 @@ fn install_service(exe: &str, config: &Config) -> anyhow::Result<bool> {
 }
 
 /// Claude Code events and our hook event names.
-const EVENTS: &[(&str, &str)] = &[
+pub(super) const EVENTS: &[(&str, &str)] = &[
     ("SessionStart", "session-start"),
     ("UserPromptSubmit", "prompt-submit"),
     ("Stop", "stop"),
@@ -95,11 +104,11 @@ const EVENTS: &[(&str, &str)] = &[
 ];
 const PRE_TOOL_USE: (&str, &str) = ("PreToolUse", "pre-tool-use");
 
-fn settings_path() -> PathBuf {
+pub(super) fn settings_path() -> PathBuf {
     user_home().join(".claude").join("settings.json")
 }
 
-fn claude_json_path() -> PathBuf {
+pub(super) fn claude_json_path() -> PathBuf {
     user_home().join(".claude.json")
 }
 
@@ -134,7 +143,7 @@ fn find_on_path(program: &str) -> Option<PathBuf> {
 
 /// The programs of our hook commands in settings.json that do not resolve to an executable
 /// (a moved checkout, a `cargo clean`): `(event, program)`.
-fn broken_hooks() -> Vec<(String, String)> {
+pub(super) fn broken_hooks() -> Vec<(String, String)> {
     let Ok(Some(settings)) = read_json(&settings_path()) else {
         return Vec::new();
     };
@@ -185,7 +194,7 @@ fn shell_quote(s: &str) -> String {
 }
 
 /// True for a hook entry this program installed: every command is `<…/repowire> [--home H] hook <event>`.
-fn is_ours(entry: &Value) -> bool {
+pub(super) fn is_ours(entry: &Value) -> bool {
     let Some(hooks) = entry.get("hooks").and_then(Value::as_array) else {
         return false;
     };
@@ -283,7 +292,7 @@ fn mcp_entry(exe: &str, config: &Config) -> Value {
     json!({ "type": "stdio", "command": exe, "args": ["mcp"], "env": env })
 }
 
-fn read_json(path: &Path) -> anyhow::Result<Option<Value>> {
+pub(super) fn read_json(path: &Path) -> anyhow::Result<Option<Value>> {
     match std::fs::read_to_string(path) {
         Ok(text) if text.trim().is_empty() => Ok(Some(json!({}))),
         Ok(text) => serde_json::from_str(&text).map(Some).with_context(|| {
@@ -366,6 +375,13 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
         settings_before.clone().unwrap_or_else(|| json!({})),
         &commands,
     )?;
+    let missing = permissions::missing(&settings_after);
+    let allow = !missing.is_empty() && allow_tools(args, &missing)?;
+    let settings_after = if allow {
+        permissions::merge(settings_after)?
+    } else {
+        settings_after
+    };
     let claude_json = claude_json_path();
     let claude_before = read_json(&claude_json)?;
     let mut claude_after = claude_before.clone().unwrap_or_else(|| json!({}));
@@ -384,8 +400,17 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
         &settings,
         changed_settings,
         settings_before.is_some(),
-        "hooks",
+        if allow {
+            "hooks; Repowire's tools allowed"
+        } else {
+            "hooks"
+        },
     );
+    if !allow && !missing.is_empty() {
+        println!(
+            "Repowire's MCP tools are not allowed in Claude Code: each call of ask, ack, answer… waits for a person to approve it. `repowire setup --allow-tools` allows them."
+        );
+    }
     report(
         &claude_json,
         changed_mcp,
@@ -431,6 +456,33 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Whether to allow our tools: the flags say, or the person at the terminal does (shown the
+/// entries); without a terminal or with `--non-interactive`, no.
+fn allow_tools(args: &SetupArgs, entries: &[String]) -> anyhow::Result<bool> {
+    use std::io::{BufRead, IsTerminal, Write};
+    if args.allow_tools || args.no_allow_tools {
+        return Ok(args.allow_tools);
+    }
+    if args.non_interactive || !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        return Ok(false);
+    }
+    println!(
+        "Claude Code asks a person before each call of an MCP tool it was not told to allow, so an agent could not ask, ack or answer on its own. Add these to `permissions.allow` in {}?",
+        settings_path().display()
+    );
+    for e in entries {
+        println!("  {e}");
+    }
+    print!("Allow them? [Y/n] ");
+    std::io::stdout().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    Ok(matches!(
+        line.trim().to_ascii_lowercase().as_str(),
+        "" | "y" | "yes"
+    ))
+}
+
 fn report(path: &Path, changed: bool, existed: bool, what: &str) {
     if changed && existed {
         println!(
@@ -460,12 +512,12 @@ pub fn uninstall(_config: &Config, _args: &UninstallArgs) -> anyhow::Result<Exit
         );
     }
     if let Some(before) = settings_before {
-        let after = remove_hooks(before.clone());
+        let after = permissions::remove(remove_hooks(before.clone()));
         report(
             &settings,
             write_if_changed(&settings, Some(&before), &after)?,
             true,
-            "hooks removed",
+            "hooks and Repowire's tool permissions removed",
         );
     }
     if let Some(before) = claude_before {
@@ -486,241 +538,6 @@ pub fn uninstall(_config: &Config, _args: &UninstallArgs) -> anyhow::Result<Exit
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// doctor's findings, printed at the end as a list or as JSON.
-struct Checks {
-    failed: bool,
-    found: Vec<Value>,
-}
-
-impl Checks {
-    fn check(&mut self, ok: bool, what: &str, fix: &str) {
-        self.failed |= !ok;
-        self.found.push(if ok {
-            json!({ "ok": true, "check": what })
-        } else {
-            json!({ "ok": false, "check": what, "fix": fix })
-        });
-    }
-
-    fn print(&self, json: bool) {
-        if json {
-            println!("{:#}", json!({ "ok": !self.failed, "checks": self.found }));
-            return;
-        }
-        for c in &self.found {
-            let what = c["check"].as_str().unwrap_or("");
-            if c["ok"] == true {
-                println!("✓ {what}");
-            } else {
-                println!("✗ {what}\n    fix: {}", c["fix"].as_str().unwrap_or(""));
-            }
-        }
-    }
-}
-
-fn hooks_installed() -> Vec<String> {
-    let Ok(Some(settings)) = read_json(&settings_path()) else {
-        return Vec::new();
-    };
-    EVENTS
-        .iter()
-        .filter(|(event, _)| {
-            settings
-                .get("hooks")
-                .and_then(|h| h.get(*event))
-                .and_then(Value::as_array)
-                .is_some_and(|l| l.iter().any(is_ours))
-        })
-        .map(|(event, _)| (*event).to_owned())
-        .collect()
-}
-
-fn mcp_installed() -> bool {
-    matches!(read_json(&claude_json_path()), Ok(Some(v)) if v.get("mcpServers").and_then(|m| m.get("repowire")).is_some())
-}
-
-/// `repowire status`.
-pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
-    let hooks = hooks_installed();
-    let broken = broken_hooks();
-    let mcp = mcp_installed();
-    let daemon = super::call(config, &Request::Status, Duration::from_secs(5)).ok();
-    let drift = daemon.as_ref().and_then(|d| super::relay_drift(config, d));
-    if json {
-        let report = json!({
-            "hooks": {
-                "installed": hooks,
-                "expected": EVENTS.len(),
-                "settings": settings_path(),
-                "broken": broken.iter().map(|(event, program)| json!({"event": event, "program": program})).collect::<Vec<_>>(),
-            },
-            "mcp_registered": mcp,
-            "daemon": daemon.as_ref().map(|d| json!({
-                "pid": d["pid"],
-                "relay": super::daemon_relay(d),
-                "link": d["link"],
-                "outbox": d["outbox"],
-                "queued_elsewhere": d["queued_elsewhere"],
-            })),
-            "relay_drift": drift.as_ref().map(|(daemon, shell)| json!({"daemon": daemon, "shell": shell})),
-        });
-        println!("{report:#}");
-        return Ok(ExitCode::SUCCESS);
-    }
-    println!(
-        "hooks    {}/{} installed in {}",
-        hooks.len(),
-        EVENTS.len(),
-        settings_path().display()
-    );
-    for (event, program) in &broken {
-        println!(
-            "         BROKEN: the {event} hook runs `{program}`, which does not exist: run `repowire setup` again"
-        );
-    }
-    println!(
-        "mcp      {}",
-        if mcp {
-            "registered in ~/.claude.json"
-        } else {
-            "not registered"
-        }
-    );
-    match &daemon {
-        Some(status) => {
-            let link = status
-                .get("link")
-                .and_then(|l| l.get("state"))
-                .and_then(Value::as_str)
-                .unwrap_or("?");
-            println!(
-                "daemon   running (pid {}), relay {}, link {link}",
-                status.get("pid").unwrap_or(&Value::Null),
-                super::daemon_relay(status)
-            );
-            if let Some((daemon, shell)) = &drift {
-                println!(
-                    "relay    DIFFERS: the running daemon uses {daemon}; this shell's settings say {shell}\n         {}",
-                    super::RESTART_HINT
-                );
-            }
-            if status["link"]["key_refused"].as_bool() == Some(true) {
-                println!(
-                    "key      REVOKED or unknown ({}): run `repowire setup --relay-url URL --api-key rw_live_…`, then restart the daemon",
-                    status["link"]["reason"].as_str().unwrap_or("?")
-                );
-            }
-            for q in status
-                .get("queued_elsewhere")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                println!(
-                    "queued   {} message(s) for another relay or tenant, not sent here: {}\n         \
-                     they go out when this machine uses that relay again; `repowire outbox drop {}` drops them",
-                    q.get("messages").unwrap_or(&Value::Null),
-                    q.get("realm").and_then(Value::as_str).unwrap_or("?"),
-                    q.get("realm").and_then(Value::as_str).unwrap_or("?"),
-                );
-            }
-        }
-        None => println!("daemon   not running (`repowire daemon start`)"),
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `repowire doctor`.
-pub fn doctor(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
-    let mut c = Checks {
-        failed: false,
-        found: Vec::new(),
-    };
-    let settings = config.settings();
-    c.check(
-        settings.is_ok(),
-        "configuration is readable",
-        &format!(
-            "{:#}",
-            settings
-                .as_ref()
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default()
-        ),
-    );
-    c.check(
-        hooks_installed().len() == EVENTS.len(),
-        "Claude Code hooks installed",
-        "run `repowire setup`",
-    );
-    c.check(
-        mcp_installed(),
-        "MCP server registered",
-        "run `repowire setup`",
-    );
-    let broken = broken_hooks();
-    let what: Vec<String> = broken
-        .iter()
-        .map(|(event, program)| format!("{event} runs `{program}`, which does not exist"))
-        .collect();
-    c.check(
-        broken.is_empty(),
-        "every installed hook command resolves to a program",
-        &format!(
-            "{}: install with `cargo install --path client` (so `repowire` is on PATH) and run `repowire setup` again",
-            what.join("; ")
-        ),
-    );
-    c.check(
-        crate::tmux::version().is_some(),
-        "tmux is available (needed to wake idle agents)",
-        "install tmux",
-    );
-    match super::call(config, &Request::Status, Duration::from_secs(5)) {
-        Ok(status) => {
-            c.check(true, "daemon is running", "");
-            let drift = super::relay_drift(config, &status);
-            c.check(
-                drift.is_none(),
-                &format!(
-                    "the running daemon uses this shell's relay ({})",
-                    super::daemon_relay(&status)
-                ),
-                &drift
-                    .map(|(_, shell)| {
-                        format!("this shell's settings say {shell}; {}", super::RESTART_HINT)
-                    })
-                    .unwrap_or_default(),
-            );
-            let link = status.get("link").cloned().unwrap_or(Value::Null);
-            let state = link.get("state").and_then(Value::as_str).unwrap_or("?");
-            c.check(
-                state == "connected",
-                &format!("relay link is connected ({state})"),
-                &format!(
-                    "check relay.url / relay.api_key; last error: {}",
-                    link.get("last_error")
-                        .or(link.get("reason"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("-")
-                ),
-            );
-        }
-        Err(e) => c.check(
-            false,
-            "daemon is running",
-            &format!("`repowire daemon start` ({e})"),
-        ),
-    }
-    c.print(json);
-    Ok(if c.failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
 }
 
 #[cfg(test)]

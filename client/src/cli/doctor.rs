@@ -1,0 +1,260 @@
+//! `repowire status` / `repowire doctor`: what is installed and running, and what to fix — the
+//! Claude Code configuration `setup` writes (see [`super::setup`]), the daemon, and the relay
+//! it uses.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::permissions;
+use super::setup::{EVENTS, broken_hooks, claude_json_path, is_ours, read_json, settings_path};
+use crate::api::Request;
+use crate::config::Config;
+
+/// doctor's findings, printed at the end as a list or as JSON.
+struct Checks {
+    failed: bool,
+    found: Vec<Value>,
+}
+
+impl Checks {
+    fn check(&mut self, ok: bool, what: &str, fix: &str) {
+        self.failed |= !ok;
+        self.found.push(if ok {
+            json!({ "ok": true, "check": what })
+        } else {
+            json!({ "ok": false, "check": what, "fix": fix })
+        });
+    }
+
+    fn print(&self, json: bool) {
+        if json {
+            println!("{:#}", json!({ "ok": !self.failed, "checks": self.found }));
+            return;
+        }
+        for c in &self.found {
+            let what = c["check"].as_str().unwrap_or("");
+            if c["ok"] == true {
+                println!("✓ {what}");
+            } else {
+                println!("✗ {what}\n    fix: {}", c["fix"].as_str().unwrap_or(""));
+            }
+        }
+    }
+}
+
+fn hooks_installed() -> Vec<String> {
+    let Ok(Some(settings)) = read_json(&settings_path()) else {
+        return Vec::new();
+    };
+    EVENTS
+        .iter()
+        .filter(|(event, _)| {
+            settings
+                .get("hooks")
+                .and_then(|h| h.get(*event))
+                .and_then(Value::as_array)
+                .is_some_and(|l| l.iter().any(is_ours))
+        })
+        .map(|(event, _)| (*event).to_owned())
+        .collect()
+}
+
+fn mcp_installed() -> bool {
+    matches!(read_json(&claude_json_path()), Ok(Some(v)) if v.get("mcpServers").and_then(|m| m.get("repowire")).is_some())
+}
+
+/// `repowire status`.
+pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
+    let hooks = hooks_installed();
+    let broken = broken_hooks();
+    let mcp = mcp_installed();
+    let daemon = super::call(config, &Request::Status, Duration::from_secs(5)).ok();
+    let drift = daemon.as_ref().and_then(|d| super::relay_drift(config, d));
+    if json {
+        let report = json!({
+            "hooks": {
+                "installed": hooks,
+                "expected": EVENTS.len(),
+                "settings": settings_path(),
+                "broken": broken.iter().map(|(event, program)| json!({"event": event, "program": program})).collect::<Vec<_>>(),
+            },
+            "mcp_registered": mcp,
+            "daemon": daemon.as_ref().map(|d| json!({
+                "pid": d["pid"],
+                "relay": super::daemon_relay(d),
+                "link": d["link"],
+                "outbox": d["outbox"],
+                "queued_elsewhere": d["queued_elsewhere"],
+            })),
+            "relay_drift": drift.as_ref().map(|(daemon, shell)| json!({"daemon": daemon, "shell": shell})),
+        });
+        println!("{report:#}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "hooks    {}/{} installed in {}",
+        hooks.len(),
+        EVENTS.len(),
+        settings_path().display()
+    );
+    for (event, program) in &broken {
+        println!(
+            "         BROKEN: the {event} hook runs `{program}`, which does not exist: run `repowire setup` again"
+        );
+    }
+    println!(
+        "mcp      {}",
+        if mcp {
+            "registered in ~/.claude.json"
+        } else {
+            "not registered"
+        }
+    );
+    match &daemon {
+        Some(status) => {
+            let link = status
+                .get("link")
+                .and_then(|l| l.get("state"))
+                .and_then(Value::as_str)
+                .unwrap_or("?");
+            println!(
+                "daemon   running (pid {}), relay {}, link {link}",
+                status.get("pid").unwrap_or(&Value::Null),
+                super::daemon_relay(status)
+            );
+            if let Some((daemon, shell)) = &drift {
+                println!(
+                    "relay    DIFFERS: the running daemon uses {daemon}; this shell's settings say {shell}\n         {}",
+                    super::RESTART_HINT
+                );
+            }
+            if status["link"]["key_refused"].as_bool() == Some(true) {
+                println!(
+                    "key      REVOKED or unknown ({}): run `repowire setup --relay-url URL --api-key rw_live_…`, then restart the daemon",
+                    crate::sanitize::for_terminal(status["link"]["reason"].as_str().unwrap_or("?"))
+                );
+            }
+            for q in status
+                .get("queued_elsewhere")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                println!(
+                    "queued   {} message(s) for another relay or tenant, not sent here: {}\n         \
+                     they go out when this machine uses that relay again; `repowire outbox drop {}` drops them",
+                    q.get("messages").unwrap_or(&Value::Null),
+                    q.get("realm").and_then(Value::as_str).unwrap_or("?"),
+                    q.get("realm").and_then(Value::as_str).unwrap_or("?"),
+                );
+            }
+        }
+        None => println!("daemon   not running (`repowire daemon start`)"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `repowire doctor`.
+pub fn doctor(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
+    let mut c = Checks {
+        failed: false,
+        found: Vec::new(),
+    };
+    let settings = config.settings();
+    c.check(
+        settings.is_ok(),
+        "configuration is readable",
+        &format!(
+            "{:#}",
+            settings
+                .as_ref()
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        ),
+    );
+    c.check(
+        hooks_installed().len() == EVENTS.len(),
+        "Claude Code hooks installed",
+        "run `repowire setup`",
+    );
+    c.check(
+        mcp_installed(),
+        "MCP server registered",
+        "run `repowire setup`",
+    );
+    let settings_now = read_json(&settings_path())
+        .ok()
+        .flatten()
+        .unwrap_or(Value::Null);
+    c.check(
+        permissions::missing(&settings_now).is_empty(),
+        "Repowire's MCP tools are allowed without a permission prompt",
+        "run `repowire setup --allow-tools`: until then each call of ask, ack, answer… waits for a person to approve it",
+    );
+    let broken = broken_hooks();
+    let what: Vec<String> = broken
+        .iter()
+        .map(|(event, program)| format!("{event} runs `{program}`, which does not exist"))
+        .collect();
+    c.check(
+        broken.is_empty(),
+        "every installed hook command resolves to a program",
+        &format!(
+            "{}: install with `cargo install --path client` (so `repowire` is on PATH) and run `repowire setup` again",
+            what.join("; ")
+        ),
+    );
+    c.check(
+        crate::tmux::version().is_some(),
+        "tmux is available (needed to wake idle agents)",
+        "install tmux",
+    );
+    match super::call(config, &Request::Status, Duration::from_secs(5)) {
+        Ok(status) => {
+            c.check(true, "daemon is running", "");
+            let drift = super::relay_drift(config, &status);
+            c.check(
+                drift.is_none(),
+                &format!(
+                    "the running daemon uses this shell's relay ({})",
+                    super::daemon_relay(&status)
+                ),
+                &drift
+                    .map(|(_, shell)| {
+                        format!("this shell's settings say {shell}; {}", super::RESTART_HINT)
+                    })
+                    .unwrap_or_default(),
+            );
+            let link = status.get("link").cloned().unwrap_or(Value::Null);
+            let state = link.get("state").and_then(Value::as_str).unwrap_or("?");
+            c.check(
+                state == "connected",
+                &format!("relay link is connected ({state})"),
+                &format!(
+                    "check relay.url / relay.api_key; last error: {}",
+                    // The relay's own words (a close reason) may be in it.
+                    crate::sanitize::for_terminal(
+                        link.get("last_error")
+                            .or(link.get("reason"))
+                            .and_then(Value::as_str)
+                            .unwrap_or("-")
+                    )
+                ),
+            );
+        }
+        Err(e) => c.check(
+            false,
+            "daemon is running",
+            &format!("`repowire daemon start` ({e})"),
+        ),
+    }
+    c.print(json);
+    Ok(if c.failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
