@@ -36,13 +36,15 @@ pub struct PaneInfo {
     pub in_mode: bool,
     /// The pane's process has exited.
     pub dead: bool,
+    /// Input is off (`select-pane -d`): keys sent to it are dropped.
+    pub input_off: bool,
     /// The foreground command's name.
     pub command: String,
     /// The pane's working directory.
     pub path: String,
 }
 
-const PANE_FORMAT: &str = "#{pane_id}\t#{pane_pid}\t#{pane_in_mode}\t#{pane_dead}\t#{pane_current_command}\t#{pane_current_path}";
+const PANE_FORMAT: &str = "#{pane_id}\t#{pane_pid}\t#{pane_in_mode}\t#{pane_dead}\t#{pane_input_off}\t#{pane_current_command}\t#{pane_current_path}";
 
 fn parse_pane(line: &str) -> Option<PaneInfo> {
     let mut f = line.split('\t');
@@ -51,6 +53,7 @@ fn parse_pane(line: &str) -> Option<PaneInfo> {
         pid: f.next()?.parse().ok()?,
         in_mode: f.next()? == "1",
         dead: f.next()? == "1",
+        input_off: f.next()? == "1",
         command: f.next()?.to_owned(),
         path: f.next().unwrap_or("").to_owned(),
     })
@@ -164,6 +167,52 @@ pub async fn paste(
     .map(drop)
 }
 
+/// A client attached to the server: a terminal a person may type into.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientInfo {
+    /// The pane the client shows (its window's active pane); keys typed there go to it.
+    pub pane_id: String,
+    /// When the client last sent a key (Unix seconds). `send-keys` does not move it.
+    pub activity_secs: i64,
+    /// `root`, or the table of a key binding half typed (`prefix` …).
+    pub key_table: String,
+}
+
+const CLIENT_FORMAT: &str = "#{pane_id}\t#{client_activity}\t#{client_key_table}";
+
+fn parse_client(line: &str) -> Option<ClientInfo> {
+    let mut f = line.split('\t');
+    Some(ClientInfo {
+        pane_id: f.next()?.to_owned(),
+        activity_secs: f.next()?.parse().ok()?,
+        key_table: f.next()?.to_owned(),
+    })
+}
+
+/// Every client of the server (all sessions, grouped ones too).
+pub async fn clients(socket: Option<&str>) -> Result<Vec<ClientInfo>, TmuxError> {
+    let mut cmd = TmuxCommand::new_full("list-clients");
+    cmd.push_option("-F", CLIENT_FORMAT);
+    let out = run(socket, "list-clients", cmd).await?;
+    Ok(out.lines().filter_map(parse_client).collect())
+}
+
+/// The pane's visible text (`capture-pane -p`).
+pub async fn capture(socket: Option<&str>, pane: &str) -> Result<String, TmuxError> {
+    let mut cmd = TmuxCommand::new_full("capture-pane");
+    cmd.push_flag("-p").push_option("-t", pane.to_owned());
+    run(socket, "capture-pane", cmd).await
+}
+
+/// Presses Backspace `count` times in the pane (takes back text the daemon typed).
+pub async fn backspace(socket: Option<&str>, pane: &str, count: usize) -> Result<(), TmuxError> {
+    let mut cmd = TmuxCommand::new_full("send-keys");
+    cmd.push_option("-N", count.to_string())
+        .push_option("-t", pane.to_owned())
+        .push_param("BSpace");
+    run(socket, "send-keys BSpace", cmd).await.map(drop)
+}
+
 /// Presses Enter in the pane.
 pub async fn enter(socket: Option<&str>, pane: &str) -> Result<(), TmuxError> {
     let keys = SendKeys::new()
@@ -188,12 +237,21 @@ mod tests {
 
     #[test]
     fn pane_lines_parse() {
-        let p = parse_pane("%3\t4242\t1\t0\tclaude\t/home/a/web").expect("parses");
+        let p = parse_pane("%3\t4242\t1\t0\t0\tclaude\t/home/a/web").expect("parses");
         assert_eq!(p.pane_id, "%3");
         assert_eq!(p.pid, 4242);
-        assert!(p.in_mode && !p.dead);
+        assert!(p.in_mode && !p.dead && !p.input_off);
         assert_eq!(p.command, "claude");
         assert!(parse_pane("garbage").is_none());
+    }
+
+    #[test]
+    fn client_lines_parse() {
+        let c = parse_client("%7\t1795577674\tprefix").expect("parses");
+        assert_eq!(c.pane_id, "%7");
+        assert_eq!(c.activity_secs, 1_795_577_674);
+        assert_eq!(c.key_table, "prefix");
+        assert!(parse_client("%7\tsoon\troot").is_none());
     }
 
     #[test]
