@@ -157,9 +157,13 @@ impl Agent {
         let _ = writeln!(f, "{event}");
     }
 
-    fn draw_prompt(&self) {
+    /// Draws the input box as Claude Code does — a `❯` line holding the typed (or pasted)
+    /// text between two rules — at the top of a cleared screen, so a redraw after every key
+    /// is exact however the text wraps.
+    fn draw_box(&self, line: &[u8]) {
         let rule = "─".repeat(60);
-        print!("\r\n{rule}\r\n❯ ");
+        let text = String::from_utf8_lossy(line);
+        print!("\x1b[H\x1b[2J{rule}\r\n❯ {text}\r\n{rule}");
         let _ = std::io::stdout().flush();
     }
 
@@ -262,7 +266,7 @@ impl Agent {
     }
 
     fn run(&mut self) {
-        self.draw_prompt();
+        self.draw_box(&[]);
         let mut line: Vec<u8> = Vec::new();
         let mut pasting = false;
         let mut escape: Vec<u8> = Vec::new();
@@ -272,7 +276,10 @@ impl Agent {
                 match classify_escape(&escape) {
                     Escape::Incomplete => continue,
                     Escape::PasteStart => pasting = true,
-                    Escape::PasteEnd => pasting = false,
+                    Escape::PasteEnd => {
+                        pasting = false;
+                        self.draw_box(&line);
+                    }
                     Escape::Other => {}
                 }
                 escape.clear();
@@ -290,16 +297,17 @@ impl Agent {
                     if !text.trim().is_empty() && !self.turn(text) {
                         return;
                     }
-                    self.draw_prompt();
+                    self.draw_box(&line);
                 }
                 0x03 => self.record(json!({ "event": "interrupt" })),
-                0x7f => {
-                    line.pop();
+                0x7f | 0x08 => {
+                    // One character back (UTF-8: its continuation bytes too).
+                    while line.pop().is_some_and(|last| last & 0xc0 == 0x80) {}
+                    self.draw_box(&line);
                 }
                 b => {
                     line.push(b);
-                    let _ = std::io::stdout().write_all(&[b]);
-                    let _ = std::io::stdout().flush();
+                    self.draw_box(&line);
                 }
             }
         }
