@@ -247,6 +247,14 @@ impl Home {
             .unwrap_or_default()
     }
 
+    /// Waits until the message `id` this user's daemon sent has reached `state`.
+    pub async fn reaches_state(&self, id: &str, state: &str) {
+        eventually(&format!("{id} {state}"), || {
+            self.states(id).iter().any(|s| s == state).then_some(())
+        })
+        .await;
+    }
+
     /// The daemon's relay link state (`connected`, `connecting` …).
     pub fn link_state(&self) -> String {
         self.json(&["daemon", "status"])["link"]["state"]

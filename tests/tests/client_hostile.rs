@@ -111,12 +111,7 @@ async fn a_pane_running_a_plain_shell_is_never_typed_into() {
             .as_str()
             .unwrap_or(""),
     );
-    eventually("injected", || {
-        home.states(&id)
-            .contains(&"injected".to_owned())
-            .then_some(())
-    })
-    .await;
+    home.reaches_state(&id, "injected").await;
     assert!(!marker.exists());
 }
 

@@ -73,12 +73,7 @@ async fn two_agents_ask_and_ack_with_honest_delivery_states() {
         "{typed:?}"
     );
 
-    eventually("ask injected", || {
-        home.states(&cid)
-            .contains(&"injected".to_owned())
-            .then_some(())
-    })
-    .await;
+    home.reaches_state(&cid, "injected").await;
     assert_eq!(
         home.json(&["peer", "status", &cid])["message"]["kind"],
         "ask"
@@ -199,12 +194,7 @@ async fn a_busy_agent_is_not_typed_over_and_gets_the_ask_at_its_turn_boundary_wi
         "something was typed into the busy agent: {:?}",
         beta.events()
     );
-    eventually("ask injected", || {
-        home.states(&cid)
-            .contains(&"injected".to_owned())
-            .then_some(())
-    })
-    .await;
+    home.reaches_state(&cid, "injected").await;
 
     // Until acked, every new turn carries a reminder.
     for (n, prompt) in [(2, "next task"), (3, "another task")] {

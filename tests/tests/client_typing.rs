@@ -151,12 +151,7 @@ async fn a_person_typing_holds_the_wake_and_the_message_goes_with_their_own_prom
         e["event"] == "context" && e["text"].as_str().is_some_and(|t| t.contains(&cid))
     })
     .await;
-    eventually("ask injected", || {
-        home.states(&cid)
-            .contains(&"injected".to_owned())
-            .then_some(())
-    })
-    .await;
+    home.reaches_state(&cid, "injected").await;
     assert_eq!(prompts(&beta).len(), 1, "{:?}", prompts(&beta));
     drop(tmux);
 }
@@ -230,11 +225,6 @@ async fn a_draft_in_the_input_box_is_never_sent_by_a_wake() {
         e["event"] == "context" && e["text"].as_str().is_some_and(|t| t.contains(&cid))
     })
     .await;
-    eventually("ask injected", || {
-        home.states(&cid)
-            .contains(&"injected".to_owned())
-            .then_some(())
-    })
-    .await;
+    home.reaches_state(&cid, "injected").await;
     drop(tmux);
 }
