@@ -143,6 +143,7 @@ impl Drop for Tmux {
 pub struct Home {
     dir: tempfile::TempDir,
     relay: Option<(String, String)>,
+    program: Option<PathBuf>,
 }
 
 impl Home {
@@ -151,7 +152,15 @@ impl Home {
         Self {
             dir: tempfile::tempdir().expect("home"),
             relay,
+            program: None,
         }
+    }
+
+    /// Runs this `repowire` binary instead of the one beside the test executable (the
+    /// benchmarks compare builds).
+    pub fn with_program(mut self, program: PathBuf) -> Self {
+        self.program = Some(program);
+        self
     }
 
     /// Points this user's commands (and the daemon they start) at another relay, or the
@@ -195,7 +204,7 @@ impl Home {
 
     /// Runs `repowire ARGS` as this user, inside `tmux` (its `TMUX` set) when given.
     pub fn repowire_in(&self, tmux: Option<&Tmux>, args: &[&str]) -> Output {
-        let mut c = Command::new(bin("repowire"));
+        let mut c = Command::new(self.program.clone().unwrap_or_else(|| bin("repowire")));
         c.args(args)
             .stdin(Stdio::null())
             .env_remove("TMUX")

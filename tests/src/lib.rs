@@ -2,8 +2,10 @@
 //! driver: a protocol [`client`] and [`process`] control of real relay binaries.
 
 pub mod agents;
+pub mod claude;
 pub mod client;
 pub mod fakekube;
+pub mod mockmodel;
 pub mod otlp;
 pub mod process;
 

@@ -1,0 +1,301 @@
+//! Two real Claude Code sessions, each on its own machine (HOME and daemon), both on one real
+//! relay process, driven offline by [`MockModel`] through one scripted ask/ack conversation.
+//! The CLI comes from npm (`@anthropic-ai/claude-code`); `scripts/test` and `scripts/bench`
+//! install it into a cache and name the binary in `REPOWIRE_CLAUDE_BIN`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::agents::{Home, Tmux};
+use crate::mockmodel::{MockModel, Seen, Step};
+use crate::process::{RelayProcess, relay_bin};
+
+/// The Claude Code binary named by `REPOWIRE_CLAUDE_BIN`, or why there is none.
+pub fn claude_bin() -> Result<PathBuf, String> {
+    let Some(path) = std::env::var_os("REPOWIRE_CLAUDE_BIN") else {
+        return Err(
+            "REPOWIRE_CLAUDE_BIN is not set (scripts/test sets it when the npm package \
+                    @anthropic-ai/claude-code installs)"
+                .into(),
+        );
+    };
+    let path = PathBuf::from(path);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "REPOWIRE_CLAUDE_BIN={} is not a file",
+            path.display()
+        ))
+    }
+}
+
+/// One agent: its machine and the pane its Claude Code runs in.
+pub struct Member {
+    /// The machine.
+    pub home: Home,
+    /// The pane.
+    pub pane: String,
+    /// Its peer name (the project directory's name).
+    pub name: String,
+}
+
+/// Two Claude Code sessions, `alpha` (asks) and `beta` (acks), on two daemons and one relay.
+pub struct ClaudeTeam {
+    /// The scripted model both sessions call.
+    pub model: MockModel,
+    /// The tmux server both panes run in.
+    pub tmux: Tmux,
+    /// The asker.
+    pub alpha: Member,
+    /// The answerer.
+    pub beta: Member,
+    _relay: RelayProcess,
+    _data: tempfile::TempDir,
+}
+
+/// Marks onboarding done and the project trusted, so the CLI opens straight at its prompt.
+fn prepare_claude_json(home: &Home, project: &Path) -> anyhow::Result<()> {
+    let config = serde_json::json!({
+        "hasCompletedOnboarding": true,
+        "theme": "dark",
+        "projects": { project.to_string_lossy(): {
+            "hasTrustDialogAccepted": true,
+            "hasCompletedProjectOnboarding": true
+        }}
+    });
+    std::fs::write(
+        home.path().join(".claude.json"),
+        serde_json::to_vec_pretty(&config)?,
+    )?;
+    Ok(())
+}
+
+/// `permissions.defaultMode: default` in the user's settings (kept beside our hooks).
+fn default_permission_mode(home: &Home) -> anyhow::Result<()> {
+    let path = home.path().join(".claude/settings.json");
+    let mut settings: serde_json::Value = serde_json::from_slice(&std::fs::read(&path)?)?;
+    settings["permissions"] = serde_json::json!({"defaultMode": "default"});
+    std::fs::write(&path, serde_json::to_vec_pretty(&settings)?)?;
+    Ok(())
+}
+
+impl ClaudeTeam {
+    /// Starts the relay, the model, both machines (`repowire setup`, daemon) and both CLIs,
+    /// and waits until each session has registered with its daemon. `program` is the
+    /// `repowire` binary to use (default: the one beside this executable). With `allow_tools`
+    /// setup allows our MCP tools; without, it leaves permissions alone and the CLIs run in
+    /// Claude Code's `default` permission mode, which asks a person before each call.
+    pub async fn start(
+        claude: &Path,
+        program: Option<PathBuf>,
+        allow_tools: bool,
+    ) -> anyhow::Result<Self> {
+        let data = tempfile::tempdir()?;
+        let data_dir = data.path().to_string_lossy().into_owned();
+        let relay = RelayProcess::start(&relay_bin(), &["--data-dir", &data_dir], &[]).await;
+        let key = relay
+            .first_key
+            .clone()
+            .ok_or_else(|| anyhow::anyhow!("the relay bootstrapped no key"))?;
+        let model = MockModel::start().await?;
+        let tmux = Tmux::start();
+        let mut members = Vec::new();
+        for name in ["alpha", "beta"] {
+            let mut home = Home::new(Some((relay.http.clone(), key.clone())));
+            if let Some(p) = &program {
+                home = home.with_program(p.clone());
+            }
+            let project = home.path().join(name);
+            std::fs::create_dir_all(&project)?;
+            prepare_claude_json(&home, &project)?;
+            if allow_tools {
+                home.ok(&["setup", "--non-interactive", "--allow-tools"]);
+            } else {
+                home.ok(&["setup", "--non-interactive", "--no-allow-tools"]);
+                default_permission_mode(&home)?;
+            }
+            home.ok(&["daemon", "start"]);
+            let mut env = home.env();
+            env.extend([
+                ("ANTHROPIC_BASE_URL", model.url.clone()),
+                ("ANTHROPIC_AUTH_TOKEN", "offline-mock".into()),
+                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+                ("DISABLE_AUTOUPDATER", "1".into()),
+            ]);
+            let pane = tmux.spawn(&project, &env, &[claude.to_string_lossy().into_owned()]);
+            members.push(Member {
+                home,
+                pane,
+                name: name.into(),
+            });
+        }
+        let beta = members.pop().ok_or_else(|| anyhow::anyhow!("no beta"))?;
+        let alpha = members.pop().ok_or_else(|| anyhow::anyhow!("no alpha"))?;
+        let team = Self {
+            model,
+            tmux,
+            alpha,
+            beta,
+            _relay: relay,
+            _data: data,
+        };
+        // Each session registers at SessionStart; alpha must see beta to ask it.
+        team.until(Duration::from_secs(60), "beta online for alpha", |t| {
+            let peers = t.alpha.home.json(&["peer", "list"]);
+            peers.as_array().is_some_and(|a| {
+                a.iter()
+                    .any(|p| p["name"] == "beta" && p["status"] == "online")
+                    && a.iter().any(|p| p["name"] == "alpha")
+            })
+        })
+        .await?;
+        Ok(team)
+    }
+
+    /// Waits until `ok` holds, or fails with both panes and what the model saw.
+    pub async fn until(
+        &self,
+        within: Duration,
+        what: &str,
+        mut ok: impl FnMut(&Self) -> bool,
+    ) -> anyhow::Result<()> {
+        let deadline = Instant::now() + within;
+        while !ok(self) {
+            if Instant::now() > deadline {
+                return Err(self.stuck(what));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    /// A timeout error with both panes and what the model saw.
+    fn stuck(&self, what: &str) -> anyhow::Error {
+        anyhow::anyhow!(
+            "timed out waiting for {what}\n--- alpha pane:\n{}\n--- beta pane:\n{}\n--- model saw: {:?}",
+            self.tmux.capture(&self.alpha.pane),
+            self.tmux.capture(&self.beta.pane),
+            self.model
+                .seen()
+                .iter()
+                .map(|s| &s.step)
+                .collect::<Vec<_>>()
+        )
+    }
+
+    /// Types `BENCH-START beta TURNS` into alpha's prompt.
+    pub fn begin(&self, turns: u32) {
+        let start = format!("BENCH-START {} {turns}", self.beta.name);
+        self.tmux.type_text(&self.alpha.pane, &start);
+        self.tmux.enter(&self.alpha.pane);
+    }
+
+    /// Whether `member`'s daemon reports its session between turns.
+    fn idle(member: &Member) -> bool {
+        member
+            .home
+            .json(&["peer", "list"])
+            .as_array()
+            .is_some_and(|a| {
+                a.iter()
+                    .any(|p| p["name"] == member.name.as_str() && p["turn_state"] == "idle")
+            })
+    }
+
+    /// Types `BENCH-START beta TURNS` into alpha's prompt and waits until the conversation
+    /// has finished; returns what the model saw.
+    pub async fn converse(&self, turns: u32, within: Duration) -> anyhow::Result<Vec<Seen>> {
+        self.converse_until(turns, within, "the conversation to finish", |seen| {
+            seen.iter().any(|s| s.step == Step::Finished)
+        })
+        .await
+    }
+
+    /// Types `BENCH-START beta TURNS` into alpha's prompt and waits until `done` holds for what
+    /// the model saw. A start that reaches a session whose MCP server is not connected yet (it
+    /// connects in the background) is typed again once that turn has ended.
+    pub async fn converse_until(
+        &self,
+        turns: u32,
+        within: Duration,
+        what: &str,
+        done: impl Fn(&[Seen]) -> bool,
+    ) -> anyhow::Result<Vec<Seen>> {
+        self.begin(turns);
+        let mut not_ready = 0;
+        let deadline = Instant::now() + within;
+        loop {
+            let seen = self.model.seen();
+            if done(&seen) {
+                return Ok(seen);
+            }
+            let now_not_ready = seen.iter().filter(|s| s.step == Step::NotReady).count();
+            if now_not_ready > not_ready && !seen.iter().any(|s| s.step == Step::AskCalled(1)) {
+                not_ready = now_not_ready;
+                anyhow::ensure!(not_ready < 20, "our MCP server never connected");
+                self.until(Duration::from_secs(30), "alpha idle", |t| {
+                    Self::idle(&t.alpha)
+                })
+                .await?;
+                self.begin(turns);
+            }
+            if Instant::now() > deadline {
+                return Err(self.stuck(what));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// Per-hop delays of one conversation, in milliseconds.
+#[derive(Debug, Default)]
+pub struct Hops {
+    /// Tool result seen by the model (the `ask`/`ack` call has returned) → the other agent's
+    /// first model request holding the message. One per hop, both directions.
+    pub from_return: Vec<f64>,
+    /// The model's tool call sent → the other agent's model request: also counts the CLI
+    /// running the tool and our MCP server's round trip to its daemon.
+    pub from_call: Vec<f64>,
+}
+
+fn ms(later: Instant, earlier: Instant) -> f64 {
+    if later >= earlier {
+        later.duration_since(earlier).as_secs_f64() * 1000.0
+    } else {
+        -(earlier.duration_since(later).as_secs_f64() * 1000.0)
+    }
+}
+
+/// The hops of a finished `turns`-turn conversation; an error names a missing step.
+pub fn hops(seen: &[Seen], turns: u32) -> anyhow::Result<Hops> {
+    let first = |step: Step| {
+        seen.iter()
+            .find(|s| s.step == step)
+            .map(|s| s.at)
+            .ok_or_else(|| anyhow::anyhow!("the model never saw {step:?}"))
+    };
+    let mut out = Hops::default();
+    for n in 1..=turns {
+        let asked = first(Step::AskSeen(n))?;
+        out.from_return
+            .push(ms(asked, first(Step::AskReturned(n))?));
+        out.from_call.push(ms(asked, first(Step::AskCalled(n))?));
+        let replied = first(Step::ReplySeen(n))?;
+        out.from_return
+            .push(ms(replied, first(Step::AckReturned(n))?));
+        out.from_call.push(ms(replied, first(Step::AckCalled(n))?));
+    }
+    Ok(out)
+}
+
+/// The `p`-th percentile (0–100) of `values`, nearest rank.
+pub fn percentile(values: &[f64], p: f64) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
+    v[rank.clamp(1, v.len()) - 1]
+}
