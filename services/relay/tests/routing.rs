@@ -22,7 +22,68 @@ both_backends!(
     a_retried_ack_is_recognised_and_a_changed_one_refused,
     a_connection_over_its_inflight_writes_waits_instead_of_failing,
     receipts_then_an_ack_from_one_connection_take_effect_in_that_order,
+    an_injected_receipt_says_how_the_message_reached_the_agent,
 );
+
+/// A daemon that hands a message over at the agent's next turn instead of waking it says so
+/// with its `injected` receipt: the sender gets the reason live and in `status`; a plain
+/// `injected` carries none, and a reason on `delivered` is not passed on.
+async fn an_injected_receipt_says_how_the_message_reached_the_agent(db: Db) {
+    let Duo {
+        relay,
+        key: _,
+        mut a,
+        alice,
+        mut b,
+        bob,
+    } = Duo::start(&db).await;
+    let how = "handed over with the next prompt typed in the pane, not typed into the pane \
+               (wake deferred: a person is typing in pane %2)";
+    let mut ids = Vec::new();
+    for text in ["first", "second"] {
+        let sent = a
+            .notify(&alice, "bob", text)
+            .await
+            .expect("notify accepted");
+        ids.push(sent.message_id);
+        let got = b.delivered_to(&bob.peer_id).await;
+        b.send(Body::Receipt(Receipt {
+            peer_id: bob.peer_id.clone(),
+            message_id: got.message.message_id,
+            state: ReceiptState::Delivered,
+            reason: Some("not passed on".into()),
+        }))
+        .await;
+        b.send(Body::Receipt(Receipt {
+            peer_id: bob.peer_id.clone(),
+            message_id: got.message.message_id,
+            state: ReceiptState::Injected,
+            reason: (text == "first").then(|| how.to_owned()),
+        }))
+        .await;
+    }
+    for (id, expected) in ids.iter().zip([Some(how), None]) {
+        let delivered = a.state_of(*id).await;
+        assert_eq!(delivered.state, DeliveryState::Delivered);
+        assert_eq!(delivered.reason, None);
+        let injected = a.state_of(*id).await;
+        assert_eq!(injected.state, DeliveryState::Injected);
+        assert_eq!(injected.reason.as_deref(), expected);
+        let q = a
+            .send(Body::StatusQuery(StatusQuery {
+                peer_id: alice.peer_id.clone(),
+                message_id: Some(*id),
+                correlation_id: None,
+            }))
+            .await;
+        let Ok(Body::Status(status)) = a.answer(q).await else {
+            panic!("status")
+        };
+        assert_eq!(status.recipients[0].state, DeliveryState::Injected);
+        assert_eq!(status.recipients[0].reason.as_deref(), expected);
+    }
+    relay.stop().await;
+}
 
 /// Frames sent back to back take effect in the order sent, even where the relay commits them in
 /// different writer lanes (receipts, messages): the asker sees delivered, injected, then acked.

@@ -78,7 +78,11 @@ pub(crate) fn is_simple(op: &super::WriteOp) -> bool {
     use repowire_protocol::DeliveryState::{Delivered, Injected};
     match op {
         super::WriteOp::Accept(m) => m.reply_to.is_none(),
-        super::WriteOp::Receipt(r) => matches!(r.state, Delivered | Injected),
+        // An `injected` receipt with a `reason` (how the message reached the agent) is
+        // applied op by op, which stores the reason and passes it on to the sender.
+        super::WriteOp::Receipt(r) => {
+            matches!(r.state, Delivered) || (r.state == Injected && r.reason.is_none())
+        }
         _ => false,
     }
 }
