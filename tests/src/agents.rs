@@ -256,6 +256,17 @@ impl Home {
             .unwrap_or_default()
     }
 
+    /// The `reason` recorded with the first `state` event of a message this user's daemon
+    /// sent, if any.
+    pub fn reason_of(&self, id: &str, state: &str) -> Option<String> {
+        self.json(&["peer", "status", id])["events"]
+            .as_array()?
+            .iter()
+            .find(|e| e["state"] == state)?["reason"]
+            .as_str()
+            .map(str::to_owned)
+    }
+
     /// Waits until the message `id` this user's daemon sent has reached `state`.
     pub async fn reaches_state(&self, id: &str, state: &str) {
         eventually(&format!("{id} {state}"), || {

@@ -53,6 +53,8 @@ async fn two_real_claude_code_sessions_hold_an_ask_ack_conversation_without_a_pe
             states.iter().any(|s| s == "injected") && states.iter().any(|s| s == "acked"),
             "{id}: {states:?}"
         );
+        // Woken (or handed over at a turn end) with nobody at the pane: no deferral to report.
+        assert_eq!(team.alpha.home.reason_of(id, "injected"), None, "{id}");
     }
     // Each session saw only its own side: alpha asked, beta acked.
     let session_of = |step: &Step| {

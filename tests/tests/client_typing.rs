@@ -152,6 +152,13 @@ async fn a_person_typing_holds_the_wake_and_the_message_goes_with_their_own_prom
     })
     .await;
     home.reaches_state(&cid, "injected").await;
+    // The sender sees how: with the person's prompt, and why it was not typed.
+    let how = home.reason_of(&cid, "injected").unwrap_or_default();
+    assert!(
+        how.contains("handed over with the next prompt typed in the pane")
+            && how.contains("wake deferred: a person is typing"),
+        "{how}"
+    );
     assert_eq!(prompts(&beta).len(), 1, "{:?}", prompts(&beta));
     drop(tmux);
 }
@@ -226,5 +233,7 @@ async fn a_draft_in_the_input_box_is_never_sent_by_a_wake() {
     })
     .await;
     home.reaches_state(&cid, "injected").await;
+    let how = home.reason_of(&cid, "injected").unwrap_or_default();
+    assert!(how.contains("still has unsent text"), "{how}");
     drop(tmux);
 }

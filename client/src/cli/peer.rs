@@ -372,7 +372,10 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
                         "  {:<10} {} {}",
                         s(&e, "state"),
                         s(&e, "recipient"),
-                        e.get("reason").and_then(Value::as_str).unwrap_or("")
+                        // Written by the recipient's daemon: remote text.
+                        crate::sanitize::for_terminal(
+                            e.get("reason").and_then(Value::as_str).unwrap_or("")
+                        )
                     );
                 }
             }

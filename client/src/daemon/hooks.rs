@@ -33,6 +33,11 @@ pub struct AfterWrite {
     pub message_ids: Vec<String>,
     /// `handed` (hook context) or `consumed` (returned by `wait_reply`).
     pub state: &'static str,
+    /// The session whose hook carried them (a hand-over), if any.
+    pub session_id: Option<String>,
+    /// How they reached the agent, when it was not by a wake: the `injected` receipts'
+    /// `reason`, so the senders see why their message waited for the agent's next turn.
+    pub how: Option<String>,
 }
 
 /// Facts the hook command passes along besides the payload.
@@ -72,7 +77,11 @@ impl Daemon {
                 let session = self.known_session(&session_id, &call).await?;
                 self.prompt_seen(&session_id);
                 self.turn(&session, TurnState::Working).await?;
-                Ok(match self.hand_over(&session, true).await? {
+                // Our own wake prompt submitted is a wake; any other prompt is a person's.
+                let ours =
+                    field(call.payload, "prompt").is_some_and(|p| p.starts_with("[repowire] "));
+                let via = (!ours).then_some("with the next prompt typed in the pane");
+                Ok(match self.hand_over(&session, true, via).await? {
                     Some((text, after)) => (Some(context("UserPromptSubmit", &text)), after),
                     None => (None, None),
                 })
@@ -84,7 +93,11 @@ impl Daemon {
                     .get("stop_hook_active")
                     .and_then(Value::as_bool)
                     .unwrap_or(false);
-                if !continuing && let Some((text, after)) = self.hand_over(&session, false).await? {
+                if !continuing
+                    && let Some((text, after)) = self
+                        .hand_over(&session, false, Some("at the agent's turn boundary"))
+                        .await?
+                {
                     // The agent keeps working on these: its turn state stays `working`.
                     return Ok((Some(json!({ "decision": "block", "reason": text })), after));
                 }
@@ -282,7 +295,10 @@ impl Daemon {
         });
         // Anything that arrived before the session started is handed over too.
         let mut after = None;
-        if let Some((queued, handed)) = self.hand_over(&session, false).await? {
+        if let Some((queued, handed)) = self
+            .hand_over(&session, false, Some("at the session's start"))
+            .await?
+        {
             text.push_str("\n\n");
             text.push_str(&queued);
             after = handed;
@@ -302,11 +318,13 @@ impl Daemon {
     }
 
     /// Queued messages (and, at a new prompt, reminders of open asks) as text for the agent,
-    /// with the state change to make once that text reached it.
+    /// with the state change to make once that text reached it. `via` says how they reach it
+    /// when that is not the daemon's own wake prompt.
     pub async fn hand_over(
         &self,
         session: &SessionRow,
         reminders: bool,
+        via: Option<&str>,
     ) -> Result<Option<(String, Option<AfterWrite>)>, ApiError> {
         let Some(peer) = session.peer_id.as_deref() else {
             return Ok(None);
@@ -352,6 +370,13 @@ impl Daemon {
             peer_id: peer.to_owned(),
             message_ids: queued.iter().map(|r| r.message_id.clone()).collect(),
             state: "handed",
+            session_id: Some(session.session_id.clone()),
+            how: via.and_then(|via| {
+                let not_woken = self.not_woken.lock().unwrap_or_else(|p| p.into_inner());
+                not_woken
+                    .get(&session.session_id)
+                    .map(|why| format!("handed over {via}, not typed into the pane ({why})"))
+            }),
         });
         Ok(Some((text, after)))
     }
@@ -364,9 +389,21 @@ impl Daemon {
             .await
         {
             Ok(moved) => {
+                if let Some(session) = &after.session_id {
+                    self.not_woken
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(session);
+                }
                 for id in moved {
-                    self.receipt(&after.peer_id, &id, ReceiptState::Injected, None, None)
-                        .await;
+                    self.receipt(
+                        &after.peer_id,
+                        &id,
+                        ReceiptState::Injected,
+                        after.how.clone(),
+                        None,
+                    )
+                    .await;
                 }
             }
             Err(error) => tracing::error!(%error, "could not record a hand-over"),

@@ -65,6 +65,9 @@ pub struct Daemon {
     registered_on: Mutex<HashMap<String, u64>>,
     /// The last wake attempt per session, for `status` (why an agent was or was not woken).
     wakes: Mutex<HashMap<String, wake::WakeOutcome>>,
+    /// Per session: why its queued messages were not typed into its pane (the last wake ended
+    /// other than `woken`), until a hand-over tells the senders.
+    not_woken: Mutex<HashMap<String, String>>,
     /// Stops everything.
     pub shutdown: CancellationToken,
     /// Base URL of the relay in use (embedded or configured).
@@ -139,6 +142,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         prompts: Mutex::new(HashMap::new()),
         waking: Mutex::new(HashSet::new()),
         wakes: Mutex::new(HashMap::new()),
+        not_woken: Mutex::new(HashMap::new()),
         registration: Mutex::new(HashMap::new()),
         registered_on: Mutex::new(HashMap::new()),
         shutdown: shutdown.clone(),
@@ -675,7 +679,7 @@ impl Daemon {
                 peer_id: PeerId(peer_id.to_owned()),
                 message_id: id,
                 state,
-                reason,
+                reason: reason.clone(),
             }))
             .traced(trace.map(str::to_owned)),
         );
@@ -683,7 +687,7 @@ impl Daemon {
         if !sent && state != ReceiptState::Delivered {
             let _ = self
                 .store
-                .set_receipt_pending(peer_id, message_id, true)
+                .set_receipt_pending(peer_id, message_id, true, reason.as_deref())
                 .await;
         }
     }
@@ -700,7 +704,8 @@ impl Daemon {
                     ReceiptState::Failed,
                     reason.or(Some("not delivered to the agent".into())),
                 ),
-                _ => (ReceiptState::Injected, None),
+                // For `injected`: how the message reached the agent, when it was not woken.
+                _ => (ReceiptState::Injected, reason),
             };
             let receipt = Frame::new(Body::Receipt(Receipt {
                 peer_id: PeerId(peer_id.to_owned()),
@@ -713,7 +718,7 @@ impl Daemon {
             }
             let _ = self
                 .store
-                .set_receipt_pending(peer_id, &message_id, false)
+                .set_receipt_pending(peer_id, &message_id, false, None)
                 .await;
         }
     }

@@ -424,6 +424,8 @@ impl Daemon {
                     peer_id: row.peer_id.clone(),
                     message_ids: vec![row.message_id.clone()],
                     state: "consumed",
+                    session_id: None,
+                    how: None,
                 });
                 let message: Value = serde_json::from_str(&row.body).unwrap_or(Value::Null);
                 return Ok((

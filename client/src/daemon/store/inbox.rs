@@ -110,13 +110,20 @@ impl Store {
         peer_id: &str,
         message_id: &str,
         pending: bool,
+        reason: Option<&str>,
     ) -> Result<()> {
-        sqlx::query("UPDATE inbox SET receipt_pending = ? WHERE peer_id = ? AND message_id = ?")
-            .bind(pending)
-            .bind(peer_id)
-            .bind(message_id)
-            .execute(&self.pool)
-            .await?;
+        // `fail_reason` also keeps the `reason` of an `injected` receipt still to be sent (how
+        // the message reached the agent when it was not woken).
+        sqlx::query(
+            "UPDATE inbox SET receipt_pending = ?, fail_reason = COALESCE(?, fail_reason) \
+             WHERE peer_id = ? AND message_id = ?",
+        )
+        .bind(pending)
+        .bind(reason)
+        .bind(peer_id)
+        .bind(message_id)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 

@@ -149,6 +149,16 @@ impl Daemon {
                     outcome,
                     reason,
                 };
+                {
+                    let mut not_woken = me.not_woken.lock().unwrap();
+                    if outcome == "woken" {
+                        not_woken.remove(&id);
+                    } else {
+                        let why = record.reason.as_deref().unwrap_or(outcome);
+                        let why = why.strip_suffix(&format!("; {LATER}")).unwrap_or(why);
+                        not_woken.insert(id.clone(), format!("wake {outcome}: {why}"));
+                    }
+                }
                 me.wakes.lock().unwrap().insert(id.clone(), record);
                 if outcome != "deferred" {
                     break;
