@@ -193,6 +193,10 @@ pub struct Outgoing {
     /// Chain to (and close) this ask.
     #[serde(default)]
     pub reply_to: Option<String>,
+    /// A typed question riding on an ask (`choice` or `text`; `tool_permission` is refused
+    /// here: it comes only from the PreToolUse hook path).
+    #[serde(default)]
+    pub question: Option<repowire_protocol::Question>,
 }
 
 /// What `repowire inbox` asks for.
@@ -379,5 +383,14 @@ pub async fn call_async(
         (true, Some(result), _) => Ok(result),
         (false, _, Some(error)) => Err(CallError::Api(error)),
         _ => Err(CallError::Protocol("neither result nor error".into())),
+    }
+}
+
+/// A typed answer as one line: `option ID: reply text` (the text is the rendered label and
+/// comment), or the text of a text answer.
+pub fn answer_text(answer: &Value, rendered: &str) -> String {
+    match answer.get("option_id").and_then(Value::as_str) {
+        Some(id) => format!("option `{id}` ({rendered})"),
+        None => rendered.to_owned(),
     }
 }

@@ -67,6 +67,55 @@ pub struct AskArgs {
     /// Resolve `peer_name` in this circle instead of your own.
     #[serde(default)]
     pub circle: Option<String>,
+    /// Make it a typed question the peer closes with `answer` instead of `ack`.
+    #[serde(default)]
+    pub question: Option<QuestionArgs>,
+}
+
+/// A typed question on an ask.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct QuestionArgs {
+    /// `choice` (the peer picks one of `options`) or `text` (the peer answers in free text).
+    pub kind: String,
+    /// For `choice`: at least two options; the peer answers with an option's `id`.
+    #[serde(default)]
+    pub options: Vec<OptionArgs>,
+}
+
+/// One option of a choice question.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct OptionArgs {
+    /// What the peer answers with (letters, digits, `-`, `_`, `.`).
+    pub id: String,
+    /// What the peer reads.
+    pub label: String,
+}
+
+impl QuestionArgs {
+    fn to_question(&self) -> Result<repowire_protocol::Question, String> {
+        use repowire_protocol::{Question, QuestionKind, QuestionOption};
+        let kind = match self.kind.as_str() {
+            "choice" => QuestionKind::Choice,
+            "text" => QuestionKind::Text,
+            "tool_permission" => QuestionKind::ToolPermission,
+            other => {
+                return Err(format!(
+                    "unknown question kind `{other}`; use `choice` or `text`"
+                ));
+            }
+        };
+        Ok(Question {
+            kind,
+            options: self
+                .options
+                .iter()
+                .map(|o| QuestionOption {
+                    id: o.id.clone(),
+                    label: o.label.clone(),
+                })
+                .collect(),
+        })
+    }
 }
 
 /// `wait_on_ack` arguments.
@@ -379,9 +428,18 @@ impl RepowireMcp {
     }
 
     #[tool(
-        description = "Ask a peer a question. Returns a correlation id at once; the peer answers with ack. Use wait_on_ack to get the reply in this turn, or it arrives later as a message."
+        description = "Ask a peer a question. Returns a correlation id at once; the peer answers with ack, or, when you give a typed `question` (`choice` with options, or `text`), with answer. Use wait_on_ack to get the reply in this turn, or it arrives later as a message."
     )]
     async fn ask(&self, Parameters(a): Parameters<AskArgs>) -> Result<CallToolResult, ErrorData> {
+        let question = match a
+            .question
+            .as_ref()
+            .map(QuestionArgs::to_question)
+            .transpose()
+        {
+            Ok(q) => q,
+            Err(e) => return Ok(error_result(e)),
+        };
         let out = Outgoing {
             from: None,
             kind: SendKind::Ask,
@@ -389,6 +447,7 @@ impl RepowireMcp {
             circle: a.circle,
             text: a.query,
             reply_to: a.reply_to,
+            question,
         };
         Ok(match self.send(out).await {
             Ok(v) => text_result(sent_text(&format!("Ask to {}", a.peer_name), &v), v),
@@ -426,6 +485,18 @@ impl RepowireMcp {
             _ = cancelled.cancelled() => Err("cancelled; the reply (if any) will arrive as a message".into()),
         };
         Ok(match result {
+            Ok(v) if v["state"] == "replied" && v["reply"].get("answer").is_some() => {
+                let reply = &v["reply"];
+                let from = reply.get("from").map(|f| s(f, "name")).unwrap_or_default();
+                let answer = crate::sanitize::for_context(&crate::api::answer_text(
+                    &reply["answer"],
+                    &s(reply, "text"),
+                ));
+                text_result(
+                    format!("@{from} answered {}: {answer}", a.correlation_id),
+                    v,
+                )
+            }
             Ok(v) if v["state"] == "replied" => {
                 let reply = &v["reply"];
                 let from = reply.get("from").map(|f| s(f, "name")).unwrap_or_default();
@@ -527,6 +598,7 @@ impl RepowireMcp {
             circle: a.circle,
             text: a.message,
             reply_to: None,
+            question: None,
         };
         Ok(match self.send(out).await {
             Ok(v) => text_result(
@@ -549,6 +621,7 @@ impl RepowireMcp {
             circle: None,
             text: a.message,
             reply_to: None,
+            question: None,
         };
         Ok(match self.send(out).await {
             Ok(v) => text_result(sent_text("Broadcast", &v), v),

@@ -148,6 +148,7 @@ async fn a_busy_agent_is_not_typed_over_and_gets_the_ask_at_its_turn_boundary_wi
             circle: None,
             text: "can you review PR 12?".into(),
             reply_to: None,
+            question: None,
         }),
         std::time::Duration::from_secs(10),
     )

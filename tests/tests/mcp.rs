@@ -627,3 +627,237 @@ async fn describe_notify_broadcast_and_answer_a_structured_question() {
         Some("pg")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_asks_a_choice_question_and_wait_on_ack_returns_the_typed_answer() {
+    let tmux = Tmux::start();
+    let home = Home::new(None);
+    home.install_and_start();
+    let a = home.agent(&tmux, "alpha");
+    let b = home.agent(&tmux, "beta");
+    a.hook_done("SessionStart", 1).await;
+    b.hook_done("SessionStart", 1).await;
+
+    // Questions an MCP caller may not ask are refused before anything is sent.
+    let refused = [
+        (
+            json!({"kind": "tool_permission", "options": [
+                {"id": "allow", "label": "Allow"}, {"id": "deny", "label": "Deny"}]}),
+            "PreToolUse hook",
+        ),
+        (
+            json!({"kind": "choice", "options": [{"id": "only", "label": "Only"}]}),
+            "at least two options",
+        ),
+        (json!({"kind": "poll"}), "unknown question kind `poll`"),
+    ];
+    for (n, (question, why)) in refused.iter().enumerate() {
+        let r = mcp(
+            &tmux,
+            &a,
+            n + 1,
+            "ask",
+            json!({"peer_name": "beta", "query": "refused?", "question": question}),
+        )
+        .await;
+        assert_eq!(r["is_error"], true, "{r}");
+        assert!(r["text"].as_str().unwrap_or("").contains(why), "{r}");
+    }
+
+    let asked = mcp(
+        &tmux,
+        &a,
+        4,
+        "ask",
+        json!({"peer_name": "beta", "query": "Which store for sessions?", "question": {
+            "kind": "choice",
+            "options": [{"id": "pg", "label": "Postgres"}, {"id": "redis", "label": "Redis"}]}}),
+    )
+    .await;
+    assert_eq!(asked["is_error"], false, "{asked}");
+    let cid = asked["structured"]["correlation_id"]
+        .as_str()
+        .expect("cid")
+        .to_owned();
+    // Beta sees the question with its options and how to answer; nothing refused reached it.
+    let ctx = b
+        .wait("the question", |e| {
+            e["event"] == "context" && e["text"].as_str().is_some_and(|t| t.contains(&cid))
+        })
+        .await;
+    let text = ctx["text"].as_str().unwrap_or("");
+    assert!(text.contains("`redis` = Redis"), "{text}");
+    assert!(!b.context().contains("refused?"), "{}", b.context());
+    b.hook_done("Stop", 1).await;
+
+    // An option that does not exist, and an ack, are refused; the typed answer is taken once.
+    let wrong = mcp(
+        &tmux,
+        &b,
+        1,
+        "answer",
+        json!({"correlation_id": cid, "option_id": "mysql"}),
+    )
+    .await;
+    assert_eq!(wrong["is_error"], true, "{wrong}");
+    assert!(
+        wrong["text"].as_str().unwrap_or("").contains("pg, redis"),
+        "{wrong}"
+    );
+    let answered = mcp(
+        &tmux,
+        &b,
+        2,
+        "answer",
+        json!({"correlation_id": cid, "option_id": "redis", "text": "sessions are short-lived"}),
+    )
+    .await;
+    assert_eq!(answered["is_error"], false, "{answered}");
+    let again = mcp(
+        &tmux,
+        &b,
+        3,
+        "answer",
+        json!({"correlation_id": cid, "option_id": "pg"}),
+    )
+    .await;
+    assert_eq!(again["is_error"], true, "{again}");
+
+    // Alpha gets the typed answer back in this turn.
+    let waited = mcp(
+        &tmux,
+        &a,
+        5,
+        "wait_on_ack",
+        json!({"correlation_id": cid, "timeout_seconds": 20}),
+    )
+    .await;
+    assert_eq!(waited["is_error"], false, "{waited}");
+    let said = waited["text"].as_str().unwrap_or("");
+    assert!(said.contains("@beta answered"), "{said}");
+    assert!(said.contains("option `redis`"), "{said}");
+    assert!(said.contains("sessions are short-lived"), "{said}");
+    assert_eq!(
+        waited["structured"]["reply"]["answer"]["option_id"], "redis",
+        "{waited}"
+    );
+    home.reaches_state(&cid, "answered").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_asks_typed_questions_and_refuses_bad_ones() {
+    let tmux = Tmux::start();
+    let home = Home::new(None);
+    home.install_and_start();
+    let a = home.agent(&tmux, "alpha");
+    let b = home.agent(&tmux, "beta");
+    a.hook_done("SessionStart", 1).await;
+    b.hook_done("SessionStart", 1).await;
+
+    let one = home.repowire(&[
+        "peer",
+        "ask",
+        "beta",
+        "Ship?",
+        "--choice",
+        "yes=Ship it",
+        "--from",
+        "alpha",
+    ]);
+    assert!(!one.status.success());
+    let err = String::from_utf8_lossy(&one.stderr);
+    assert!(err.contains("at least two options"), "{err}");
+
+    let asked = home.json(&[
+        "peer",
+        "ask",
+        "beta",
+        "Ship?",
+        "--choice",
+        "yes=Ship it",
+        "--choice",
+        "no=Hold",
+        "--from",
+        "alpha",
+    ]);
+    let cid = asked["correlation_id"].as_str().expect("cid").to_owned();
+    let plain = home.json(&["peer", "ask", "beta", "Lunch?", "--from", "alpha"]);
+    let plain_cid = plain["correlation_id"].as_str().expect("cid").to_owned();
+    let texted = home.json(&[
+        "peer",
+        "ask",
+        "beta",
+        "Release name?",
+        "--text-answer",
+        "--from",
+        "alpha",
+    ]);
+    let text_cid = texted["correlation_id"].as_str().expect("cid").to_owned();
+    for id in [&cid, &plain_cid, &text_cid] {
+        home.reaches_state(id, "delivered").await;
+    }
+
+    // A plain ask closes only with ack; a text question needs text.
+    let on_plain = home.repowire(&[
+        "peer", "answer", &plain_cid, "--option", "yes", "--from", "beta",
+    ]);
+    assert!(!on_plain.status.success());
+    let no_text = home.repowire(&["peer", "answer", &text_cid, "--from", "beta"]);
+    assert!(!no_text.status.success());
+    home.ok(&[
+        "peer", "answer", &text_cid, "--text", "Aurora", "--from", "beta",
+    ]);
+    home.ok(&["peer", "answer", &cid, "--option", "no", "--from", "beta"]);
+
+    home.reaches_state(&cid, "answered").await;
+
+    // The asker's --wait prints the typed answer.
+    let waiting = tokio::process::Command::new(bin("repowire"))
+        .args([
+            "peer",
+            "ask",
+            "beta",
+            "Again?",
+            "--choice",
+            "a",
+            "--choice",
+            "b",
+            "--from",
+            "alpha",
+            "--wait",
+            "--timeout",
+            "20",
+        ])
+        .envs(home.env())
+        .env_remove("TMUX")
+        .env_remove("TMUX_PANE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("repowire peer ask --wait");
+    let ctx = b
+        .wait("the second question", |e| {
+            e["event"] == "context" && e["text"].as_str().is_some_and(|t| t.contains("Again?"))
+        })
+        .await;
+    let text = ctx["text"].as_str().unwrap_or("");
+    // The id in the header of the message block holding "Again?" (reminders list others).
+    let block = &text[..text.find("Again?").expect("question")];
+    let at = block.rfind("[ask #").expect("ask id in context") + "[ask #".len();
+    let again: String = block[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    home.ok(&["peer", "answer", &again, "--option", "b", "--from", "beta"]);
+    let out = waiting.wait_with_output().await.expect("waiting ask");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains(&format!("@beta answered {again}: option `b`")),
+        "{said}"
+    );
+    home.reaches_state(&text_cid, "answered").await;
+    home.reaches_state(&plain_cid, "delivered").await;
+    assert!(!home.states(&plain_cid).contains(&"answered".to_owned()));
+    drop(tmux);
+}

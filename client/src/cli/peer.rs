@@ -54,6 +54,17 @@ pub enum PeerCommand {
         /// Close this ask you received and chain the new one to it.
         #[arg(long)]
         reply_to: Option<String>,
+        /// Make it a choice question: one option, as `ID=LABEL` (or just `ID`); give at least
+        /// two. The peer answers with `peer answer ASK --option ID`.
+        #[arg(
+            long = "choice",
+            value_name = "ID=LABEL",
+            conflicts_with = "text_answer"
+        )]
+        choices: Vec<String>,
+        /// Make it a text question: the peer answers with `peer answer ASK --text …`.
+        #[arg(long)]
+        text_answer: bool,
         /// Act as this local session.
         #[arg(long)]
         from: Option<String>,
@@ -211,9 +222,12 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
             timeout,
             circle,
             reply_to,
+            choices,
+            text_answer,
             from,
             json,
         } => {
+            let question = question(&choices, text_answer);
             let from_for_wait = from.clone();
             let sent = super::call(
                 config,
@@ -224,6 +238,7 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
                     circle,
                     text,
                     reply_to,
+                    question,
                 }),
                 TIMEOUT,
             )?;
@@ -259,10 +274,19 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
                 } else if replied {
                     let m = reply.get("reply").cloned().unwrap_or(Value::Null);
                     let from = m.get("from").map(|f| t(f, "name")).unwrap_or_default();
-                    println!(
-                        "@{from} replied to {cid}:\n{}",
-                        crate::sanitize::for_context(&s(&m, "text"))
-                    );
+                    match m.get("answer") {
+                        Some(answer) => println!(
+                            "@{from} answered {cid}: {}",
+                            crate::sanitize::for_context(&crate::api::answer_text(
+                                answer,
+                                &s(&m, "text")
+                            ))
+                        ),
+                        None => println!(
+                            "@{from} replied to {cid}:\n{}",
+                            crate::sanitize::for_context(&s(&m, "text"))
+                        ),
+                    }
                 } else {
                     println!("no reply to {cid} within {timeout} s; the ask stays open");
                     return Ok(ExitCode::from(2));
@@ -323,6 +347,7 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
                     circle,
                     text,
                     reply_to: None,
+                    question: None,
                 }),
                 TIMEOUT,
             )?;
@@ -338,6 +363,7 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
                     circle: None,
                     text,
                     reply_to: None,
+                    question: None,
                 }),
                 TIMEOUT,
             )?;
@@ -461,4 +487,28 @@ fn print_peers(peers: &Value) {
             t(&p, "path")
         );
     }
+}
+
+/// The typed question `--choice` / `--text-answer` ask for, if any.
+fn question(choices: &[String], text_answer: bool) -> Option<repowire_protocol::Question> {
+    use repowire_protocol::{Question, QuestionKind, QuestionOption};
+    if text_answer {
+        return Some(Question {
+            kind: QuestionKind::Text,
+            options: Vec::new(),
+        });
+    }
+    (!choices.is_empty()).then(|| Question {
+        kind: QuestionKind::Choice,
+        options: choices
+            .iter()
+            .map(|c| {
+                let (id, label) = c.split_once('=').unwrap_or((c, c));
+                QuestionOption {
+                    id: id.trim().to_owned(),
+                    label: label.trim().to_owned(),
+                }
+            })
+            .collect(),
+    })
 }

@@ -88,7 +88,22 @@ impl Daemon {
             circle,
             text,
             reply_to,
+            question,
         } = out;
+        if let Some(q) = &question {
+            if kind != SendKind::Ask {
+                return Err(ApiError::new(
+                    "invalid_request",
+                    "only an ask can carry a question",
+                ));
+            }
+            if q.kind == repowire_protocol::QuestionKind::ToolPermission {
+                return Err(ApiError::new(
+                    "invalid_request",
+                    "a tool_permission question comes only from the PreToolUse hook path; ask a `choice` question instead",
+                ));
+            }
+        }
         let (session, peer) = self.registered_actor(from.as_deref(), caller_pid).await?;
         let from = PeerId(peer.clone());
         let need_to = || {
@@ -102,7 +117,7 @@ impl Daemon {
                 circle,
                 text: text.clone(),
                 reply_to: reply_to.map(CorrelationId),
-                question: None,
+                question,
             }),
             SendKind::Notify => Body::Notify(Notify {
                 from,

@@ -285,6 +285,7 @@ fn main() {
             circle: None,
             text: format!("benchmark notification {i}"),
             reply_to: None,
+            question: None,
         }));
         let t_accepted = started.elapsed();
         assert_eq!(sent["state"], "accepted", "{sent}");
