@@ -386,8 +386,8 @@ pub async fn call_async(
     }
 }
 
-/// A typed answer as one line: `option ID: reply text` (the text is the rendered label and
-/// comment), or the text of a text answer.
+/// A typed answer as one line: ``option `ID` (label: comment)`` for an option (the rendered
+/// reply text in brackets), or the text of a text answer.
 pub fn answer_text(answer: &Value, rendered: &str) -> String {
     match answer.get("option_id").and_then(Value::as_str) {
         Some(id) => format!("option `{id}` ({rendered})"),

@@ -71,11 +71,14 @@ fn prepare_claude_json(home: &Home, project: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `permissions.defaultMode: default` in the user's settings (kept beside our hooks).
+/// Claude Code's manual permission mode in the user's settings (kept beside our hooks). Auto
+/// mode is disabled too: with `defaultMode: default` alone, 2.1.331 opens a dialog offering to
+/// make auto mode the default, and keys typed into the prompt would answer it.
 fn default_permission_mode(home: &Home) -> anyhow::Result<()> {
     let path = home.path().join(".claude/settings.json");
     let mut settings: serde_json::Value = serde_json::from_slice(&std::fs::read(&path)?)?;
-    settings["permissions"] = serde_json::json!({"defaultMode": "default"});
+    settings["permissions"] =
+        serde_json::json!({"defaultMode": "default", "disableAutoMode": "disable"});
     std::fs::write(&path, serde_json::to_vec_pretty(&settings)?)?;
     Ok(())
 }
@@ -150,6 +153,13 @@ impl ClaudeTeam {
             })
         })
         .await?;
+        // Keys typed before the CLI draws its input box are lost.
+        team.until(Duration::from_secs(60), "both input boxes", |t| {
+            [&t.alpha.pane, &t.beta.pane]
+                .iter()
+                .all(|p| t.tmux.capture(p).lines().any(|l| l.starts_with('❯')))
+        })
+        .await?;
         Ok(team)
     }
 
@@ -213,8 +223,8 @@ impl ClaudeTeam {
     }
 
     /// Types `BENCH-START beta TURNS` into alpha's prompt and waits until `done` holds for what
-    /// the model saw. A start that reaches a session whose MCP server is not connected yet (it
-    /// connects in the background) is typed again once that turn has ended.
+    /// the model saw. A session whose MCP server was not connected yet when its turn came (it
+    /// connects in the background) is prompted again once that turn has ended.
     pub async fn converse_until(
         &self,
         turns: u32,
@@ -231,14 +241,25 @@ impl ClaudeTeam {
                 return Ok(seen);
             }
             let now_not_ready = seen.iter().filter(|s| s.step == Step::NotReady).count();
-            if now_not_ready > not_ready && !seen.iter().any(|s| s.step == Step::AskCalled(1)) {
+            if now_not_ready > not_ready {
                 not_ready = now_not_ready;
                 anyhow::ensure!(not_ready < 20, "our MCP server never connected");
-                self.until(Duration::from_secs(30), "alpha idle", |t| {
-                    Self::idle(&t.alpha)
-                })
-                .await?;
-                self.begin(turns);
+                if seen.iter().any(|s| s.step == Step::AskCalled(1)) {
+                    // Beta's tools were missing when the ask came: prompt it again once its
+                    // turn ended; the open-ask reminder of that prompt holds the ask.
+                    self.until(Duration::from_secs(30), "beta idle", |t| {
+                        Self::idle(&t.beta)
+                    })
+                    .await?;
+                    self.tmux.type_text(&self.beta.pane, "BENCH-RETRY");
+                    self.tmux.enter(&self.beta.pane);
+                } else {
+                    self.until(Duration::from_secs(30), "alpha idle", |t| {
+                        Self::idle(&t.alpha)
+                    })
+                    .await?;
+                    self.begin(turns);
+                }
             }
             if Instant::now() > deadline {
                 return Err(self.stuck(what));

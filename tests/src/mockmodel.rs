@@ -274,9 +274,9 @@ fn turn_after(text: &str, marker: &str) -> Option<(u32, u32, String)> {
     Some((n.parse().ok()?, t.parse().ok()?, tail))
 }
 
-/// The first `ask-…` correlation id in `text`.
+/// The last `#ask-…` correlation id in `text`.
 fn correlation_id(text: &str) -> Option<String> {
-    let at = text.find("ask-")?;
+    let at = text.rfind("#ask-")? + 1;
     let id: String = text[at..]
         .chars()
         .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
@@ -405,7 +405,9 @@ fn decide(request: &Value) -> (Vec<Step>, Reply) {
         if !searched {
             steps.push(Step::AskSeen(n));
         }
-        match correlation_id(&text) {
+        // The id in the header of the message that holds this turn (reminders name others).
+        let before = &text[..text.rfind("BENCH turn ").unwrap_or(0)];
+        match correlation_id(before) {
             Some(id) => call(
                 request,
                 "ack",
@@ -470,7 +472,8 @@ mod tests {
         assert_eq!(input["peer_name"], "beta");
         assert_eq!(input["query"], "BENCH turn 1/2");
 
-        let context = "[repowire] ask ask-0a1b-2c from @alpha: BENCH turn 1/2";
+        let context = "Reminder: #ask-old from @task-runner: BENCH turn 9/9\n\
+                       --- @alpha → @beta [ask #ask-0a1b-2c] ---\n> BENCH turn 1/2";
         let (steps, r) = decide(&req(vec![user(context)], &tools));
         assert_eq!(steps, vec![Step::AskSeen(1)]);
         let (name, input) = tool(&r);

@@ -6,9 +6,11 @@
 //! was written to the hook process ([`AfterWrite`]): a hook that timed out or died hands
 //! nothing over, and the messages wait for the next turn.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use repowire_protocol::limits::MAX_REASON_BYTES;
 use repowire_protocol::{Message, MessageKind, ReceiptState, TurnState};
 use serde_json::{Value, json};
 
@@ -33,11 +35,9 @@ pub struct AfterWrite {
     pub message_ids: Vec<String>,
     /// `handed` (hook context) or `consumed` (returned by `wait_reply`).
     pub state: &'static str,
-    /// The session whose hook carried them (a hand-over), if any.
-    pub session_id: Option<String>,
-    /// How they reached the agent, when it was not by a wake: the `injected` receipts'
-    /// `reason`, so the senders see why their message waited for the agent's next turn.
-    pub how: Option<String>,
+    /// Per message: how it reached the agent when a wake had not typed it, the `injected`
+    /// receipt's `reason`, so its sender sees why it waited for the agent's next turn.
+    pub how: HashMap<String, String>,
 }
 
 /// Facts the hook command passes along besides the payload.
@@ -366,17 +366,25 @@ impl Daemon {
                 }
             }
         }
+        let how = match via {
+            Some(via) if !queued.is_empty() => self
+                .store
+                .wake_reasons(peer)
+                .await
+                .map_err(ops::store_error)?
+                .into_iter()
+                .map(|(id, why)| {
+                    let how = format!("handed over {via}, not typed into the pane ({why})");
+                    (id, clip(how, MAX_REASON_BYTES))
+                })
+                .collect(),
+            _ => HashMap::new(),
+        };
         let after = (!queued.is_empty()).then(|| AfterWrite {
             peer_id: peer.to_owned(),
             message_ids: queued.iter().map(|r| r.message_id.clone()).collect(),
             state: "handed",
-            session_id: Some(session.session_id.clone()),
-            how: via.and_then(|via| {
-                let not_woken = self.not_woken.lock().unwrap_or_else(|p| p.into_inner());
-                not_woken
-                    .get(&session.session_id)
-                    .map(|why| format!("handed over {via}, not typed into the pane ({why})"))
-            }),
+            how,
         });
         Ok(Some((text, after)))
     }
@@ -389,26 +397,27 @@ impl Daemon {
             .await
         {
             Ok(moved) => {
-                if let Some(session) = &after.session_id {
-                    self.not_woken
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .remove(session);
-                }
                 for id in moved {
-                    self.receipt(
-                        &after.peer_id,
-                        &id,
-                        ReceiptState::Injected,
-                        after.how.clone(),
-                        None,
-                    )
-                    .await;
+                    let how = after.how.get(&id).cloned();
+                    self.receipt(&after.peer_id, &id, ReceiptState::Injected, how, None)
+                        .await;
                 }
             }
             Err(error) => tracing::error!(%error, "could not record a hand-over"),
         }
     }
+}
+
+/// `s` cut to at most `max` bytes, at a character boundary, marked with `…` when cut.
+fn clip(s: String, max: usize) -> String {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max - '…'.len_utf8();
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
 }
 
 fn context(event: &str, text: &str) -> Value {
@@ -524,4 +533,19 @@ fn render(row: &InboxRow, me: &str) -> String {
         _ => {}
     }
     out
+}
+
+#[cfg(test)]
+mod clip_tests {
+    use super::clip;
+
+    #[test]
+    fn a_long_reason_is_cut_at_a_character_boundary_within_the_limit() {
+        assert_eq!(clip("short".into(), 512), "short");
+        let long = "é".repeat(400); // 800 bytes
+        let cut = clip(long, 512);
+        assert!(cut.len() <= 512, "{}", cut.len());
+        assert!(cut.ends_with('…'));
+        assert!(cut.trim_end_matches('…').chars().all(|c| c == 'é'));
+    }
 }

@@ -65,9 +65,6 @@ pub struct Daemon {
     registered_on: Mutex<HashMap<String, u64>>,
     /// The last wake attempt per session, for `status` (why an agent was or was not woken).
     wakes: Mutex<HashMap<String, wake::WakeOutcome>>,
-    /// Per session: why its queued messages were not typed into its pane (the last wake ended
-    /// other than `woken`), until a hand-over tells the senders.
-    not_woken: Mutex<HashMap<String, String>>,
     /// Stops everything.
     pub shutdown: CancellationToken,
     /// Base URL of the relay in use (embedded or configured).
@@ -142,7 +139,6 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         prompts: Mutex::new(HashMap::new()),
         waking: Mutex::new(HashSet::new()),
         wakes: Mutex::new(HashMap::new()),
-        not_woken: Mutex::new(HashMap::new()),
         registration: Mutex::new(HashMap::new()),
         registered_on: Mutex::new(HashMap::new()),
         shutdown: shutdown.clone(),

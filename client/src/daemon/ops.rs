@@ -439,8 +439,7 @@ impl Daemon {
                     peer_id: row.peer_id.clone(),
                     message_ids: vec![row.message_id.clone()],
                     state: "consumed",
-                    session_id: None,
-                    how: None,
+                    how: Default::default(),
                 });
                 let message: Value = serde_json::from_str(&row.body).unwrap_or(Value::Null);
                 return Ok((

@@ -41,6 +41,28 @@ impl Store {
         .await
     }
 
+    /// Records why a wake did not type this peer's queued messages (those queued now only:
+    /// one handed over meanwhile keeps none).
+    pub async fn set_wake_reason(&self, peer_id: &str, reason: &str) -> Result<()> {
+        sqlx::query("UPDATE inbox SET wake_reason = ? WHERE peer_id = ? AND state = 'queued'")
+            .bind(reason)
+            .bind(peer_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// (message id, why the wake did not type it) of this peer's queued messages that have one.
+    pub async fn wake_reasons(&self, peer_id: &str) -> Result<Vec<(String, String)>> {
+        sqlx::query_as(
+            "SELECT message_id, wake_reason FROM inbox
+             WHERE peer_id = ? AND state = 'queued' AND wake_reason IS NOT NULL",
+        )
+        .bind(peer_id)
+        .fetch_all(&self.pool)
+        .await
+    }
+
     /// Asks this peer received, handed to the agent and not closed yet.
     pub async fn open_asks(&self, peer_id: &str) -> Result<Vec<InboxRow>> {
         sqlx::query_as(

@@ -143,20 +143,24 @@ impl Daemon {
             let mut draft = None;
             // A deferred wake is tried again while the agent stays idle with messages queued:
             // a person who stops typing without sending leaves nobody to end the turn.
+            let mut peer = session.peer_id.clone();
             while let Some((outcome, reason)) = me.wake(session, &mut draft).await {
                 let record = WakeOutcome {
                     at_ms: super::store::now_ms(),
                     outcome,
                     reason,
                 };
+                if outcome != "woken"
+                    && let Some(peer) = &peer
                 {
-                    let mut not_woken = me.not_woken.lock().unwrap();
-                    if outcome == "woken" {
-                        not_woken.remove(&id);
-                    } else {
-                        let why = record.reason.as_deref().unwrap_or(outcome);
-                        let why = why.strip_suffix(&format!("; {LATER}")).unwrap_or(why);
-                        not_woken.insert(id.clone(), format!("wake {outcome}: {why}"));
+                    let why = record.reason.as_deref().unwrap_or(outcome);
+                    let why = why.strip_suffix(&format!("; {LATER}")).unwrap_or(why);
+                    if let Err(error) = me
+                        .store
+                        .set_wake_reason(peer, &format!("wake {outcome}: {why}"))
+                        .await
+                    {
+                        tracing::warn!(%error, "could not record why the wake did not type");
                     }
                 }
                 me.wakes.lock().unwrap().insert(id.clone(), record);
@@ -173,6 +177,7 @@ impl Daemon {
                 else {
                     break;
                 };
+                peer = again.peer_id.clone();
                 session = again;
             }
             me.waking.lock().unwrap().remove(&id);
