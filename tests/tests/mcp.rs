@@ -268,7 +268,7 @@ async fn two_agents_ask_ack_and_wait_on_ack_through_their_mcp_servers() {
         &b,
         1,
         "ack",
-        json!({"correlation_id": cid, "message": "42"}),
+        json!({"correlation_id": cid, "message": "forty-two, final"}),
     )
     .await;
     assert_eq!(acked["is_error"], false, "{acked}");
@@ -277,14 +277,17 @@ async fn two_agents_ask_ack_and_wait_on_ack_through_their_mcp_servers() {
     let waited = last_mcp(&a, 4);
     assert_eq!(waited["structured"]["state"], "replied", "{waited}");
     assert!(
-        waited["text"].as_str().unwrap_or("").contains("42"),
+        waited["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("forty-two, final"),
         "{waited}"
     );
 
     // The reply was handed over by wait_on_ack: it is not pushed again as a message.
     a.hook_done("Stop", 4).await;
     assert!(
-        !a.context().contains("42"),
+        !a.context().contains("forty-two, final"),
         "the reply was delivered twice: {}",
         a.context()
     );
