@@ -75,11 +75,19 @@ pub struct AskArgs {
 /// A typed question on an ask.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct QuestionArgs {
-    /// `choice` (the peer picks one of `options`) or `text` (the peer answers in free text).
+    /// `choice` (the peer picks one of `options`), `text` (the peer answers in free text) or
+    /// `acknowledge` (the peer only confirms it read it: it answers with option id `ack`).
     pub kind: String,
     /// For `choice`: at least two options; the peer answers with an option's `id`.
     #[serde(default)]
     pub options: Vec<OptionArgs>,
+    /// Close the question after this many seconds (1 to 604800) if nobody answered: with
+    /// `default` as the answer when given, else as expired. `wait_on_ack` then reports it.
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+    /// For `choice` with a timeout: the option id taken when the timeout passes.
+    #[serde(default)]
+    pub default: Option<String>,
 }
 
 /// One option of a choice question.
@@ -97,10 +105,12 @@ impl QuestionArgs {
         let kind = match self.kind.as_str() {
             "choice" => QuestionKind::Choice,
             "text" => QuestionKind::Text,
+            "acknowledge" => QuestionKind::Acknowledge,
+            // Refused by the daemon with the reason (only the PreToolUse hook asks these).
             "tool_permission" => QuestionKind::ToolPermission,
             other => {
                 return Err(format!(
-                    "unknown question kind `{other}`; use `choice` or `text`"
+                    "unknown question kind `{other}`; use `choice`, `text` or `acknowledge`"
                 ));
             }
         };
@@ -114,6 +124,8 @@ impl QuestionArgs {
                     label: o.label.clone(),
                 })
                 .collect(),
+            timeout_ms: self.timeout_seconds.map(|s| s.saturating_mul(1000)),
+            default: self.default.clone(),
         })
     }
 }

@@ -203,6 +203,7 @@ impl TestClient {
             Body::ReplayDone(r) if r.re == re => Some(Ok(f.body.clone())),
             Body::Status(r) if r.re == re => Some(Ok(f.body.clone())),
             Body::State(r) if r.re == re => Some(Ok(f.body.clone())),
+            Body::Questions(r) if r.re == re => Some(Ok(f.body.clone())),
             _ => None,
         })
         .await
@@ -282,6 +283,21 @@ impl TestClient {
             text: text.into(),
         }))
         .await
+    }
+
+    /// The questions to `@approvers` visible to `as_peer` (open ones, or closed ones).
+    pub async fn questions(&mut self, as_peer: &PeerId, closed: bool) -> Vec<QuestionInfo> {
+        let id = self
+            .send(Body::ListQuestions(ListQuestions {
+                peer_id: as_peer.clone(),
+                closed,
+                limit: None,
+            }))
+            .await;
+        match self.answer(id).await {
+            Ok(Body::Questions(q)) => q.questions,
+            other => panic!("list_questions failed: {other:?}"),
+        }
     }
 
     /// Waits for a delivery to `to`.

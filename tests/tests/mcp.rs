@@ -564,19 +564,10 @@ async fn describe_notify_broadcast_and_answer_a_structured_question() {
             circle: None,
             text: "Which store for sessions?".into(),
             reply_to: None,
-            question: Some(repowire_protocol::Question {
-                kind: repowire_protocol::QuestionKind::Choice,
-                options: vec![
-                    repowire_protocol::QuestionOption {
-                        id: "pg".into(),
-                        label: "Postgres".into(),
-                    },
-                    repowire_protocol::QuestionOption {
-                        id: "redis".into(),
-                        label: "Redis".into(),
-                    },
-                ],
-            }),
+            question: Some(repowire_protocol::Question::new(
+                repowire_protocol::QuestionKind::Choice,
+                &[("pg", "Postgres"), ("redis", "Redis")],
+            )),
         }))
         .await;
     let accepted = match lead.answer(id).await {

@@ -63,8 +63,19 @@ pub enum PeerCommand {
         )]
         choices: Vec<String>,
         /// Make it a text question: the peer answers with `peer answer ASK --text …`.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "acknowledge")]
         text_answer: bool,
+        /// Make it an acknowledge question: the peer only confirms, with
+        /// `peer answer ASK --option ack`.
+        #[arg(long, conflicts_with = "choices")]
+        acknowledge: bool,
+        /// Close the question after this many seconds if nobody answered it (with --default
+        /// as the answer, else as expired).
+        #[arg(long, value_name = "SECONDS")]
+        answer_timeout: Option<u64>,
+        /// The option taken when --answer-timeout passes unanswered (choice questions).
+        #[arg(long, value_name = "ID", requires = "answer_timeout")]
+        default: Option<String>,
         /// Act as this local session.
         #[arg(long)]
         from: Option<String>,
@@ -224,10 +235,18 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
             reply_to,
             choices,
             text_answer,
+            acknowledge,
+            answer_timeout,
+            default,
             from,
             json,
         } => {
-            let question = question(&choices, text_answer);
+            let question = question(&choices, text_answer, acknowledge, answer_timeout, default);
+            if question.is_none() && answer_timeout.is_some() {
+                anyhow::bail!(
+                    "--answer-timeout is for questions: add --choice, --text-answer or --acknowledge"
+                );
+            }
             let from_for_wait = from.clone();
             let sent = super::call(
                 config,
@@ -489,17 +508,27 @@ fn print_peers(peers: &Value) {
     }
 }
 
-/// The typed question `--choice` / `--text-answer` ask for, if any.
-fn question(choices: &[String], text_answer: bool) -> Option<repowire_protocol::Question> {
+/// The typed question `--choice` / `--text-answer` / `--acknowledge` ask for, if any, with
+/// `--timeout-answer` and `--default`.
+pub(crate) fn question(
+    choices: &[String],
+    text_answer: bool,
+    acknowledge: bool,
+    timeout_s: Option<u64>,
+    default: Option<String>,
+) -> Option<repowire_protocol::Question> {
     use repowire_protocol::{Question, QuestionKind, QuestionOption};
-    if text_answer {
-        return Some(Question {
-            kind: QuestionKind::Text,
-            options: Vec::new(),
-        });
-    }
-    (!choices.is_empty()).then(|| Question {
-        kind: QuestionKind::Choice,
+    let kind = if text_answer {
+        QuestionKind::Text
+    } else if acknowledge {
+        QuestionKind::Acknowledge
+    } else if !choices.is_empty() {
+        QuestionKind::Choice
+    } else {
+        return None;
+    };
+    Some(Question {
+        kind,
         options: choices
             .iter()
             .map(|c| {
@@ -510,5 +539,7 @@ fn question(choices: &[String], text_answer: bool) -> Option<repowire_protocol::
                 }
             })
             .collect(),
+        timeout_ms: timeout_s.map(|s| s.saturating_mul(1000)),
+        default,
     })
 }

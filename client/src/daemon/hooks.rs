@@ -505,6 +505,7 @@ fn render(row: &InboxRow, me: &str) -> String {
                 repowire_protocol::QuestionKind::Choice => "choose one option",
                 repowire_protocol::QuestionKind::Text => "answer with text",
                 repowire_protocol::QuestionKind::ToolPermission => "allow or deny",
+                repowire_protocol::QuestionKind::Acknowledge => "acknowledge it",
             };
             out.push_str(&format!("(A structured question: {kind}."));
             if !q.options.is_empty() {

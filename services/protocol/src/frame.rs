@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::codes::ErrorCode;
 use crate::ids::{CorrelationId, MessageId, PeerId};
+use crate::question::{AnswerValue, ListQuestions, Question, Questions};
 
 /// One frame: version, id, and the typed body.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -101,6 +102,8 @@ pub enum Body {
     StateSet(StateSet),
     /// Read the shared state of the peer's circle (one key or all).
     StateGet(StateGet),
+    /// List the questions to `@approvers` the peer may see.
+    ListQuestions(ListQuestions),
 
     // ---- relay → client ----
     /// Answer to `hello`.
@@ -127,6 +130,8 @@ pub enum Body {
     Error(ErrorFrame),
     /// Answer to `state_get`.
     State(State),
+    /// Answer to `list_questions`.
+    Questions(Questions),
 }
 
 /// Every `type` this version knows, for telling "unknown type" apart from "invalid frame".
@@ -163,7 +168,8 @@ impl Body {
             | Body::Replay(_)
             | Body::StatusQuery(_)
             | Body::StateSet(_)
-            | Body::StateGet(_) => Direction::ToRelay,
+            | Body::StateGet(_)
+            | Body::ListQuestions(_) => Direction::ToRelay,
             _ => Direction::ToClient,
         }
     }
@@ -390,52 +396,6 @@ pub struct ListPeers {
     /// Every circle of the tenant, not just the visible scope.
     #[serde(default)]
     pub all_circles: bool,
-}
-
-/// Kind of a structured question.
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::EnumIter,
-)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
-pub enum QuestionKind {
-    /// Pick one of `options`.
-    Choice,
-    /// Free text.
-    Text,
-    /// Allow or deny a tool call; options are `allow` and `deny`.
-    ToolPermission,
-}
-
-/// One option of a choice question.
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QuestionOption {
-    /// Option id, answered with `answer.option_id`.
-    pub id: String,
-    /// Label for humans.
-    pub label: String,
-}
-
-/// A typed question riding on an ask.
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Question {
-    /// Kind.
-    pub kind: QuestionKind,
-    /// Options (choice and tool_permission).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub options: Vec<QuestionOption>,
 }
 
 /// `ask`. The frame id is the message id.
@@ -765,18 +725,6 @@ pub struct Message {
     pub expires_at_ms: i64,
 }
 
-/// A recorded answer.
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AnswerValue {
-    /// Chosen option.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub option_id: Option<String>,
-    /// Free text.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub text: Option<String>,
-}
-
 /// `deliver`.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -953,6 +901,14 @@ pub struct Status {
     /// For structured asks: the answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<AnswerValue>,
+    /// For asks: the peer whose `ack` or `answer` closed it (absent while open, when a chained
+    /// ask closed it, and when it timed out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_by: Option<PeerSummary>,
+    /// For asks with a question: true when the question's `timeout_ms` closed it (no reply
+    /// message follows; `answer` is the default taken, if any).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
 }
 
 /// One key of a circle's shared state.
@@ -1009,39 +965,6 @@ impl ErrorFrame {
             message: message.into(),
             candidates: Vec::new(),
             retry_after_ms: None,
-        }
-    }
-}
-
-impl Question {
-    /// Checks an answer against this question and renders it as reply text for the asker.
-    pub fn check_answer(&self, answer: &AnswerValue) -> Result<String, String> {
-        let text = answer
-            .text
-            .as_deref()
-            .map(str::trim)
-            .filter(|t| !t.is_empty());
-        match self.kind {
-            QuestionKind::Text => text
-                .map(str::to_owned)
-                .ok_or_else(|| "a text question needs a non-empty `text`".into()),
-            QuestionKind::Choice | QuestionKind::ToolPermission => {
-                let id = answer
-                    .option_id
-                    .as_deref()
-                    .ok_or_else(|| "this question needs an `option_id`".to_string())?;
-                let option = self.options.iter().find(|o| o.id == id).ok_or_else(|| {
-                    let ids: Vec<&str> = self.options.iter().map(|o| o.id.as_str()).collect();
-                    format!(
-                        "`{id}` is not an option; the options are: {}",
-                        ids.join(", ")
-                    )
-                })?;
-                Ok(match text {
-                    Some(t) => format!("{}: {t}", option.label),
-                    None => option.label.clone(),
-                })
-            }
         }
     }
 }

@@ -6,6 +6,7 @@
 //! - [`ids`]: message ids (UUIDv7), peer ids and human ids (`ask-…`, `notif-…`).
 //! - [`codes`]: error codes carried in error frames and HTTP bodies, WebSocket close codes.
 //! - [`limits`]: size limits every implementation enforces.
+//! - [`question`]: structured questions, typed answers, `@approvers`, `list_questions`.
 //! - [`validate`]: field rules (name alphabet, lengths, question shapes).
 //! - [`http`]: the JSON bodies of the HTTP endpoints (token exchange, errors).
 //!
@@ -18,12 +19,14 @@ pub mod frame;
 pub mod http;
 pub mod ids;
 pub mod limits;
+pub mod question;
 pub mod validate;
 
 pub use codec::{DecodeError, decode, decode_from_relay, encode};
 pub use codes::{CloseCode, ErrorCode};
 pub use frame::*;
 pub use ids::{CorrelationId, MessageId, PeerId};
+pub use question::*;
 
 /// The protocol version this crate speaks. Frames carry it in `v`.
 pub const PROTOCOL_VERSION: u32 = 1;

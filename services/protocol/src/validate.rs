@@ -8,6 +8,7 @@ use crate::codec::DecodeError;
 use crate::codes::ErrorCode;
 use crate::frame::*;
 use crate::limits::*;
+use crate::question::*;
 
 type Result<T = ()> = std::result::Result<T, DecodeError>;
 
@@ -80,21 +81,53 @@ fn question(q: &Question) -> Result {
     }
     match q.kind {
         QuestionKind::Choice if q.options.len() < 2 => {
-            Err(invalid("a choice question needs at least two options"))
+            return Err(invalid("a choice question needs at least two options"));
         }
-        QuestionKind::Text if !q.options.is_empty() => {
-            Err(invalid("a text question has no options"))
+        QuestionKind::Text | QuestionKind::Acknowledge if !q.options.is_empty() => {
+            return Err(invalid(format!(
+                "a {} question has no options",
+                q.kind.as_str()
+            )));
         }
         QuestionKind::ToolPermission
             if !(ids.len() == 2
                 && q.options.iter().any(|o| o.id == "allow")
                 && q.options.iter().any(|o| o.id == "deny")) =>
         {
-            Err(invalid(
+            return Err(invalid(
                 "a tool_permission question has exactly the options `allow` and `deny`",
-            ))
+            ));
         }
-        _ => Ok(()),
+        _ => {}
+    }
+    if let Some(t) = q.timeout_ms
+        && !(MIN_QUESTION_TIMEOUT_MS..=MAX_QUESTION_TIMEOUT_MS).contains(&t)
+    {
+        return Err(invalid(format!(
+            "`question.timeout_ms` must be {MIN_QUESTION_TIMEOUT_MS}-{MAX_QUESTION_TIMEOUT_MS} (1 s to 7 days)"
+        )));
+    }
+    let Some(default) = &q.default else {
+        return Ok(());
+    };
+    if q.timeout_ms.is_none() {
+        return Err(invalid(
+            "`question.default` is taken at the timeout: give `question.timeout_ms` too",
+        ));
+    }
+    match q.kind {
+        QuestionKind::Choice if ids.contains(default) => Ok(()),
+        QuestionKind::Choice => Err(invalid(format!(
+            "`question.default` `{default}` is not one of the options"
+        ))),
+        QuestionKind::ToolPermission if default == "deny" => Ok(()),
+        QuestionKind::ToolPermission => Err(invalid(
+            "a tool_permission question denies when unanswered: its `default` can only be `deny`",
+        )),
+        QuestionKind::Text | QuestionKind::Acknowledge => Err(invalid(format!(
+            "a {} question has no option to take by default",
+            q.kind.as_str()
+        ))),
     }
 }
 
@@ -159,7 +192,20 @@ fn body(frame: &Frame) -> Result {
         }
         Body::ListPeers(l) => opt_name("circle", &l.circle),
         Body::Ask(a) => {
-            name("to", &a.to)?;
+            if a.to == APPROVERS {
+                if a.question.is_none() {
+                    return Err(invalid(format!(
+                        "an ask to `{APPROVERS}` needs a `question` (approvers answer, they do not ack)"
+                    )));
+                }
+                if a.circle.is_some() {
+                    return Err(invalid(format!(
+                        "`{APPROVERS}` are the tenant's approvers in every circle: `circle` does not apply"
+                    )));
+                }
+            } else {
+                name("to", &a.to)?;
+            }
             opt_name("circle", &a.circle)?;
             text("text", &a.text, false)?;
             a.question.as_ref().map_or(Ok(()), question)
@@ -204,6 +250,12 @@ fn body(frame: &Frame) -> Result {
             }
         }
         Body::StateGet(g) => opt_name("key", &g.key),
+        Body::ListQuestions(l) => match l.limit {
+            Some(n) if n == 0 || n > MAX_QUESTIONS_LISTED => {
+                Err(invalid(format!("`limit` must be 1-{MAX_QUESTIONS_LISTED}")))
+            }
+            _ => Ok(()),
+        },
         Body::StatusQuery(q) => {
             if q.message_id.is_some() == q.correlation_id.is_some() {
                 return Err(invalid(

@@ -119,6 +119,8 @@ fn largest_ask(text_char: char) -> Frame {
                         label: label.clone(),
                     })
                     .collect(),
+                timeout_ms: Some(repowire_protocol::MAX_QUESTION_TIMEOUT_MS),
+                default: Some(format!("{:0>64}", 0)),
             }),
         }),
     )

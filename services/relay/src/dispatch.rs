@@ -25,7 +25,7 @@ pub fn frame_text(body: Body) -> Outbound {
     encode(&Frame::new(body).traced(crate::telemetry::current_traceparent())).into_boxed_str()
 }
 
-fn message_id(s: &str) -> MessageId {
+pub(crate) fn message_id(s: &str) -> MessageId {
     s.parse().unwrap_or_else(|_| {
         tracing::error!(message_id = s, "stored message id is not a UUID");
         MessageId(uuid::Uuid::nil())
@@ -209,7 +209,7 @@ impl Dispatcher {
             correlation_id: Some(closed.correlation_id.clone()),
             recipient: closed.recipient.clone(),
             state: closed.state,
-            reason: None,
+            reason: closed.reason.clone(),
         });
     }
 
@@ -343,11 +343,26 @@ impl Dispatcher {
                     c.correlation_id
                 ),
             ),
-            CloseOutcome::AlreadyClosed => self.refuse(
+            CloseOutcome::NotEligible(why) => {
+                self.refuse(origin, ErrorCode::NotRecipient, why.clone())
+            }
+            CloseOutcome::AlreadyClosed(how) => self.refuse(
                 origin,
                 ErrorCode::AskClosed,
-                format!("{} is already closed", c.correlation_id),
+                format!("{} is closed: {how}", c.correlation_id),
             ),
+            CloseOutcome::TimedOut { closed } => {
+                self.refuse(
+                    origin,
+                    ErrorCode::AskClosed,
+                    format!(
+                        "{} is closed: {}",
+                        c.correlation_id,
+                        closed.reason.as_deref().unwrap_or("its question timed out")
+                    ),
+                );
+                self.closed(&c.tenant_id, closed);
+            }
             CloseOutcome::InvalidAnswer(why) => {
                 self.refuse(origin, ErrorCode::InvalidAnswer, why.clone())
             }
@@ -411,6 +426,11 @@ impl Dispatcher {
             (WriteOp::Expire { .. }, WriteOutcome::Expire(changes)) => {
                 for change in changes {
                     self.state_change(change);
+                }
+            }
+            (WriteOp::CloseOverdue { .. }, WriteOutcome::CloseOverdue(closed)) => {
+                for (tenant_id, ask) in closed {
+                    self.closed(tenant_id, ask);
                 }
             }
             (op, outcome) => tracing::error!(?op, ?outcome, "write outcome does not match its op"),

@@ -1,6 +1,7 @@
 //! Expires undelivered inbox entries past their TTL, so a sender always learns the end of a
 //! message that could not be delivered (as a `delivery` frame with state `expired`, or later
-//! through `status_query`); purges tenants deleted longer ago than the retention period; and
+//! through `status_query`); closes, every second, the asks whose question timed out (with the
+//! question's default, or as expired), so their askers learn it as it happens; purges tenants deleted longer ago than the retention period; and
 //! forgets key-creation idempotency records after [`KEY_REQUEST_TTL_MS`] and idle HTTP rate
 //! buckets.
 
@@ -12,6 +13,10 @@ use crate::store::{WriteOp, WriteOutcome};
 
 const SWEEP_LIMIT: i64 = 1000;
 
+/// How often questions past their deadline are closed. A question's own deadline is kept
+/// exactly (an answer after it is refused at once); this only bounds how late its asker hears.
+pub const QUESTION_TICK: Duration = Duration::from_secs(1);
+
 /// Runs until shutdown.
 pub async fn run(state: AppState) {
     // The first sweep one interval after start, not at once: what a sweep does (expiry, purges)
@@ -19,9 +24,19 @@ pub async fn run(state: AppState) {
     // helps nobody.
     let period = Duration::from_secs(state.config.sweep_interval_secs.max(1));
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    let mut questions = tokio::time::interval(QUESTION_TICK);
+    questions.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut questions_failing = false;
     loop {
         tokio::select! {
             () = state.shutdown.cancelled() => return,
+            _ = questions.tick() => {
+                let failed = close_overdue(&state, now_ms()).await.is_none();
+                if failed && !questions_failing {
+                    tracing::warn!("closing timed-out questions failed; retrying every second");
+                }
+                questions_failing = failed;
+            }
             _ = tick.tick() => {
                 sweep(&state).await;
                 purge_deleted(&state).await;
@@ -62,6 +77,41 @@ pub async fn sweep(state: &AppState) -> usize {
                 return total;
             }
             Err(_) => return total,
+        }
+    }
+}
+
+/// Closes the asks whose question's deadline is at or before `now_ms`, in bounded batches,
+/// telling each asker; returns how many, or `None` when storage failed (nothing more closed).
+pub async fn close_overdue(state: &AppState, now_ms: i64) -> Option<usize> {
+    let mut total = 0;
+    loop {
+        match state
+            .writer
+            .write(WriteOp::CloseOverdue {
+                now_ms,
+                limit: SWEEP_LIMIT,
+            })
+            .await
+        {
+            Ok(Ok(WriteOutcome::CloseOverdue(closed))) => {
+                total += closed.len();
+                if (closed.len() as i64) < SWEEP_LIMIT {
+                    if total > 0 {
+                        tracing::info!(closed = total, "closed questions that timed out");
+                    }
+                    return Some(total);
+                }
+            }
+            Ok(Ok(other)) => {
+                tracing::error!(?other, "close_overdue returned another outcome");
+                return None;
+            }
+            Ok(Err(error)) => {
+                tracing::debug!(%error, "closing timed-out questions failed");
+                return None;
+            }
+            Err(_) => return None,
         }
     }
 }

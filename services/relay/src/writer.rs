@@ -668,6 +668,15 @@ mod tests {
         ) -> crate::store::Result<Option<MessageStatus>> {
             unused()
         }
+        async fn list_questions(
+            &self,
+            _: &str,
+            _: Option<&str>,
+            _: bool,
+            _: i64,
+        ) -> crate::store::Result<Vec<crate::store::QuestionRecord>> {
+            unused()
+        }
     }
 
     #[derive(Default)]
@@ -706,6 +715,7 @@ mod tests {
             content_hash: String::new(),
             created_at_ms: 0,
             expires_at_ms: 0,
+            deadline_ms: None,
             recipients: vec!["b".into()],
             inbox_cap: 10,
             traceparent: None,

@@ -614,19 +614,7 @@ async fn structured_questions_take_typed_answers_only(db: Db) {
         mut b,
         bob,
     } = Duo::start(&db).await;
-    let question = Question {
-        kind: QuestionKind::Choice,
-        options: vec![
-            QuestionOption {
-                id: "pg".into(),
-                label: "Postgres".into(),
-            },
-            QuestionOption {
-                id: "my".into(),
-                label: "MySQL".into(),
-            },
-        ],
-    };
+    let question = Question::new(QuestionKind::Choice, &[("pg", "Postgres"), ("my", "MySQL")]);
     let asked = a
         .submit(Body::Ask(Ask {
             from: alice.peer_id.clone(),

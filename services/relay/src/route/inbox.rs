@@ -3,8 +3,8 @@
 use std::time::Instant;
 
 use repowire_protocol::{
-    Body, DeliveryState, ErrorCode, MessageId, Receipt, ReceiptState, RecipientState, Replay,
-    ReplayDone, Status, StatusQuery,
+    Body, DeliveryState, ErrorCode, MessageId, PeerSummary, Receipt, ReceiptState, RecipientState,
+    Replay, ReplayDone, Status, StatusQuery,
 };
 
 use super::session::{Handled, Refusal, Session};
@@ -136,6 +136,12 @@ pub(super) async fn status(s: &Session, id: MessageId, q: StatusQuery) -> Handle
             .collect(),
         reply: found.message.reply_text,
         answer: wire.answer,
+        answered_by: found.answered_by.map(|p| PeerSummary {
+            peer_id: p.peer_id.into(),
+            name: p.name,
+            circle: p.circle,
+        }),
+        timed_out: found.timed_out,
     }));
     Ok(())
 }

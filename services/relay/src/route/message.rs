@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use repowire_protocol::{
-    Accepted, Ack, Answer, AnswerValue, Ask, Body, Broadcast, CorrelationId, DeliveryState,
-    ErrorCode, MessageId, MessageKind, Notify, PeerSummary,
+    APPROVERS, Accepted, Ack, Answer, AnswerValue, Ask, Body, Broadcast, CorrelationId,
+    DeliveryState, ErrorCode, MessageId, MessageKind, Notify, PeerSummary,
 };
 use serde::Serialize;
 
@@ -60,6 +60,7 @@ fn new_message(s: &Session, limits: &Snapshot, d: Draft<'_>) -> NewMessage {
         content_hash: d.content_hash,
         created_at_ms: now,
         expires_at_ms: now.saturating_add(ttl),
+        deadline_ms: None,
         recipients: d.recipients,
         inbox_cap,
         // Kept with the message: a push from the inbox later continues this trace.
@@ -157,13 +158,25 @@ async fn admit(
     Err(Refusal::from(refusal))
 }
 
+/// The recipient `@approvers` stands for: the tenant's stored control peer (made on first use).
+async fn approvers(s: &Session) -> Result<PeerSummary, Refusal> {
+    let control = crate::store::control_peer(&s.tenant_id, now_ms());
+    s.state.store.upsert_peer(&control).await?;
+    Ok(crate::hub::summary(&control))
+}
+
 pub(super) async fn ask(s: &Session, id: MessageId, a: Ask, started: Instant) -> Handled {
     let sender = s.own(a.from.as_str())?;
     let hash = content_hash("ask", &a);
-    let Some(target) =
-        resolve_or_settled(s, id, &sender, &a.to, a.circle.as_deref(), &hash).await?
-    else {
-        return Ok(());
+    let target = if a.to == APPROVERS {
+        approvers(s).await?
+    } else {
+        let Some(target) =
+            resolve_or_settled(s, id, &sender, &a.to, a.circle.as_deref(), &hash).await?
+        else {
+            return Ok(());
+        };
+        target
     };
     let Some(limits) = admit(s, id, &sender, &hash, &a.text).await? else {
         return Ok(());
@@ -182,6 +195,10 @@ pub(super) async fn ask(s: &Session, id: MessageId, a: Ask, started: Instant) ->
         },
     );
     m.reply_to = a.reply_to.map(|c| c.0);
+    m.deadline_ms = a.question.as_ref().and_then(|q| q.timeout_ms).map(|t| {
+        m.created_at_ms
+            .saturating_add(i64::try_from(t).unwrap_or(i64::MAX))
+    });
     m.question = a
         .question
         .as_ref()
@@ -296,6 +313,7 @@ fn close(
         tenant_id: s.tenant_id.clone(),
         correlation_id: cid.0.clone(),
         by_peer_id: sender.record.peer_id.clone(),
+        by_role: sender.record.role.clone(),
         frame_id: id.to_string(),
         state,
         answer,

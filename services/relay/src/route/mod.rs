@@ -8,6 +8,7 @@
 mod inbox;
 mod message;
 mod peers;
+mod questions;
 mod register;
 mod resolve;
 mod session;
@@ -66,6 +67,7 @@ async fn handle_body(s: &Session, id: MessageId, body: Body, started: Instant) -
         Body::StatusQuery(q) => inbox::status(s, id, q).await,
         Body::StateSet(st) => state::set(s, id, st).await,
         Body::StateGet(g) => state::get(s, id, g).await,
+        Body::ListQuestions(l) => questions::list(s, id, l).await,
         other => Err(Refusal::new(
             ErrorCode::UnexpectedFrame,
             format!(

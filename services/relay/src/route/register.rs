@@ -37,9 +37,11 @@ fn name_from_path(path: &str) -> Option<String> {
 }
 
 /// The reclaim rule of the identity contract: the backend must match, and the path must
-/// match when both sides give one.
+/// match when both sides give one. The tenant's `@approvers` can never be reclaimed.
 fn may_reclaim(stored: &PeerRecord, claim: &Register) -> bool {
-    stored.backend == claim.backend
+    // `@approvers` is a recipient the relay keeps, never a peer a client may become.
+    stored.peer_id != crate::store::CONTROL_PEER
+        && stored.backend == claim.backend
         && match (&stored.path, &claim.path) {
             (Some(a), Some(b)) => a == b,
             _ => true,

@@ -17,10 +17,12 @@ use async_trait::async_trait;
 pub mod metering;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod questions;
 mod records;
 mod sql;
 pub mod sqlite;
 
+pub use questions::*;
 pub use records::*;
 pub(crate) use sql::INBOX_FULL_REASON;
 
@@ -265,6 +267,16 @@ pub trait Store: Send + Sync + 'static {
         pending_only: bool,
         limit: i64,
     ) -> Result<Vec<InboxEntry>>;
+
+    /// Questions sent to `@approvers` (the inbox of [`CONTROL_PEER`]): open ones oldest first,
+    /// or closed ones newest first; with `asker`, only those that peer asked.
+    async fn list_questions(
+        &self,
+        tenant_id: &str,
+        asker: Option<&str>,
+        closed: bool,
+        limit: i64,
+    ) -> Result<Vec<QuestionRecord>>;
 
     /// A message the given peer sent, by message id or correlation id, with its recipients.
     async fn message_status(

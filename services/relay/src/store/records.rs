@@ -236,6 +236,8 @@ pub struct NewMessage {
     pub created_at_ms: i64,
     /// Expiry of undelivered entries (ms).
     pub expires_at_ms: i64,
+    /// For an ask whose question has a timeout: when it closes unanswered (ms).
+    pub deadline_ms: Option<i64>,
     /// Recipient peer ids (one for ask/notify/reply, many for broadcast).
     pub recipients: Vec<String>,
     /// Inbox cap per recipient.
@@ -251,8 +253,11 @@ pub struct CloseAsk {
     pub tenant_id: String,
     /// The ask.
     pub correlation_id: String,
-    /// The closing peer; must be the ask's recipient.
+    /// The closing peer; must be the ask's recipient (for an ask to `@approvers`: an
+    /// approver, see [`may_approve`](super::may_approve)).
     pub by_peer_id: String,
+    /// The closing peer's role.
+    pub by_role: String,
     /// The closing frame's id (idempotent retries).
     pub frame_id: String,
     /// `Acked` or `Answered`.
@@ -293,6 +298,13 @@ pub enum WriteOp {
     Receipt(ReceiptOp),
     /// Expire undelivered entries older than `now_ms` (at most `limit`).
     Expire {
+        /// Time (ms).
+        now_ms: i64,
+        /// Batch bound.
+        limit: i64,
+    },
+    /// Close the open asks whose question's deadline is before `now_ms` (at most `limit`).
+    CloseOverdue {
         /// Time (ms).
         now_ms: i64,
         /// Batch bound.
@@ -361,8 +373,10 @@ pub struct ClosedAsk {
     pub asker_circle: String,
     /// Who was asked.
     pub recipient: String,
-    /// `Acked` or `Answered`.
+    /// `Acked` or `Answered`, or (closed by its question's timeout) `Expired`.
     pub state: DeliveryState,
+    /// For an ask closed by its question's timeout: what happened (the default taken).
+    pub reason: Option<String>,
 }
 
 /// Outcome of closing an ask.
@@ -386,8 +400,16 @@ pub enum CloseOutcome {
     Unknown,
     /// The closing peer is not the recipient.
     NotRecipient,
-    /// Already closed by another frame.
-    AlreadyClosed,
+    /// The ask went to `@approvers` and the closing peer may not answer it: why.
+    NotEligible(String),
+    /// Already closed by another frame: how (who answered what, or the timeout).
+    AlreadyClosed(String),
+    /// Its question's deadline had passed: closed now by the timeout (the closing frame is
+    /// refused), and the asker is told.
+    TimedOut {
+        /// The ask, as the timeout closed it.
+        closed: ClosedAsk,
+    },
     /// `answer` on a plain ask, or an answer that does not fit the question.
     InvalidAnswer(String),
     /// The asker's inbox is full; the ask stays open.
@@ -450,6 +472,8 @@ pub enum WriteOutcome {
     Receipt(ReceiptOutcome),
     /// For `Expire`: the entries that expired.
     Expire(Vec<StateChange>),
+    /// For `CloseOverdue`: the asks closed, with their tenant.
+    CloseOverdue(Vec<(String, ClosedAsk)>),
 }
 
 /// A stored message, as read back for delivery and status.
@@ -514,6 +538,21 @@ pub struct MessageStatus {
     pub message: StoredMessage,
     /// (recipient, state, reason).
     pub recipients: Vec<(String, DeliveryState, Option<String>)>,
+    /// For a closed ask: the peer whose reply closed it.
+    pub answered_by: Option<PeerRef>,
+    /// For a closed ask: true when its question's timeout closed it.
+    pub timed_out: bool,
+}
+
+/// A peer as a message recorded it (id, display name and circle at the time).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct PeerRef {
+    /// Peer id.
+    pub peer_id: String,
+    /// Display name then.
+    pub name: String,
+    /// Circle then.
+    pub circle: String,
 }
 
 /// One key of a circle's shared state.

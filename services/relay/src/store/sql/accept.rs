@@ -76,8 +76,8 @@ macro_rules! impl_accepts {
                 let inserted = sqlx::query(
                     "INSERT INTO messages (tenant_id, message_id, kind, from_peer_id, from_name, \
                      from_circle, body, correlation_id, reply_to, question, answer, content_hash, \
-                     created_at_ms, expires_at_ms, traceparent) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+                     created_at_ms, expires_at_ms, traceparent, deadline_ms) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
                      ON CONFLICT DO NOTHING",
                 )
                 .bind(&m.tenant_id)
@@ -95,6 +95,7 @@ macro_rules! impl_accepts {
                 .bind(m.created_at_ms)
                 .bind(m.expires_at_ms)
                 .bind(&m.traceparent)
+                .bind(m.deadline_ms)
                 .execute(&mut *conn)
                 .await?
                 .rows_affected();
@@ -419,8 +420,10 @@ macro_rules! impl_accepts {
                 }
 
                 let closed_prior = match prior {
-                    Some(ask) if ask.closed_at_ms.is_none() => {
-                        let close = (m.message_id.as_str(), DeliveryState::Acked, None, None);
+                    // A question to `@approvers` closes only with an approver's answer (or its
+                    // timeout): the asker cannot close it by chaining.
+                    Some(ask) if ask.closed_at_ms.is_none() && ask.recipient != CONTROL_PEER => {
+                        let close = (m.message_id.as_str(), DeliveryState::Acked, None, None, None);
                         Self::close_row(conn, &m.tenant_id, &ask, close, m.created_at_ms)
                             .await?
                             .then(|| ClosedAsk {
@@ -431,6 +434,7 @@ macro_rules! impl_accepts {
                                 asker_circle: ask.from_circle.clone(),
                                 recipient: ask.recipient.clone(),
                                 state: DeliveryState::Acked,
+                                reason: None,
                             })
                     }
                     _ => None,

@@ -19,6 +19,7 @@
 //! [`Store`](super::Store) methods themselves.
 
 pub(crate) mod accept;
+pub(crate) mod questions;
 pub(crate) mod tenancy;
 pub(crate) mod update;
 pub(crate) mod usage;
@@ -77,7 +78,9 @@ pub(crate) const CHUNK: usize = 256;
 pub(crate) fn is_simple(op: &super::WriteOp) -> bool {
     use repowire_protocol::DeliveryState::{Delivered, Injected};
     match op {
-        super::WriteOp::Accept(m) => m.reply_to.is_none(),
+        // A chained ask closes another in the same transaction, and a question with a timeout
+        // stores its deadline: both take the op-by-op path.
+        super::WriteOp::Accept(m) => m.reply_to.is_none() && m.deadline_ms.is_none(),
         // An `injected` receipt with a `reason` (how the message reached the agent) is
         // applied op by op, which stores the reason and passes it on to the sender.
         super::WriteOp::Receipt(r) => {
@@ -126,6 +129,7 @@ macro_rules! impl_store {
             closed_at_ms: Option<i64>,
             closed_by: Option<String>,
             question: Option<String>,
+            deadline_ms: Option<i64>,
             recipient: String,
             /// Effective state (see the module docs); `row_state` is what the row says.
             state: String,
@@ -163,6 +167,7 @@ macro_rules! impl_store {
 
         $crate::store::sql::accept::impl_accepts!($store);
         $crate::store::sql::update::impl_updates!($store, $db, $lock_ask);
+        $crate::store::sql::questions::impl_questions!($store, $db);
         $crate::store::sql::tenancy::impl_tenancy!($store, $db);
         $crate::store::sql::usage::impl_usage!($store, $db, $backend);
 
@@ -447,9 +452,10 @@ macro_rules! impl_store {
 
             async fn list_peers(&self, tenant_id: &str) -> Result<Vec<PeerRecord>> {
                 let sql = format!(
-                    "SELECT {PEER_COLS} FROM peers WHERE tenant_id = $1 ORDER BY circle, name, peer_id"
+                    "SELECT {PEER_COLS} FROM peers WHERE tenant_id = $1 AND peer_id <> $2 ORDER BY circle, name, peer_id"
                 );
-                Ok(sqlx::query_as(&sql).bind(tenant_id).fetch_all(&self.pool).await?)
+                // `@approvers` is a recipient, never a peer anyone lists.
+                Ok(sqlx::query_as(&sql).bind(tenant_id).bind(CONTROL_PEER).fetch_all(&self.pool).await?)
             }
 
             async fn set_description(
@@ -571,6 +577,9 @@ macro_rules! impl_store {
                         WriteOp::Expire { now_ms, limit } => {
                             WriteOutcome::Expire(Self::expire_due(&mut tx, *now_ms, *limit).await?)
                         }
+                        WriteOp::CloseOverdue { now_ms, limit } => {
+                            WriteOutcome::CloseOverdue(Self::close_overdue(&mut tx, *now_ms, *limit).await?)
+                        }
                     });
                 }
                 Self::flush_run(&mut tx, ops, &run, &mut outcomes).await?;
@@ -618,6 +627,16 @@ macro_rules! impl_store {
                     .collect()
             }
 
+            async fn list_questions(
+                &self,
+                tenant_id: &str,
+                asker: Option<&str>,
+                closed: bool,
+                limit: i64,
+            ) -> Result<Vec<QuestionRecord>> {
+                Self::questions_page(&self.pool, tenant_id, asker, closed, limit).await
+            }
+
             async fn message_status(
                 &self,
                 tenant_id: &str,
@@ -651,7 +670,23 @@ macro_rules! impl_store {
                     .into_iter()
                     .map(|(p, s, r)| Ok((p, state(&s)?, r)))
                     .collect::<Result<_>>()?;
-                Ok(Some(MessageStatus { message, recipients }))
+                // How it was closed: the reply that closed it (its sender), or the timeout.
+                let closing: Option<(Option<String>, Option<String>, Option<String>, Option<String>)> = sqlx::query_as(
+                    "SELECT m.closed_by, r.from_peer_id, r.from_name, r.from_circle FROM messages m \
+                     LEFT JOIN messages r ON r.tenant_id = m.tenant_id AND r.message_id = m.closed_by AND r.kind = 'reply' \
+                     WHERE m.tenant_id = $1 AND m.message_id = $2",
+                )
+                .bind(tenant_id)
+                .bind(&message.message_id)
+                .fetch_optional(&self.pool)
+                .await?;
+                let (closed_by, by_peer, by_name, by_circle) = closing.unwrap_or_default();
+                let answered_by = match (by_peer, by_name, by_circle) {
+                    (Some(peer_id), Some(name), Some(circle)) => Some(PeerRef { peer_id, name, circle }),
+                    _ => None,
+                };
+                let timed_out = closed_by.as_deref() == Some(CLOSED_BY_TIMEOUT);
+                Ok(Some(MessageStatus { message, recipients, answered_by, timed_out }))
             }
         }
 

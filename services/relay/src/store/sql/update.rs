@@ -50,7 +50,7 @@ macro_rules! impl_updates {
                 // Locked on Postgres so two pods closing the same ask serialise here instead of
                 // both passing the open check.
                 Ok(sqlx::query_as::<_, AskRow>(concat!(
-                    "SELECT m.message_id, m.from_peer_id, m.from_name, m.from_circle, m.closed_at_ms, m.closed_by, m.question, \
+                    "SELECT m.message_id, m.from_peer_id, m.from_name, m.from_circle, m.closed_at_ms, m.closed_by, m.question, m.deadline_ms, \
                      i.peer_id AS recipient, i.state AS row_state, CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END AS state \
                      FROM messages m JOIN inbox i ON i.tenant_id = m.tenant_id AND i.message_id = m.message_id \
                      JOIN peer_cursors p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
@@ -63,16 +63,17 @@ macro_rules! impl_updates {
                 .await?)
             }
 
-            /// Closes an open ask row (messages + the recipient's entry). False if another
-            /// frame closed it first.
+            /// Closes an open ask row (messages + the recipient's entry, with `reason`). False if
+            /// another frame closed it first. `close`: (closing frame id, the entry's new state,
+            /// answer JSON, reply text, reason).
             async fn close_row(
                 conn: &mut Conn,
                 tenant_id: &str,
                 ask: &AskRow,
-                close: (&str, DeliveryState, Option<&str>, Option<&str>),
+                close: (&str, DeliveryState, Option<&str>, Option<&str>, Option<&str>),
                 now_ms: i64,
             ) -> Result<bool> {
-                let (frame_id, to, answer, reply_text) = close;
+                let (frame_id, to, answer, reply_text, reason) = close;
                 let closed = sqlx::query(
                     "UPDATE messages SET closed_at_ms = $1, closed_by = $2, answer = $3, \
                      reply_text = $4 WHERE tenant_id = $5 AND message_id = $6 AND closed_at_ms IS NULL",
@@ -92,7 +93,7 @@ macro_rules! impl_updates {
                     if !from.is_terminal() {
                         let counted = from == DeliveryState::Accepted;
                         Self::move_entry(
-                            conn, tenant_id, &ask.recipient, &ask.message_id, &ask.row_state, counted, to, None, now_ms,
+                            conn, tenant_id, &ask.recipient, &ask.message_id, &ask.row_state, counted, to, reason, now_ms,
                         )
                         .await?;
                     }
@@ -270,7 +271,12 @@ macro_rules! impl_updates {
                 let Some(ask) = Self::ask_row(conn, &c.tenant_id, &c.correlation_id).await? else {
                     return Ok(CloseOutcome::Unknown);
                 };
-                if ask.recipient != c.by_peer_id {
+                let to_approvers = ask.recipient == CONTROL_PEER;
+                if to_approvers {
+                    if let Err(why) = may_approve(&c.by_role, &c.by_peer_id, &ask.from_peer_id) {
+                        return Ok(CloseOutcome::NotEligible(why));
+                    }
+                } else if ask.recipient != c.by_peer_id {
                     return Ok(CloseOutcome::NotRecipient);
                 }
                 let closed = ClosedAsk {
@@ -281,10 +287,12 @@ macro_rules! impl_updates {
                     asker_circle: ask.from_circle.clone(),
                     recipient: ask.recipient.clone(),
                     state: c.state,
+                    reason: None,
                 };
                 if ask.closed_at_ms.is_some() {
                     if ask.closed_by.as_deref() != Some(c.frame_id.as_str()) {
-                        return Ok(CloseOutcome::AlreadyClosed);
+                        let how = Self::closing_detail(conn, &c.tenant_id, &ask).await?;
+                        return Ok(CloseOutcome::AlreadyClosed(how));
                     }
                     // The same frame id again: a retry only if it carries the same reply.
                     let stored = Self::stored_hash(conn, &c.tenant_id, &c.frame_id).await?;
@@ -294,6 +302,18 @@ macro_rules! impl_updates {
                         _ => false,
                     };
                     return Ok(if same { CloseOutcome::Duplicate { closed } } else { CloseOutcome::IdReused });
+                }
+                if ask.deadline_ms.is_some_and(|d| c.now_ms >= d) {
+                    // Past its deadline: the timeout closes it now, whatever this frame says.
+                    return Ok(match Self::close_by_timeout(conn, &c.tenant_id, &c.correlation_id, &ask, c.now_ms).await? {
+                        Some(closed) => CloseOutcome::TimedOut { closed },
+                        None => CloseOutcome::AlreadyClosed(format!("{} is already closed", c.correlation_id)),
+                    });
+                }
+                if to_approvers && c.answer.is_none() {
+                    return Ok(CloseOutcome::InvalidAnswer(format!(
+                        "a question to {CONTROL_PEER} is closed with `answer` (an option), not `ack`"
+                    )));
                 }
                 if c.reply.is_some() && Self::stored_hash(conn, &c.tenant_id, &c.frame_id).await?.is_some() {
                     return Ok(CloseOutcome::IdReused);
@@ -330,9 +350,9 @@ macro_rules! impl_updates {
                     .as_ref()
                     .map(|a| serde_json::to_string(a).unwrap_or_default());
                 let reply_text = reply.as_ref().map(|r| r.body.clone());
-                let close = (c.frame_id.as_str(), c.state, answer_json.as_deref(), reply_text.as_deref());
+                let close = (c.frame_id.as_str(), c.state, answer_json.as_deref(), reply_text.as_deref(), None);
                 if !Self::close_row(conn, &c.tenant_id, &ask, close, c.now_ms).await? {
-                    return Ok(CloseOutcome::AlreadyClosed);
+                    return Ok(CloseOutcome::AlreadyClosed(format!("{} is already closed", c.correlation_id)));
                 }
                 if let (Some(r), Some(slot)) = (&reply, &slot) {
                     let mut r = r.clone();
