@@ -35,6 +35,10 @@ pub enum Request {
         /// `TMUX_PANE` of the hook's environment.
         #[serde(default)]
         tmux_pane: Option<String>,
+        /// For `pre-tool-use`: how long the call waits for an approval (the hook command's
+        /// `[approvals] timeout_seconds`, which its own deadline is made from).
+        #[serde(default)]
+        approval_timeout_ms: Option<u64>,
     },
     /// Peers visible to the acting peer.
     Peers {
@@ -141,6 +145,34 @@ pub enum Request {
     MessageStatus {
         /// Message id or correlation id.
         id: String,
+    },
+    /// Ask a structured question (with `question.timeout_ms`) and wait for its outcome: the
+    /// typed answer, the default its timeout took, or why there is none.
+    AskBlocking(Outgoing),
+    /// The questions to `@approvers` the acting peer may see.
+    Questions {
+        /// Act as this local peer.
+        #[serde(default)]
+        from: Option<String>,
+        /// Closed ones (the record of decisions), newest first, instead of open ones.
+        #[serde(default)]
+        closed: bool,
+        /// At most this many.
+        #[serde(default)]
+        limit: Option<u32>,
+    },
+    /// Allow or deny a tool call waiting at `@approvers`, as the person at this terminal.
+    Decide {
+        /// Act as this local peer.
+        #[serde(default)]
+        from: Option<String>,
+        /// The question (`ask-…`).
+        correlation_id: String,
+        /// Allow (else deny).
+        allow: bool,
+        /// Why, for the agent (it sees it).
+        #[serde(default)]
+        reason: Option<String>,
     },
     /// Wait until the ask is answered (or the timeout passes).
     WaitReply {

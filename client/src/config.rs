@@ -44,6 +44,92 @@ pub struct FileConfig {
     pub daemon: DaemonFile,
     /// What peers may read from this machine's projects (`read_peer_file`).
     pub files: FilesFile,
+    /// Remote approval of Claude Code tool calls (`repowire setup --approvals`).
+    pub approvals: ApprovalsFile,
+}
+
+/// `[approvals]`: before a gated tool runs, the PreToolUse hook asks `@approvers` (a person on
+/// any machine of the tenant) and waits; off unless enabled.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApprovalsFile {
+    /// Ask before gated tools run (default false).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// The gated tools (default Bash, Edit, Write, MultiEdit, NotebookEdit); read-only tools
+    /// are never gated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// How long a tool call waits for an answer before it is denied (default 120, 5 to 3600).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+}
+
+/// The tools gated when `[approvals] tools` is not set: the ones that change files or run
+/// commands.
+pub const DEFAULT_GATED_TOOLS: &[&str] = &["Bash", "Edit", "Write", "MultiEdit", "NotebookEdit"];
+
+/// Claude Code tools that only read: never gated (every read would wait for a person).
+pub const READ_ONLY_TOOLS: &[&str] = &[
+    "Read",
+    "Glob",
+    "Grep",
+    "LS",
+    "NotebookRead",
+    "TodoRead",
+    "TodoWrite",
+    "BashOutput",
+];
+
+/// How long a gated tool call waits for an approval by default.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Resolved `[approvals]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalPolicy {
+    /// Ask before gated tools run.
+    pub enabled: bool,
+    /// Gated tool names (exact, as Claude Code names them).
+    pub tools: Vec<String>,
+    /// How long a call waits before it is denied.
+    pub timeout: Duration,
+}
+
+impl ApprovalsFile {
+    /// Checks and resolves the section: tool names of the tool-name alphabet, none read-only,
+    /// a timeout of 5 to 3600 s.
+    pub fn resolve(&self) -> anyhow::Result<ApprovalPolicy> {
+        let tools: Vec<String> = match &self.tools {
+            Some(t) => t.clone(),
+            None => DEFAULT_GATED_TOOLS
+                .iter()
+                .map(|t| (*t).to_owned())
+                .collect(),
+        };
+        for t in &tools {
+            if t.is_empty() || !t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                bail!(
+                    "[approvals] tools: `{t}` is not a tool name (letters, digits and _, e.g. Bash or mcp__github__create_issue)"
+                );
+            }
+            if READ_ONLY_TOOLS.contains(&t.as_str()) {
+                bail!(
+                    "[approvals] tools: `{t}` only reads; read-only tools are never gated (every read would wait for a person)"
+                );
+            }
+        }
+        let seconds = self
+            .timeout_seconds
+            .unwrap_or(DEFAULT_APPROVAL_TIMEOUT.as_secs());
+        if !(5..=3600).contains(&seconds) {
+            bail!("[approvals] timeout_seconds must be 5 to 3600 (got {seconds})");
+        }
+        Ok(ApprovalPolicy {
+            enabled: self.enabled.unwrap_or(false),
+            tools,
+            timeout: Duration::from_secs(seconds),
+        })
+    }
 }
 
 /// `[files]`: reading files of local projects on behalf of peers. Off unless a project is listed.
@@ -115,6 +201,8 @@ pub struct Settings {
     pub log: String,
     /// File reads for peers.
     pub files: FilePolicy,
+    /// Remote tool approval.
+    pub approvals: ApprovalPolicy,
 }
 
 /// Resolved `[files]`.
@@ -184,6 +272,7 @@ impl Config {
                 max_bytes: file.files.max_bytes.unwrap_or(256 * 1024),
                 allow_dotfiles: file.files.allow_dotfiles.unwrap_or(false),
             },
+            approvals: file.approvals.resolve()?,
         })
     }
 }

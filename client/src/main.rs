@@ -35,6 +35,16 @@ enum Command {
         #[command(subcommand)]
         command: cli::peer::PeerCommand,
     },
+    /// Tool calls of agents waiting for a person's approval: list, allow, deny, history.
+    Approvals {
+        #[command(subcommand)]
+        command: cli::approvals::ApprovalsCommand,
+    },
+    /// Ask a typed question and wait for the answer (for scripts).
+    Question {
+        #[command(subcommand)]
+        command: cli::question::QuestionCommand,
+    },
     /// What peers sent to you (the person at this terminal): unread first, with the ids
     /// `peer ack` and `peer answer` take. Listing marks them read and tells their senders.
     Inbox(cli::inbox::InboxArgs),
@@ -127,6 +137,8 @@ fn main() -> ExitCode {
         Command::Mcp => cli::daemon::mcp(&cli.config),
         Command::Peer { command } => cli::peer::run(&cli.config, command),
         Command::Inbox(args) => cli::inbox::inbox(&cli.config, args),
+        Command::Approvals { command } => cli::approvals::run(&cli.config, command),
+        Command::Question { command } => cli::question::run(&cli.config, command),
         Command::Whoami { from, json } => cli::inbox::whoami(&cli.config, from, json),
         Command::Session { command } => cli::session::run(&cli.config, command),
         Command::Outbox { command } => cli::outbox::run(&cli.config, command),

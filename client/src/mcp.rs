@@ -516,7 +516,24 @@ impl RepowireMcp {
                     format!(
                         "@{from} replied to {}:\n{}",
                         a.correlation_id,
-                        s(reply, "text")
+                        crate::sanitize::for_context(&s(reply, "text"))
+                    ),
+                    v,
+                )
+            }
+            Ok(v) if v["state"] == "closed" && v["timed_out"] == true => {
+                let taken = match v["answer"]["option_id"].as_str() {
+                    Some(option) => format!(
+                        "; its default `{}` ({}) was taken",
+                        crate::sanitize::for_context(option),
+                        crate::sanitize::for_context(&s(&v, "reply_text"))
+                    ),
+                    None => "; it closed unanswered".to_owned(),
+                };
+                text_result(
+                    format!(
+                        "Nobody answered {} within its timeout{taken}.",
+                        a.correlation_id
                     ),
                     v,
                 )

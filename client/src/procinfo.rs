@@ -44,6 +44,11 @@ pub fn in_foreground(pid: u32) -> bool {
     }
 }
 
+/// The controlling terminal of `pid` (its device number), or `None` when it has none.
+pub fn tty(pid: u32) -> Option<u64> {
+    stat_field(pid, 7).filter(|&t| t != 0)
+}
+
 /// The short command name of `pid`.
 pub fn comm(pid: u32) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))

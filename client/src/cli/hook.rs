@@ -2,6 +2,10 @@
 //! the daemon answers. It must never hang or break the agent: no daemon, a slow daemon or
 //! bad input all end quickly with exit 0 and no output. Run by hand in a terminal, it
 //! refuses rather than make the terminal an agent session.
+//!
+//! `pre-tool-use` is the exception to "no output": it gates tools, so it fails closed. With
+//! approvals enabled and the tool gated, every path prints a decision, and anything but an
+//! approver's allow (no daemon, a timeout, a payload it cannot read, a crash) is a deny.
 
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -29,7 +33,7 @@ pub enum Event {
     Notification,
     /// SessionEnd: unregister.
     SessionEnd,
-    /// PreToolUse (opt-in): no decision yet.
+    /// PreToolUse (opt-in, `setup --approvals`): a gated tool waits for an approver.
     PreToolUse,
 }
 
@@ -87,6 +91,17 @@ pub fn run(config: &Config, event: Event) -> ExitCode {
         eprintln!("{BY_HAND}");
         return ExitCode::FAILURE;
     }
+    if event == Event::PreToolUse {
+        // A panic would exit non-zero, which Claude Code treats as "no decision": the tool
+        // would run. Caught, it denies.
+        let decided = std::panic::catch_unwind(|| pre_tool_use(config))
+            .unwrap_or_else(|_| Some(deny("the approval hook failed unexpectedly; denied")));
+        if let Some(output) = decided {
+            let mut stdout = std::io::stdout().lock();
+            let _ = writeln!(stdout, "{output}");
+        }
+        return ExitCode::SUCCESS;
+    }
     let mut raw = String::new();
     if std::io::stdin()
         .take(MAX_PAYLOAD)
@@ -104,6 +119,7 @@ pub fn run(config: &Config, event: Event) -> ExitCode {
         payload,
         tmux: std::env::var("TMUX").ok(),
         tmux_pane: std::env::var("TMUX_PANE").ok(),
+        approval_timeout_ms: None,
     };
     let socket = crate::config::socket_path(&config.home());
     match api::call(&socket, &request, event.timeout()) {
@@ -117,6 +133,65 @@ pub fn run(config: &Config, event: Event) -> ExitCode {
         Err(e) => eprintln!("repowire hook {}: {e}", event.name()),
     }
     ExitCode::SUCCESS
+}
+
+fn deny(reason: &str) -> Value {
+    crate::daemon::approval::deny(reason)
+}
+
+/// The PreToolUse hook: `None` (no output: Claude Code's own permissions decide) when
+/// approvals are off or the tool is not gated; otherwise the decision, never nothing.
+fn pre_tool_use(config: &Config) -> Option<Value> {
+    let policy = match config.settings() {
+        Ok(s) => s.approvals,
+        Err(e) => {
+            return Some(deny(&format!(
+                "the repowire configuration cannot be read ({e:#}); denied"
+            )));
+        }
+    };
+    if !policy.enabled {
+        return None;
+    }
+    let mut raw = String::new();
+    if std::io::stdin()
+        .take(MAX_PAYLOAD)
+        .read_to_string(&mut raw)
+        .is_err()
+    {
+        return Some(deny("the hook payload could not be read; denied"));
+    }
+    let Ok(payload) = serde_json::from_str::<Value>(&raw) else {
+        return Some(deny("the hook payload is not JSON; denied"));
+    };
+    let Some(tool) = payload.get("tool_name").and_then(Value::as_str) else {
+        return Some(deny("the hook payload names no tool; denied"));
+    };
+    if !policy.tools.iter().any(|t| t == tool) {
+        return None;
+    }
+    let request = Request::Hook {
+        event: Event::PreToolUse.name().into(),
+        payload,
+        tmux: std::env::var("TMUX").ok(),
+        tmux_pane: std::env::var("TMUX_PANE").ok(),
+        approval_timeout_ms: Some(u64::try_from(policy.timeout.as_millis()).unwrap_or(u64::MAX)),
+    };
+    // The daemon decides within the timeout plus its grace; this bound is only for a daemon
+    // that hangs, and stays well inside the hook timeout `setup` writes.
+    let bound = policy.timeout + crate::daemon::questions::VERDICT_GRACE + Duration::from_secs(5);
+    let socket = crate::config::socket_path(&config.home());
+    Some(match api::call(&socket, &request, bound) {
+        Ok(result) => match result.get("output").filter(|o| o.is_object()) {
+            Some(output) => output.clone(),
+            None => deny("the daemon gave no decision; denied"),
+        },
+        Err(api::CallError::NotRunning(_)) => deny(
+            "the repowire daemon is not running on this machine, so nobody could be asked; denied",
+        ),
+        Err(api::CallError::Api(e)) => deny(&format!("{}; denied", e.message)),
+        Err(e) => deny(&format!("{e}; denied")),
+    })
 }
 
 #[cfg(test)]

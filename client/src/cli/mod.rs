@@ -1,5 +1,7 @@
 //! The commands: each module owns one command family.
 
+pub mod approvals;
+pub mod approvals_setup;
 pub mod check_relay;
 pub mod daemon;
 pub mod doctor;
@@ -8,6 +10,7 @@ pub mod inbox;
 pub mod outbox;
 pub mod peer;
 pub mod permissions;
+pub mod question;
 pub mod relay_setup;
 pub mod session;
 pub mod setup;
@@ -56,7 +59,12 @@ pub fn call(config: &Config, request: &Request, timeout: Duration) -> anyhow::Re
             "the repowire daemon is not running ({why})\nhint: start it with `repowire daemon start`"
         )),
         Err(CallError::Api(e)) => {
-            let mut text = format!("{} ({})", e.message, e.code);
+            // The message may quote remote text (a relay's, a peer's): shown, never obeyed.
+            let mut text = format!(
+                "{} ({})",
+                crate::sanitize::for_context(&e.message),
+                crate::sanitize::for_terminal(&e.code)
+            );
             for c in &e.candidates {
                 let field = |k: &str| {
                     crate::sanitize::for_terminal(c.get(k).and_then(Value::as_str).unwrap_or("?"))
@@ -69,7 +77,7 @@ pub fn call(config: &Config, request: &Request, timeout: Duration) -> anyhow::Re
                 ));
             }
             if let Some(h) = e.hint {
-                text.push_str(&format!("\nhint: {h}"));
+                text.push_str(&format!("\nhint: {}", crate::sanitize::for_context(&h)));
             }
             Err(anyhow::anyhow!(text))
         }

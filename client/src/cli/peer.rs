@@ -283,14 +283,16 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
                     },
                     Duration::from_secs(timeout + 10),
                 )?;
-                // The same exit code in both output modes: 0 replied, 2 no reply in time.
-                let replied = s(&reply, "state") == "replied";
+                // The same exit code in both output modes: 0 when a reply or an answer came
+                // (also the default a question's timeout took), 2 when none did.
+                let state = s(&reply, "state");
+                let answered = state == "replied"
+                    || (state == "closed"
+                        && reply["timed_out"] == true
+                        && !reply["answer"].is_null());
                 if json {
                     println!("{}", serde_json::to_string_pretty(&reply)?);
-                    if !replied {
-                        return Ok(ExitCode::from(2));
-                    }
-                } else if replied {
+                } else if state == "replied" {
                     let m = reply.get("reply").cloned().unwrap_or(Value::Null);
                     let from = m.get("from").map(|f| t(f, "name")).unwrap_or_default();
                     match m.get("answer") {
@@ -307,7 +309,21 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
                         ),
                     }
                 } else {
-                    println!("no reply to {cid} within {timeout} s; the ask stays open");
+                    let said = |k: &str| crate::sanitize::for_context(&s(&reply, k));
+                    match state.as_str() {
+                        "closed" if reply["timed_out"] == true => {
+                            println!("nobody answered {cid} in time: {}", said("reason"))
+                        }
+                        "closed" => {
+                            println!("{cid} was closed ({}) without a reply", said("outcome"))
+                        }
+                        "failed" => {
+                            println!("{cid} did not reach its recipient: {}", said("reason"))
+                        }
+                        _ => println!("no reply to {cid} within {timeout} s; the ask stays open"),
+                    }
+                }
+                if !answered {
                     return Ok(ExitCode::from(2));
                 }
             } else {

@@ -21,9 +21,25 @@ pub struct SetupArgs {
     /// Never prompt (setup never prompts today; accepted for scripts).
     #[arg(long)]
     pub non_interactive: bool,
-    /// Also install the PreToolUse hook.
+    /// Gate tool calls: before a gated tool runs (Bash, Edit, Write, MultiEdit, NotebookEdit
+    /// unless --gated-tools says otherwise), ask a person on any machine of the tenant
+    /// (`repowire approvals`) and wait; denied when nobody allows it in time.
+    #[arg(long, alias = "pre-tool-use", conflicts_with = "no_approvals")]
+    pub approvals: bool,
+    /// Stop gating tool calls (removes the PreToolUse hook, turns `[approvals]` off).
     #[arg(long)]
-    pub pre_tool_use: bool,
+    pub no_approvals: bool,
+    /// With --approvals: the gated tools, comma-separated (e.g. `Bash,Write`).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        requires = "approvals",
+        value_name = "TOOLS"
+    )]
+    pub gated_tools: Option<Vec<String>>,
+    /// With --approvals: seconds a gated call waits for a decision before it is denied.
+    #[arg(long, requires = "approvals", value_name = "SECONDS")]
+    pub approval_timeout: Option<u64>,
     /// Also write a systemd user service that runs the daemon.
     #[arg(long)]
     pub service: bool,
@@ -232,7 +248,20 @@ fn split_program(command: &str) -> (String, &str) {
 }
 
 /// Settings with our hooks merged in (replacing our earlier entry in place).
-pub fn merge_hooks(mut settings: Value, commands: &[(&str, String)]) -> anyhow::Result<Value> {
+pub fn merge_hooks(settings: Value, commands: &[(&str, String)]) -> anyhow::Result<Value> {
+    let entries: Vec<(&str, Value)> = commands
+        .iter()
+        .map(|(event, command)| {
+            let ours = json!({ "matcher": "*", "hooks": [{ "type": "command", "command": command, "timeout": 15 }] });
+            (*event, ours)
+        })
+        .collect();
+    merge_entries(settings, &entries)
+}
+
+/// Settings with our hook entries merged in, one per event (replacing our earlier entry in
+/// place, and dropping a second one of ours).
+pub fn merge_entries(mut settings: Value, entries: &[(&str, Value)]) -> anyhow::Result<Value> {
     let root = settings
         .as_object_mut()
         .context("settings.json is not a JSON object")?;
@@ -241,8 +270,8 @@ pub fn merge_hooks(mut settings: Value, commands: &[(&str, String)]) -> anyhow::
         .or_insert_with(|| Value::Object(Map::new()))
         .as_object_mut()
         .context("`hooks` in settings.json is not an object")?;
-    for (event, command) in commands {
-        let ours = json!({ "matcher": "*", "hooks": [{ "type": "command", "command": command, "timeout": 15 }] });
+    for (event, ours) in entries {
+        let ours = ours.clone();
         let list = hooks
             .entry(event.to_string())
             .or_insert_with(|| Value::Array(Vec::new()))
@@ -257,6 +286,20 @@ pub fn merge_hooks(mut settings: Value, commands: &[(&str, String)]) -> anyhow::
         list.retain(|e| !is_ours(e) || !std::mem::replace(&mut seen, true));
     }
     Ok(settings)
+}
+
+/// Settings without our entry for one event (dropped when nothing else is left in it).
+fn remove_event(mut settings: Value, event: &str) -> Value {
+    if let Some(hooks) = settings.get_mut("hooks").and_then(Value::as_object_mut)
+        && let Some(list) = hooks.get_mut(event).and_then(Value::as_array_mut)
+    {
+        let before = list.len();
+        list.retain(|e| !is_ours(e));
+        if list.is_empty() && before > 0 {
+            hooks.remove(event);
+        }
+    }
+    settings
 }
 
 /// Settings without our hooks; events left empty by the removal are dropped.
@@ -358,23 +401,32 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let exe = exe()?;
-    let mut events: Vec<(&str, &str)> = EVENTS.to_vec();
-    if args.pre_tool_use {
-        events.push(PRE_TOOL_USE);
-    }
-    let commands: Vec<(&str, String)> = events
+    let commands: Vec<(&str, String)> = EVENTS
         .iter()
         .map(|(event, name)| (*event, hook_command(&exe, config, name)))
         .collect();
+    // `[approvals]` is checked (and, with a flag, written) before anything else is.
+    let approvals = super::approvals_setup::configure(config, args)?;
 
     // Both files are read and their new content built before either is written: a file
     // that cannot be updated (not JSON, not an object) stops setup with nothing changed.
     let settings = settings_path();
     let settings_before = read_json(&settings)?;
-    let settings_after = merge_hooks(
+    let mut settings_after = merge_hooks(
         settings_before.clone().unwrap_or_else(|| json!({})),
         &commands,
     )?;
+    match &approvals {
+        super::approvals_setup::Change::Enable(policy) => {
+            let command = hook_command(&exe, config, PRE_TOOL_USE.1);
+            let entry = super::approvals_setup::hook_entry(&command, policy);
+            settings_after = merge_entries(settings_after, &[(PRE_TOOL_USE.0, entry)])?;
+        }
+        super::approvals_setup::Change::Disable => {
+            settings_after = remove_event(settings_after, PRE_TOOL_USE.0);
+        }
+        super::approvals_setup::Change::Keep => {}
+    }
     let missing = permissions::missing(&settings_after);
     let allow = !missing.is_empty() && allow_tools(args, &missing)?;
     let settings_after = if allow {
@@ -417,6 +469,7 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
         claude_before.is_some(),
         "MCP server `repowire`",
     );
+    super::approvals_setup::report(&approvals);
     if args.service {
         let path = service_path();
         if install_service(&exe, config)? {

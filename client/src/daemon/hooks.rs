@@ -11,13 +11,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use repowire_protocol::limits::MAX_REASON_BYTES;
-use repowire_protocol::{Message, MessageKind, ReceiptState, TurnState};
+use repowire_protocol::{Message, ReceiptState, TurnState};
 use serde_json::{Value, json};
 
-use super::store::{InboxRow, SessionRow};
+use super::render::{Tools, clip, first_line, render};
+use super::store::SessionRow;
 use super::{Daemon, ops};
 use crate::api::ApiError;
 use crate::sanitize;
+
+pub use super::render::display_name;
 
 /// Relay round trips inside a hook are bounded well below the hook command's own timeout,
 /// so the daemon always answers before the hook gives up.
@@ -52,6 +55,8 @@ pub struct HookCall<'a> {
     pub tmux_pane: Option<&'a str>,
     /// The hook process (from the socket's credentials).
     pub hook_pid: Option<u32>,
+    /// For `pre-tool-use`: how long to wait for an approval.
+    pub approval_timeout: Option<Duration>,
 }
 
 fn field<'a>(payload: &'a Value, name: &str) -> Option<&'a str> {
@@ -137,7 +142,10 @@ impl Daemon {
                 }
                 Ok((None, None))
             }
-            "pre-tool-use" => Ok((None, None)),
+            "pre-tool-use" => {
+                let (output, after) = self.pre_tool_use(&session_id, &call).await;
+                Ok((Some(output), after))
+            }
             other => Err(ApiError::new(
                 "invalid_request",
                 format!("unknown hook event `{other}`"),
@@ -147,7 +155,7 @@ impl Daemon {
 
     /// The session, registering it first if the daemon has not seen it (the agent started
     /// before the daemon, or its SessionStart hook did not reach us).
-    async fn known_session(
+    pub(super) async fn known_session(
         &self,
         session_id: &str,
         call: &HookCall<'_>,
@@ -240,13 +248,12 @@ impl Daemon {
     ) -> Result<(Value, Option<AfterWrite>), ApiError> {
         let session = self.adopt(session_id, call).await?;
         let Some(peer) = session.peer_id.clone() else {
-            return Ok((
-                context(
-                    "SessionStart",
-                    "[repowire] The relay is not reachable right now; this session will join the mesh when it is back.",
-                ),
-                None,
-            ));
+            // Still told how to talk to peers: this may be the only SessionStart it gets.
+            let text = format!(
+                "[repowire] The relay is not reachable right now; this session will join the mesh when it is back.\n{}",
+                tools_text()
+            );
+            return Ok((context("SessionStart", &text), None));
         };
         let name = session.name.clone().unwrap_or_default();
         let mut text = format!(
@@ -281,18 +288,7 @@ impl Daemon {
                 text.push_str(&format!("Online peers: {}.\n", others.join(", ")));
             }
         }
-        text.push_str(match Tools::now() {
-            Tools::Mcp => {
-                "Talk to them with the repowire MCP tools: `ask` (peer_name, query) and `notify` \
-                 (peer_name, message); close each ask you receive with `ack` (correlation_id, \
-                 message), or a structured question with `answer` (correlation_id, option_id)."
-            }
-            Tools::Cli => {
-                "Talk to them with `repowire peer ask NAME \"question\"`, `repowire peer notify NAME \"text\"`, \
-                 and close asks you receive with `repowire peer ack ASK_ID -m \"reply\"` (the repowire MCP \
-                 server is not registered for Claude Code; `repowire setup` registers it)."
-            }
-        });
+        text.push_str(tools_text());
         // Anything that arrived before the session started is handed over too.
         let mut after = None;
         if let Some((queued, handed)) = self
@@ -330,7 +326,11 @@ impl Daemon {
             return Ok(None);
         };
         let open = if reminders {
-            self.store.open_asks(peer).await.map_err(ops::store_error)?
+            let mut open = self.store.open_asks(peer).await.map_err(ops::store_error)?;
+            open.retain(|row| {
+                serde_json::from_str::<Message>(&row.body).map_or(true, |m| !past_deadline(&m))
+            });
+            open
         } else {
             Vec::new()
         };
@@ -408,145 +408,34 @@ impl Daemon {
     }
 }
 
-/// `s` cut to at most `max` bytes, at a character boundary, marked with `…` when cut.
-fn clip(s: String, max: usize) -> String {
-    if s.len() <= max {
-        return s;
+/// How the agent talks to peers: our MCP tools when they are registered, else the CLI.
+fn tools_text() -> &'static str {
+    match Tools::now() {
+        Tools::Mcp => {
+            "Talk to them with the repowire MCP tools: `ask` (peer_name, query) and `notify` \
+             (peer_name, message); close each ask you receive with `ack` (correlation_id, \
+             message), or a structured question with `answer` (correlation_id, option_id)."
+        }
+        Tools::Cli => {
+            "Talk to them with `repowire peer ask NAME \"question\"`, `repowire peer notify NAME \"text\"`, \
+             and close asks you receive with `repowire peer ack ASK_ID -m \"reply\"` (the repowire MCP \
+             server is not registered for Claude Code; `repowire setup` registers it)."
+        }
     }
-    let mut end = max - '…'.len_utf8();
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
+}
+
+/// True for an ask whose question's deadline has passed: the relay closed it (with its default
+/// or unanswered), so the agent is not reminded of it any more.
+fn past_deadline(m: &Message) -> bool {
+    let Some(timeout) = m.question.as_ref().and_then(|q| q.timeout_ms) else {
+        return false;
+    };
+    let deadline = m
+        .created_at_ms
+        .saturating_add(i64::try_from(timeout).unwrap_or(i64::MAX));
+    super::store::now_ms() >= deadline
 }
 
 fn context(event: &str, text: &str) -> Value {
     json!({ "hookSpecificOutput": { "hookEventName": event, "additionalContext": text } })
-}
-
-/// A peer name from the relay, checked here too: names go into text the agent reads.
-pub fn display_name(name: &str) -> &str {
-    if repowire_protocol::validate::is_valid_name(name) {
-        name
-    } else {
-        "(invalid name)"
-    }
-}
-
-fn first_line(s: &str) -> String {
-    let line = s.lines().next().unwrap_or("");
-    if line.chars().count() > 120 {
-        format!("{}…", line.chars().take(120).collect::<String>())
-    } else {
-        line.to_owned()
-    }
-}
-
-/// How agents are told to act on a message: through our MCP tools (no permission prompt, the
-/// exact arguments given), or, when the MCP server is not registered for Claude Code, the CLI.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Tools {
-    Mcp,
-    Cli,
-}
-
-impl Tools {
-    /// Whether ~/.claude.json registers our MCP server; read again only when the file changes
-    /// (it is large, and hooks are on every turn).
-    fn now() -> Self {
-        static SEEN: std::sync::Mutex<Option<(std::time::SystemTime, bool)>> =
-            std::sync::Mutex::new(None);
-        let path = crate::config::user_home().join(".claude.json");
-        let Ok(modified) = std::fs::metadata(&path).and_then(|m| m.modified()) else {
-            return Tools::Cli;
-        };
-        let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
-        let registered = match *seen {
-            Some((at, registered)) if at == modified => registered,
-            _ => {
-                let registered = std::fs::read_to_string(&path)
-                    .ok()
-                    .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-                    .is_some_and(|v| v["mcpServers"]["repowire"].is_object());
-                *seen = Some((modified, registered));
-                registered
-            }
-        };
-        if registered { Tools::Mcp } else { Tools::Cli }
-    }
-}
-
-/// One message, framed so the agent sees who sent it (`@from → @to [ask #cid]`), with every
-/// line of the body quoted so a body cannot pass itself off as another message's header.
-fn render(row: &InboxRow, me: &str) -> String {
-    let Ok(m) = serde_json::from_str::<Message>(&row.body) else {
-        return format!("--- message {} (unreadable) ---\n", row.message_id);
-    };
-    let cid = m.correlation_id.as_ref().map(|c| c.as_str()).unwrap_or("");
-    let tag = match m.kind {
-        MessageKind::Ask => format!("[ask #{cid}]"),
-        MessageKind::Notify => "[notify]".to_owned(),
-        MessageKind::Broadcast => "[broadcast]".to_owned(),
-        MessageKind::Reply => format!("[reply to #{cid}]"),
-    };
-    let body: String = sanitize::for_context(&m.text)
-        .lines()
-        .map(|l| format!("> {l}\n"))
-        .collect();
-    let mut out = format!(
-        "--- @{} → @{me} {tag} (peer {}, circle {}) ---\n{body}",
-        display_name(&m.from.name),
-        m.from.peer_id,
-        display_name(&m.from.circle),
-    );
-    match (&m.kind, &m.question) {
-        (MessageKind::Ask, Some(q)) => {
-            let kind = match q.kind {
-                repowire_protocol::QuestionKind::Choice => "choose one option",
-                repowire_protocol::QuestionKind::Text => "answer with text",
-                repowire_protocol::QuestionKind::ToolPermission => "allow or deny",
-                repowire_protocol::QuestionKind::Acknowledge => "acknowledge it",
-            };
-            out.push_str(&format!("(A structured question: {kind}."));
-            if !q.options.is_empty() {
-                let options: Vec<String> = q
-                    .options
-                    .iter()
-                    .map(|o| format!("`{}` = {}", o.id, sanitize::for_context(&o.label)))
-                    .collect();
-                out.push_str(&format!(" Options: {}.", options.join(", ")));
-            }
-            out.push_str(&match Tools::now() {
-                Tools::Mcp => format!(
-                    " Answer with the MCP tool `answer`: correlation_id \"{cid}\", option_id \"ID\" (and text if asked).)\n"
-                ),
-                Tools::Cli => format!(
-                    " Answer with: repowire peer answer {cid} --option ID [--text TEXT])\n"
-                ),
-            });
-        }
-        (MessageKind::Ask, None) => out.push_str(&match Tools::now() {
-            Tools::Mcp => format!(
-                "(Answer with the MCP tool `ack`: correlation_id \"{cid}\", message \"your reply\")\n"
-            ),
-            Tools::Cli => format!("(Answer with: repowire peer ack {cid} -m \"your reply\")\n"),
-        }),
-        _ => {}
-    }
-    out
-}
-
-#[cfg(test)]
-mod clip_tests {
-    use super::clip;
-
-    #[test]
-    fn a_long_reason_is_cut_at_a_character_boundary_within_the_limit() {
-        assert_eq!(clip("short".into(), 512), "short");
-        let long = "é".repeat(400); // 800 bytes
-        let cut = clip(long, 512);
-        assert!(cut.len() <= 512, "{}", cut.len());
-        assert!(cut.ends_with('…'));
-        assert!(cut.trim_end_matches('…').chars().all(|c| c == 'é'));
-    }
 }

@@ -212,6 +212,7 @@ pub fn answer_to(frame: &Frame) -> Option<MessageId> {
         Body::ReplayDone(r) => Some(r.re),
         Body::Status(s) => Some(s.re),
         Body::State(s) => Some(s.re),
+        Body::Questions(q) => Some(q.re),
         Body::Error(e) => e.re,
         _ => None,
     }

@@ -8,6 +8,7 @@
 //! - [`wake`]: waking idle agents through tmux. [`embedded`]: the in-process relay used when
 //!   none is configured.
 
+pub mod approval;
 pub mod embedded;
 pub mod files;
 pub mod hooks;
@@ -16,6 +17,8 @@ pub mod inbox;
 pub mod link;
 pub mod ops;
 pub mod panes;
+pub mod questions;
+pub mod render;
 pub mod server;
 pub mod store;
 pub mod wake;
@@ -504,6 +507,8 @@ impl Daemon {
                 let _ = self.store.remove_outbox(&id).await;
                 let cid = a.correlation_id.as_ref().map(|c| c.as_str());
                 let _ = self.store.sent_accepted(&id, cid).await;
+                // A blocking question whose first answer was lost learns its ask id here.
+                self.replies.notify_waiters();
             }
             Body::Error(e) => {
                 let Some(re) = e.re else {
@@ -651,6 +656,42 @@ impl Daemon {
         {
             let _ = self.store.sent_reply(cid.as_str(), &d.message.text).await;
             self.replies.notify_waiters();
+            match self.store.blocking_of(cid.as_str()).await {
+                // Its caller decided without it (the question's deadline passed with no word
+                // from the relay): it counts for nothing, and its sender must know.
+                Ok(Some(b)) if b == "abandoned" => {
+                    let _ = self
+                        .store
+                        .take_queued(to, std::slice::from_ref(&message_id), "consumed")
+                        .await;
+                    let reason = "the answer arrived after the asker had stopped waiting for it \
+                                  (it decided without an answer at the question's deadline)";
+                    self.receipt(
+                        to,
+                        &message_id,
+                        ReceiptState::Failed,
+                        Some(reason.into()),
+                        trace,
+                    )
+                    .await;
+                    return;
+                }
+                // A blocked caller takes it; the agent is not woken for it.
+                Ok(Some(b)) if b == "waiting" => return,
+                // Its caller already has the answer (from the relay's `status`): it reached
+                // who asked, and is not handed to the agent again.
+                Ok(Some(b)) if b == "decided" => {
+                    let after = hooks::AfterWrite {
+                        peer_id: to.to_owned(),
+                        message_ids: vec![message_id.clone()],
+                        state: "consumed",
+                        how: Default::default(),
+                    };
+                    self.commit_hand_over(after).await;
+                    return;
+                }
+                _ => {}
+            }
         }
         self.clone().maybe_wake(to).await;
     }

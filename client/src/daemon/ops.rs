@@ -1,15 +1,11 @@
 //! What the local API does for peer commands: act as a local session, send asks and
 //! notifications through the outbox, close asks, list peers, report delivery states.
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use repowire_protocol::{
     Ack, Ask, Body, Broadcast, CorrelationId, ErrorFrame, Frame, ListPeers, Notify, PeerId,
 };
 use serde_json::{Value, json};
 
-use super::hooks::AfterWrite;
 use super::link::LinkError;
 use super::store::{SentRow, SessionRow, now_ms};
 use super::{Daemon, RELAY_TIMEOUT};
@@ -63,7 +59,7 @@ pub fn stopped_error(reason: &str, key_refused: bool) -> ApiError {
 }
 
 /// A send's answer with the peer it was sent as (`peer ask` and friends print it).
-fn with_sender(mut sent: Value, session: &SessionRow) -> Value {
+pub(super) fn with_sender(mut sent: Value, session: &SessionRow) -> Value {
     sent["from"] = json!({
         "peer_id": session.peer_id,
         "name": session.name,
@@ -79,10 +75,28 @@ pub fn store_error(e: sqlx::Error) -> ApiError {
 
 impl Daemon {
     /// Sends an ask, notify or broadcast. The frame is durable in the outbox before it goes
-    /// out; the answer says `accepted` only when the relay said so, else `queued`.
+    /// out; the answer says `accepted` only when the relay said so, else `queued`. A
+    /// `tool_permission` question is refused here: only the PreToolUse hook path asks one.
     pub async fn send(&self, out: Outgoing, caller_pid: Option<u32>) -> Result<Value, ApiError> {
+        if let Some(q) = &out.question
+            && q.kind == repowire_protocol::QuestionKind::ToolPermission
+        {
+            return Err(ApiError::new(
+                "invalid_request",
+                "a tool_permission question comes only from the PreToolUse hook path; ask a `choice` question instead",
+            ));
+        }
+        let (session, peer) = self
+            .registered_actor(out.from.as_deref(), caller_pid)
+            .await?;
+        let sent = self.send_as(&peer, out).await?;
+        Ok(with_sender(sent, &session))
+    }
+
+    /// Sends `out` as `peer` (a registered local peer), any question kind allowed.
+    pub(super) async fn send_as(&self, peer: &str, out: Outgoing) -> Result<Value, ApiError> {
         let Outgoing {
-            from,
+            from: _,
             kind,
             to,
             circle,
@@ -90,22 +104,13 @@ impl Daemon {
             reply_to,
             question,
         } = out;
-        if let Some(q) = &question {
-            if kind != SendKind::Ask {
-                return Err(ApiError::new(
-                    "invalid_request",
-                    "only an ask can carry a question",
-                ));
-            }
-            if q.kind == repowire_protocol::QuestionKind::ToolPermission {
-                return Err(ApiError::new(
-                    "invalid_request",
-                    "a tool_permission question comes only from the PreToolUse hook path; ask a `choice` question instead",
-                ));
-            }
+        if question.is_some() && kind != SendKind::Ask {
+            return Err(ApiError::new(
+                "invalid_request",
+                "only an ask can carry a question",
+            ));
         }
-        let (session, peer) = self.registered_actor(from.as_deref(), caller_pid).await?;
-        let from = PeerId(peer.clone());
+        let from = PeerId(peer.to_owned());
         let need_to = || {
             to.clone()
                 .ok_or_else(|| ApiError::new("invalid_request", "a recipient is required"))
@@ -135,10 +140,8 @@ impl Daemon {
             SendKind::Notify => "notify",
             SendKind::Broadcast => "broadcast",
         };
-        let sent = self
-            .submit(Frame::new(body), &peer, kind_name, to, text)
-            .await?;
-        Ok(with_sender(sent, &session))
+        self.submit(Frame::new(body), peer, kind_name, to, text)
+            .await
     }
 
     /// Closes an ask this actor received, optionally with a reply.
@@ -178,7 +181,17 @@ impl Daemon {
         text: Option<String>,
     ) -> Result<Value, ApiError> {
         let (session, peer) = self.registered_actor(from, caller_pid).await?;
-        let correlation_id = self.ask_id_of(&peer, &correlation_id).await?;
+        let received = self
+            .store
+            .received_ask(&peer, &correlation_id)
+            .await
+            .map_err(store_error)?;
+        // A question the person's own peer never received is one to `@approvers` (a tool
+        // call waiting for approval): only a person at a terminal answers it.
+        if received.is_none() && session.session_id == super::CLI_SESSION {
+            self.person_at_terminal(caller_pid).await?;
+        }
+        let correlation_id = received.unwrap_or(correlation_id);
         let summary = option_id.clone().or(text.clone()).unwrap_or_default();
         let body = Body::Answer(repowire_protocol::Answer {
             from: PeerId(peer.clone()),
@@ -240,7 +253,7 @@ impl Daemon {
 
     /// Sends a request and returns the answer's body; relay errors and link failures become
     /// API errors.
-    async fn ask_relay(&self, frame: Frame) -> Result<Body, ApiError> {
+    pub(super) async fn ask_relay(&self, frame: Frame) -> Result<Body, ApiError> {
         match self.link.request(frame, RELAY_TIMEOUT).await {
             Ok(Frame {
                 body: Body::Error(e),
@@ -252,7 +265,7 @@ impl Daemon {
     }
 
     /// The relay's own rules (names, sizes), checked before anything is sent.
-    fn validated(&self, frame: &Frame) -> Result<(), ApiError> {
+    pub(super) fn validated(&self, frame: &Frame) -> Result<(), ApiError> {
         repowire_protocol::decode(&repowire_protocol::encode(frame))
             .map(drop)
             .map_err(|e| ApiError::new(e.code.as_str(), e.message))
@@ -393,112 +406,6 @@ impl Daemon {
                 "unknown_message",
                 format!("this daemon sent no message `{id}`"),
             )),
-        }
-    }
-
-    /// Waits for the reply to an ask the actor sent. The reply is marked consumed (and reported
-    /// `injected`) only once the answer reached the caller; it is then not pushed to the agent
-    /// again. An ask closed without a reply, or one that failed, ends the wait too.
-    pub async fn wait_reply(
-        self: &Arc<Self>,
-        from: Option<&str>,
-        caller_pid: Option<u32>,
-        cid: &str,
-        timeout: Duration,
-    ) -> Result<(Value, Option<AfterWrite>), ApiError> {
-        let actor = self.actor(from, caller_pid).await?;
-        let owned = match (
-            &actor.peer_id,
-            self.store.sent(cid).await.map_err(store_error)?,
-        ) {
-            (Some(peer), Some((row, _))) => row.kind == "ask" && &row.peer_id == peer,
-            _ => false,
-        };
-        if !owned {
-            return Err(ApiError::new(
-                "unknown_message",
-                format!("`{cid}` is not an ask this session sent"),
-            ));
-        }
-        let peer = actor.peer_id.unwrap_or_default();
-        let deadline = tokio::time::Instant::now() + timeout;
-        // `acked` can arrive before the reply message itself: whether a reply exists is asked
-        // of the relay once, and then the wait goes on for it.
-        let mut reply_expected = false;
-        loop {
-            let notified = self.replies.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if let Some(row) = self
-                .store
-                .reply_for(&peer, cid)
-                .await
-                .map_err(store_error)?
-            {
-                let after = (row.state == "queued").then(|| AfterWrite {
-                    peer_id: row.peer_id.clone(),
-                    message_ids: vec![row.message_id.clone()],
-                    state: "consumed",
-                    how: Default::default(),
-                });
-                let message: Value = serde_json::from_str(&row.body).unwrap_or(Value::Null);
-                return Ok((
-                    json!({ "state": "replied", "correlation_id": cid, "reply": message }),
-                    after,
-                ));
-            }
-            if let Some((row, events)) = self.store.sent(cid).await.map_err(store_error)? {
-                match row.state.as_str() {
-                    // A reply travels separately; only a close without one ends the wait here.
-                    "acked" | "answered" if row.reply.is_none() && !reply_expected => {
-                        if self.relay_has_reply(&peer, cid).await {
-                            reply_expected = true;
-                        } else {
-                            return Ok((
-                                json!({ "state": "closed", "outcome": row.state, "correlation_id": cid }),
-                                None,
-                            ));
-                        }
-                    }
-                    "failed" | "expired" | "rejected" => {
-                        let reason = events
-                            .iter()
-                            .rev()
-                            .find_map(|e| e.reason.clone())
-                            .or(row.error.clone())
-                            .unwrap_or_else(|| row.state.clone());
-                        return Ok((
-                            json!({ "state": "failed", "outcome": row.state, "reason": reason, "correlation_id": cid }),
-                            None,
-                        ));
-                    }
-                    _ => {}
-                }
-            }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return Ok((
-                    json!({ "state": "waiting", "correlation_id": cid,
-                        "message": format!("no reply within {} s; the ask stays open", timeout.as_secs()) }),
-                    None,
-                ));
-            }
-        }
-    }
-
-    /// True if the relay recorded a reply for this closed ask (its message is on its way).
-    async fn relay_has_reply(&self, peer: &str, cid: &str) -> bool {
-        let query = Frame::new(Body::StatusQuery(repowire_protocol::StatusQuery {
-            peer_id: PeerId(peer.to_owned()),
-            message_id: None,
-            correlation_id: Some(CorrelationId(cid.to_owned())),
-        }));
-        match self.link.request(query, RELAY_TIMEOUT).await {
-            Ok(Frame {
-                body: Body::Status(st),
-                ..
-            }) => st.reply.is_some() || st.answer.is_some(),
-            // Unknown: keep waiting rather than claim there is no reply.
-            _ => true,
         }
     }
 

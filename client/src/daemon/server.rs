@@ -118,6 +118,7 @@ async fn handle(
             payload,
             tmux,
             tmux_pane,
+            approval_timeout_ms,
         } => {
             let (output, after) = daemon
                 .hook(HookCall {
@@ -126,10 +127,29 @@ async fn handle(
                     tmux: tmux.as_deref(),
                     tmux_pane: tmux_pane.as_deref(),
                     hook_pid: pid,
+                    approval_timeout: approval_timeout_ms.map(Duration::from_millis),
                 })
                 .await?;
             Ok((json!({ "output": output }), after))
         }
+        Request::AskBlocking(out) => daemon.ask_blocking(out, pid).await,
+        Request::Questions {
+            from,
+            closed,
+            limit,
+        } => daemon
+            .questions(from.as_deref(), pid, closed, limit)
+            .await
+            .map(plain),
+        Request::Decide {
+            from,
+            correlation_id,
+            allow,
+            reason,
+        } => daemon
+            .decide(from.as_deref(), pid, correlation_id, allow, reason)
+            .await
+            .map(plain),
         Request::Peers {
             from,
             include_offline,

@@ -98,6 +98,26 @@ impl Store {
         Ok(())
     }
 
+    /// Marks a sent ask as one a caller blocks on: `waiting`, `decided` or `abandoned`.
+    pub async fn set_blocking(&self, message_id: &str, state: &str) -> Result<()> {
+        sqlx::query("UPDATE sent SET blocking = ? WHERE message_id = ?")
+            .bind(state)
+            .bind(message_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The blocking state of the ask with this correlation id, if a caller blocked on it.
+    pub async fn blocking_of(&self, cid: &str) -> Result<Option<String>> {
+        sqlx::query_scalar(
+            "SELECT blocking FROM sent WHERE correlation_id = ? AND kind = 'ask' AND blocking IS NOT NULL",
+        )
+        .bind(cid)
+        .fetch_optional(&self.pool)
+        .await
+    }
+
     /// A sent message by message id or correlation id, with its state history.
     pub async fn sent(&self, id: &str) -> Result<Option<(SentRow, Vec<SentEvent>)>> {
         let row: Option<SentRow> = sqlx::query_as(

@@ -1,0 +1,364 @@
+//! Remote approval of tool calls: the PreToolUse hook of a gated tool asks `@approvers` (a
+//! person on any machine of the tenant, an orchestrator, a service) whether the call may run,
+//! waits, and answers Claude Code with `permissionDecision` `allow` or `deny`. Fail-closed:
+//! anything but an approver's `allow` (a deny, the timeout, an unreachable relay, a payload it
+//! cannot read) denies, with a reason the model sees.
+//!
+//! Also `repowire approvals allow|deny`, answering such a question as the person at this
+//! machine, which must then really be a person at a terminal.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use repowire_protocol::{APPROVERS, Question};
+use serde_json::{Value, json};
+
+use super::Daemon;
+use super::hooks::{AfterWrite, HookCall};
+use super::ops::store_error;
+use super::questions::{MAX_BLOCKING, answer_of};
+use crate::api::{ApiError, Outgoing, SendKind};
+use crate::sanitize;
+
+/// The longest rendering of a tool call's input shown to approvers; the rest is counted, not
+/// shown (the agent can always be asked for more).
+pub const MAX_SHOWN_BYTES: usize = 2048;
+
+/// Claude Code's answer to a PreToolUse hook.
+pub fn decision(allow: bool, reason: &str) -> Value {
+    json!({ "hookSpecificOutput": {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": if allow { "allow" } else { "deny" },
+        "permissionDecisionReason": reason,
+    }})
+}
+
+/// A deny with `reason`, prefixed so the model knows who denied.
+pub fn deny(reason: &str) -> Value {
+    decision(false, &format!("Repowire approvals: {reason}"))
+}
+
+impl Daemon {
+    /// The PreToolUse hook of a gated tool: ask `@approvers`, wait, decide. Never an error:
+    /// whatever goes wrong denies.
+    pub(super) async fn pre_tool_use(
+        self: &Arc<Self>,
+        session_id: &str,
+        call: &HookCall<'_>,
+    ) -> (Value, Option<AfterWrite>) {
+        let Some(tool) = call.payload.get("tool_name").and_then(Value::as_str) else {
+            return (deny("the hook payload names no tool; denied"), None);
+        };
+        let session = match self.known_session(session_id, call).await {
+            Ok(s) => s,
+            Err(e) => return (deny(&format!("this session is not known: {e}")), None),
+        };
+        let Some(peer) = session.peer_id.clone() else {
+            return (
+                deny("the relay is not reachable, so nobody could be asked to approve this call"),
+                None,
+            );
+        };
+        let timeout = call
+            .approval_timeout
+            .unwrap_or(self.settings.approvals.timeout)
+            .clamp(Duration::from_secs(1), MAX_BLOCKING);
+        let input = call.payload.get("tool_input").unwrap_or(&Value::Null);
+        let cwd = call.payload.get("cwd").and_then(Value::as_str);
+        let out = Outgoing {
+            from: None,
+            kind: SendKind::Ask,
+            to: Some(APPROVERS.into()),
+            circle: None,
+            text: describe(tool, input, cwd),
+            reply_to: None,
+            question: Some(Question::tool_permission(
+                u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            )),
+        };
+        let started = std::time::Instant::now();
+        let (outcome, after) = match self.block_on(&peer, out).await {
+            Ok(done) => done,
+            Err(e) => {
+                let why = format!("could not ask for approval ({}); denied", e.message);
+                tracing::warn!(session = session_id, tool, error = %e.message, "approval not asked; denied");
+                return (deny(&why), None);
+            }
+        };
+        let (allow, reason) = verdict(&outcome, timeout);
+        tracing::info!(
+            session = session_id,
+            tool,
+            allow,
+            cid = outcome["correlation_id"].as_str().unwrap_or("-"),
+            waited_ms = started.elapsed().as_millis() as u64,
+            "tool call decided"
+        );
+        (
+            decision(allow, &format!("Repowire approvals: {reason}")),
+            after,
+        )
+    }
+
+    /// `repowire approvals allow|deny ID`: answers a question to `@approvers` as the actor.
+    /// As the person at this machine (the daemon's own peer), the caller must be at a terminal
+    /// no agent session runs in.
+    pub async fn decide(
+        &self,
+        from: Option<&str>,
+        caller_pid: Option<u32>,
+        correlation_id: String,
+        allow: bool,
+        reason: Option<String>,
+    ) -> Result<Value, ApiError> {
+        let actor = self.actor(from, caller_pid).await?;
+        if actor.session_id == super::CLI_SESSION {
+            self.person_at_terminal(caller_pid).await?;
+        }
+        let option = if allow { "allow" } else { "deny" };
+        self.answer(
+            Some(actor.session_id.as_str()),
+            caller_pid,
+            correlation_id,
+            Some(option.to_owned()),
+            reason.filter(|r| !r.trim().is_empty()),
+        )
+        .await
+    }
+
+    /// Refuses unless `pid` has a controlling terminal that is not the terminal of a local
+    /// agent session: the person at this machine, not a program an agent started (it would
+    /// need a terminal of its own, detached from the agent).
+    pub(super) async fn person_at_terminal(&self, pid: Option<u32>) -> Result<(), ApiError> {
+        let refuse = |why: String| {
+            ApiError::new("not_a_person", why).hint(
+                "approvals are answered by a person: run `repowire approvals allow|deny ID` in a terminal",
+            )
+        };
+        let Some(tty) = pid.and_then(crate::procinfo::tty) else {
+            return Err(refuse(
+                "this command has no terminal, so it is not taken as the person at this machine"
+                    .into(),
+            ));
+        };
+        let sessions = self.store.active_sessions().await.map_err(store_error)?;
+        if let Some(agent) = sessions.iter().find(|s| {
+            s.agent_pid
+                .and_then(|p| u32::try_from(p).ok())
+                .and_then(crate::procinfo::tty)
+                == Some(tty)
+        }) {
+            return Err(refuse(format!(
+                "this terminal runs agent session @{}; an agent's terminal does not answer approvals",
+                agent.name.as_deref().unwrap_or("?")
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Whether an outcome allows the call, and why, in words for the model.
+fn verdict(outcome: &Value, timeout: Duration) -> (bool, String) {
+    let who = |by: &Option<Value>| {
+        by.as_ref()
+            .map(|f| {
+                format!(
+                    "@{} (peer {}, circle {})",
+                    super::hooks::display_name(f["name"].as_str().unwrap_or("?")),
+                    f["peer_id"].as_str().unwrap_or("?"),
+                    super::hooks::display_name(f["circle"].as_str().unwrap_or("?")),
+                )
+            })
+            .unwrap_or_else(|| "nobody".into())
+    };
+    let comment = |a: &repowire_protocol::AnswerValue| {
+        a.text
+            .as_deref()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(|t| format!(": {}", sanitize::for_context(t)))
+            .unwrap_or_default()
+    };
+    match (outcome["state"].as_str(), answer_of(outcome)) {
+        (Some("replied"), Some((a, by))) if a.option_id.as_deref() == Some("allow") => {
+            (true, format!("approved by {}{}", who(&by), comment(&a)))
+        }
+        (Some("replied"), Some((a, by))) => {
+            (false, format!("denied by {}{}", who(&by), comment(&a)))
+        }
+        (Some("closed"), _) if outcome["timed_out"].as_bool() == Some(true) => (
+            false,
+            format!(
+                "nobody answered within {} s, so the call is denied",
+                timeout.as_secs()
+            ),
+        ),
+        (Some("no_verdict"), _) => (
+            false,
+            format!(
+                "no answer reached this machine in time ({}), so the call is denied",
+                outcome["reason"].as_str().unwrap_or("?")
+            ),
+        ),
+        (Some("failed"), _) => (
+            false,
+            format!(
+                "the approval request failed ({}), so the call is denied",
+                sanitize::for_context(outcome["reason"].as_str().unwrap_or("?"))
+            ),
+        ),
+        _ => (false, "the approval ended without an answer; denied".into()),
+    }
+}
+
+/// What approvers see of a tool call: the tool, what it acts on, and its input, with control
+/// characters made visible and at most [`MAX_SHOWN_BYTES`] of input, the rest counted.
+pub fn describe(tool: &str, input: &Value, cwd: Option<&str>) -> String {
+    let field = |k: &str| input.get(k).and_then(Value::as_str).unwrap_or("");
+    let (head, body) = match tool {
+        "Bash" => (
+            format!("Bash: {}", first_line(field("command"))),
+            field("command").to_owned(),
+        ),
+        "Edit" => (
+            format!("Edit: {}", field("file_path")),
+            format!(
+                "replace:\n{}\nwith:\n{}",
+                field("old_string"),
+                field("new_string")
+            ),
+        ),
+        "Write" => (
+            format!(
+                "Write: {} ({} bytes)",
+                field("file_path"),
+                field("content").len()
+            ),
+            field("content").to_owned(),
+        ),
+        "MultiEdit" => (
+            format!(
+                "MultiEdit: {} ({} edits)",
+                field("file_path"),
+                input
+                    .get("edits")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len)
+            ),
+            serde_json::to_string_pretty(input.get("edits").unwrap_or(&Value::Null))
+                .unwrap_or_default(),
+        ),
+        "NotebookEdit" => (
+            format!("NotebookEdit: {}", field("notebook_path")),
+            field("new_source").to_owned(),
+        ),
+        other => (
+            other.to_owned(),
+            serde_json::to_string_pretty(input).unwrap_or_default(),
+        ),
+    };
+    let mut text = sanitize::for_context(&head);
+    if let Some(cwd) = cwd {
+        text.push_str(&format!("\nin {}", sanitize::for_context(cwd)));
+    }
+    // A one-line command is all in the head; everything else shows its input below it.
+    let show_body = match tool {
+        "Bash" => body != first_line(&body),
+        _ => !body.is_empty(),
+    };
+    if show_body {
+        let shown = clip(&body, MAX_SHOWN_BYTES);
+        text.push_str("\n---\n");
+        text.push_str(&sanitize::for_context(shown));
+        if shown.len() < body.len() {
+            text.push_str(&format!(
+                "\n… ({} more bytes not shown)",
+                body.len() - shown.len()
+            ));
+        }
+    }
+    text
+}
+
+fn first_line(s: &str) -> &str {
+    let line = s.lines().next().unwrap_or("");
+    clip(line, 200)
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends at a character boundary.
+fn clip(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bash_command_is_shown_whole_when_short_and_escapes_are_made_visible() {
+        let text = describe(
+            "Bash",
+            &json!({ "command": "printf '\u{1b}[2J' && rm -rf build" }),
+            Some("/work/app"),
+        );
+        assert_eq!(
+            text,
+            "Bash: printf '\\x1b[2J' && rm -rf build\nin /work/app"
+        );
+    }
+
+    #[test]
+    fn a_hundred_kilobytes_of_input_is_cut_and_the_rest_counted() {
+        let content = "é".repeat(50_000); // 100 000 bytes
+        let text = describe(
+            "Write",
+            &json!({ "file_path": "/tmp/x", "content": content }),
+            None,
+        );
+        assert!(text.starts_with("Write: /tmp/x (100000 bytes)\n---\n"));
+        assert!(
+            text.ends_with("… (97952 more bytes not shown)"),
+            "{}",
+            &text[text.len() - 60..]
+        );
+        assert!(text.len() < MAX_SHOWN_BYTES + 200);
+    }
+
+    #[test]
+    fn a_multi_line_command_shows_its_first_line_then_all_of_it() {
+        let text = describe("Bash", &json!({ "command": "cd /srv\nmake deploy" }), None);
+        assert_eq!(text, "Bash: cd /srv\n---\ncd /srv\nmake deploy");
+    }
+
+    #[test]
+    fn only_an_approvers_allow_allows() {
+        let by = json!({ "name": "ana", "peer_id": "peer-a", "circle": "ops" });
+        let allow = json!({ "state": "replied", "reply": { "from": by, "answer": { "option_id": "allow" } } });
+        let deny_ = json!({ "state": "replied", "reply": { "from": by, "answer": { "option_id": "deny", "text": "not on prod" } } });
+        let timed =
+            json!({ "state": "closed", "timed_out": true, "answer": { "option_id": "deny" } });
+        let t = Duration::from_secs(60);
+        assert_eq!(
+            verdict(&allow, t),
+            (true, "approved by @ana (peer peer-a, circle ops)".into())
+        );
+        assert_eq!(
+            verdict(&deny_, t),
+            (
+                false,
+                "denied by @ana (peer peer-a, circle ops): not on prod".into()
+            )
+        );
+        assert!(!verdict(&timed, t).0);
+        assert!(!verdict(&json!({ "state": "no_verdict", "reason": "x" }), t).0);
+        assert!(!verdict(&json!({ "state": "failed", "reason": "x" }), t).0);
+        assert!(!verdict(&json!({ "state": "waiting" }), t).0);
+    }
+}

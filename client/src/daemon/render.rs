@@ -1,0 +1,171 @@
+//! How messages are shown to an agent in its hook context: each one framed with who sent it
+//! to whom (`--- @from → @to [ask #cid] ---`), its body quoted so it cannot pass itself off as
+//! another message's header, control characters made visible, and, for an ask, how to close it
+//! (through our MCP tools when they are registered, else the CLI).
+
+use repowire_protocol::{Message, MessageKind, QuestionKind};
+use serde_json::Value;
+
+use super::store::InboxRow;
+use crate::sanitize;
+
+/// `s` cut to at most `max` bytes, at a character boundary, marked with `…` when cut.
+pub(super) fn clip(s: String, max: usize) -> String {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max - '…'.len_utf8();
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// A peer name from the relay, checked here too: names go into text the agent reads.
+pub fn display_name(name: &str) -> &str {
+    if repowire_protocol::validate::is_valid_name(name) {
+        name
+    } else {
+        "(invalid name)"
+    }
+}
+
+pub(super) fn first_line(s: &str) -> String {
+    let line = s.lines().next().unwrap_or("");
+    if line.chars().count() > 120 {
+        format!("{}…", line.chars().take(120).collect::<String>())
+    } else {
+        line.to_owned()
+    }
+}
+
+/// How agents are told to act on a message: through our MCP tools (no permission prompt, the
+/// exact arguments given), or, when the MCP server is not registered for Claude Code, the CLI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Tools {
+    /// Our MCP tools.
+    Mcp,
+    /// `repowire peer …`.
+    Cli,
+}
+
+impl Tools {
+    /// Whether ~/.claude.json registers our MCP server; read again only when the file changes
+    /// (it is large, and hooks are on every turn).
+    pub(super) fn now() -> Self {
+        // Keyed by modification time and size: a rewrite within one tick of the file system's
+        // clock keeps the time but (nearly always) not the size.
+        type Seen = Option<((std::time::SystemTime, u64), bool)>;
+        static SEEN: std::sync::Mutex<Seen> = std::sync::Mutex::new(None);
+        let path = crate::config::user_home().join(".claude.json");
+        let Ok(modified) = std::fs::metadata(&path).and_then(|m| Ok((m.modified()?, m.len())))
+        else {
+            return Tools::Cli;
+        };
+        let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+        let registered = match *seen {
+            Some((at, registered)) if at == modified => registered,
+            _ => {
+                let registered = std::fs::read_to_string(&path)
+                    .ok()
+                    .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                    .is_some_and(|v| v["mcpServers"]["repowire"].is_object());
+                *seen = Some((modified, registered));
+                registered
+            }
+        };
+        if registered { Tools::Mcp } else { Tools::Cli }
+    }
+}
+
+/// One message, framed so the agent sees who sent it (`@from → @to [ask #cid]`), with every
+/// line of the body quoted so a body cannot pass itself off as another message's header.
+pub(super) fn render(row: &InboxRow, me: &str) -> String {
+    let Ok(m) = serde_json::from_str::<Message>(&row.body) else {
+        return format!("--- message {} (unreadable) ---\n", row.message_id);
+    };
+    let cid = m.correlation_id.as_ref().map(|c| c.as_str()).unwrap_or("");
+    let tag = match m.kind {
+        MessageKind::Ask => format!("[ask #{cid}]"),
+        MessageKind::Notify => "[notify]".to_owned(),
+        MessageKind::Broadcast => "[broadcast]".to_owned(),
+        MessageKind::Reply => format!("[reply to #{cid}]"),
+    };
+    let body: String = sanitize::for_context(&m.text)
+        .lines()
+        .map(|l| format!("> {l}\n"))
+        .collect();
+    let mut out = format!(
+        "--- @{} → @{me} {tag} (peer {}, circle {}) ---\n{body}",
+        display_name(&m.from.name),
+        m.from.peer_id,
+        display_name(&m.from.circle),
+    );
+    match (&m.kind, &m.question) {
+        (MessageKind::Ask, Some(q)) => {
+            let kind = match q.kind {
+                QuestionKind::Choice => "choose one option",
+                QuestionKind::Text => "answer with text",
+                QuestionKind::ToolPermission => "allow or deny",
+                QuestionKind::Acknowledge => "acknowledge it",
+            };
+            out.push_str(&format!("(A structured question: {kind}."));
+            if !q.options.is_empty() {
+                let options: Vec<String> = q
+                    .options
+                    .iter()
+                    .map(|o| format!("`{}` = {}", o.id, sanitize::for_context(&o.label)))
+                    .collect();
+                out.push_str(&format!(" Options: {}.", options.join(", ")));
+            }
+            if let Some(t) = q.timeout_ms {
+                out.push_str(&format!(" Answer within {} s", t.div_ceil(1000)));
+                match q.timeout_option() {
+                    Some(d) => out.push_str(&format!(", or `{d}` is taken.")),
+                    None => out.push_str(", or it closes unanswered."),
+                }
+            }
+            let option = match q.kind {
+                QuestionKind::Acknowledge => "ack",
+                _ => "ID",
+            };
+            out.push_str(&match (Tools::now(), q.kind) {
+                (Tools::Mcp, QuestionKind::Text) => format!(
+                    " Answer with the MCP tool `answer`: correlation_id \"{cid}\", text \"your answer\".)\n"
+                ),
+                (Tools::Mcp, _) => format!(
+                    " Answer with the MCP tool `answer`: correlation_id \"{cid}\", option_id \"{option}\" (and text for a comment).)\n"
+                ),
+                (Tools::Cli, QuestionKind::Text) => format!(
+                    " Answer with: repowire peer answer {cid} --text \"your answer\")\n"
+                ),
+                (Tools::Cli, _) => format!(
+                    " Answer with: repowire peer answer {cid} --option {option} [--text TEXT])\n"
+                ),
+            });
+        }
+        (MessageKind::Ask, None) => out.push_str(&match Tools::now() {
+            Tools::Mcp => format!(
+                "(Answer with the MCP tool `ack`: correlation_id \"{cid}\", message \"your reply\")\n"
+            ),
+            Tools::Cli => format!("(Answer with: repowire peer ack {cid} -m \"your reply\")\n"),
+        }),
+        _ => {}
+    }
+    out
+}
+
+#[cfg(test)]
+mod clip_tests {
+    use super::clip;
+
+    #[test]
+    fn a_long_reason_is_cut_at_a_character_boundary_within_the_limit() {
+        assert_eq!(clip("short".into(), 512), "short");
+        let long = "é".repeat(400); // 800 bytes
+        let cut = clip(long, 512);
+        assert!(cut.len() <= 512, "{}", cut.len());
+        assert!(cut.ends_with('…'));
+        assert!(cut.trim_end_matches('…').chars().all(|c| c == 'é'));
+    }
+}
