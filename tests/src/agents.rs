@@ -204,18 +204,60 @@ impl Home {
 
     /// Runs `repowire ARGS` as this user, inside `tmux` (its `TMUX` set) when given.
     pub fn repowire_in(&self, tmux: Option<&Tmux>, args: &[&str]) -> Output {
+        let mut c = self.command(args);
+        if let Some(t) = tmux {
+            c.env("TMUX", t.tmux_env());
+        }
+        c.output().expect("repowire")
+    }
+
+    /// `repowire ARGS` as this user, not started yet (for commands that block).
+    pub fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(self.program.clone().unwrap_or_else(|| bin("repowire")));
         c.args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .env_remove("TMUX")
+            .env_remove("TMUX_PANE");
+        for (k, v) in self.env() {
+            c.env(k, v);
+        }
+        c
+    }
+
+    /// Runs `repowire ARGS` as this user on a terminal of its own, as a person typing it
+    /// would (`script(1)` gives it a pseudo-terminal).
+    pub fn in_terminal(&self, args: &[&str]) -> Output {
+        let program = self.program.clone().unwrap_or_else(|| bin("repowire"));
+        let line: Vec<String> = std::iter::once(program.to_string_lossy().into_owned())
+            .chain(args.iter().map(|a| (*a).to_owned()))
+            .map(|w| format!("'{}'", w.replace('\'', "'\\''")))
+            .collect();
+        let mut c = Command::new("script");
+        c.args(["-q", "-e", "-c", &line.join(" "), "/dev/null"])
             .stdin(Stdio::null())
             .env_remove("TMUX")
             .env_remove("TMUX_PANE");
         for (k, v) in self.env() {
             c.env(k, v);
         }
-        if let Some(t) = tmux {
-            c.env("TMUX", t.tmux_env());
+        c.output().expect("script")
+    }
+
+    /// Runs `repowire ARGS` as this user with no controlling terminal at all (`setsid`).
+    pub fn without_terminal(&self, args: &[&str]) -> Output {
+        let mut c = Command::new("setsid");
+        c.arg("-w")
+            .arg(self.program.clone().unwrap_or_else(|| bin("repowire")))
+            .args(args)
+            .stdin(Stdio::null())
+            .env_remove("TMUX")
+            .env_remove("TMUX_PANE");
+        for (k, v) in self.env() {
+            c.env(k, v);
         }
-        c.output().expect("repowire")
+        c.output().expect("setsid")
     }
 
     /// Runs `repowire ARGS`, asserting success; returns stdout.

@@ -7,7 +7,10 @@
 //! `stop_hook_active`, and writes every event to a JSONL transcript.
 //!
 //! Its "model" is a script: a prompt `/run CMD` runs CMD through `sh -c` (like a Bash tool
-//! call, with the output recorded); `/busy` keeps the turn running until the file
+//! call, with the output recorded), after the PreToolUse hooks whose matcher takes `Bash`: as
+//! in Claude Code, a `permissionDecision` of `deny` stops the call (its reason is recorded and
+//! shown), `allow` or no decision lets it run, and a hook killed by its timeout decides
+//! nothing; `/busy` keeps the turn running until the file
 //! `<transcript>.release` exists; `/clear` ends the session and starts a new one in the same
 //! process (SessionEnd `clear`, SessionStart `clear`); `/exit` ends the session; anything
 //! else gets the reply `ok`. Context handed over by hooks is recorded, never executed.
@@ -178,9 +181,25 @@ impl Agent {
         if event != "SessionStart" {
             payload["prompt_id"] = json!(uuid::Uuid::new_v4().to_string());
         }
-        if matches!(event, "UserPromptSubmit" | "Stop") {
+        if matches!(event, "UserPromptSubmit" | "Stop" | "PreToolUse") {
             payload["permission_mode"] = json!("default");
         }
+        // Tool events run only the entries whose matcher takes the tool: `*`, empty, or an
+        // alternation of exact names (`Edit|Write`), as Claude Code documents.
+        let tool = specific
+            .get("tool_name")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let takes = |entry: &Value| match (&tool, entry.get("matcher").and_then(Value::as_str)) {
+            (None, _) | (_, None) | (_, Some("*" | "")) => true,
+            (Some(tool), Some(m)) => m
+                .trim_start_matches('^')
+                .trim_end_matches('$')
+                .trim_start_matches('(')
+                .trim_end_matches(')')
+                .split('|')
+                .any(|name| name == tool),
+        };
         if let (Some(p), Some(s)) = (payload.as_object_mut(), specific.as_object()) {
             p.extend(s.clone());
         }
@@ -191,6 +210,7 @@ impl Agent {
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
+            .filter(|entry| takes(entry))
             .flat_map(|m| {
                 m.get("hooks")
                     .and_then(Value::as_array)
@@ -360,6 +380,34 @@ impl Agent {
 
     fn respond(&mut self, prompt: &str) -> String {
         let reply = if let Some(cmd) = prompt.strip_prefix("/run ") {
+            let decisions = self.hook(
+                "PreToolUse",
+                json!({
+                    "tool_name": "Bash",
+                    "tool_input": { "command": cmd },
+                    "tool_use_id": format!("toolu_{}", uuid::Uuid::new_v4().simple()),
+                }),
+            );
+            let decision = decisions.iter().find_map(|o| {
+                let d = o.get("hookSpecificOutput")?;
+                Some((
+                    d.get("permissionDecision")?.as_str()?.to_owned(),
+                    d.get("permissionDecisionReason")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned(),
+                ))
+            });
+            if let Some((decision, reason)) = &decision {
+                self.record(json!({ "event": "permission", "command": cmd, "decision": decision, "reason": reason }));
+            }
+            if let Some((_, reason)) = decision.filter(|(d, _)| d == "deny") {
+                let reply = format!("denied: {reason}");
+                print!("● {reply}\r\n");
+                let _ = std::io::stdout().flush();
+                self.record(json!({ "event": "reply", "text": reply }));
+                return reply;
+            }
             let out = Command::new("sh")
                 .args(["-c", cmd])
                 .stdin(Stdio::null())
