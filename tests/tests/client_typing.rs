@@ -174,8 +174,10 @@ async fn a_draft_in_the_input_box_is_never_sent_by_a_wake() {
     beta.hook_done("SessionStart", 1).await;
     let beta_session = session_id(&beta);
 
-    // Beta's box holds a half-written prompt; nobody is typing now.
-    let draft = "half-written thought";
+    // Beta's box holds a half-written prompt; nobody is typing now. It even reads like the
+    // wake's own prompt (as one a wake left in the box would): still a person's, when they send
+    // it, so the sender is told how the message waited.
+    let draft = "[repowire] half-written thought";
     tmux.type_text(&beta.pane, draft);
     eventually("the draft in the box", || {
         tmux.capture(&beta.pane)

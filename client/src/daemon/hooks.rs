@@ -79,12 +79,14 @@ impl Daemon {
                 Ok((Some(out), after))
             }
             "prompt-submit" => {
+                // A submit while our wake presses Enter is the wake's; any other prompt is a
+                // person's, also one that sends the prompt a deferred or unconfirmed wake left
+                // in the box (its messages then carry the wake's reason). Read before the
+                // wake hears of the submit, which ends its Enter.
+                let ours = self.wake_entering(&session_id);
                 let session = self.known_session(&session_id, &call).await?;
                 self.prompt_seen(&session_id);
                 self.turn(&session, TurnState::Working).await?;
-                // Our own wake prompt submitted is a wake; any other prompt is a person's.
-                let ours =
-                    field(call.payload, "prompt").is_some_and(|p| p.starts_with("[repowire] "));
                 let via = (!ours).then_some("with the next prompt typed in the pane");
                 Ok(match self.hand_over(&session, true, via).await? {
                     Some((text, after)) => (Some(context("UserPromptSubmit", &text)), after),

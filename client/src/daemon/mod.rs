@@ -62,6 +62,9 @@ pub struct Daemon {
     prompts: Mutex<HashMap<String, watch::Sender<u64>>>,
     /// Sessions with a wake in progress.
     waking: Mutex<HashSet<String>>,
+    /// Sessions whose wake has pressed Enter and waits for the submit: a prompt submitted now
+    /// is the wake's own (any other is a person's, even one that sends a prompt a wake left).
+    entering: Mutex<HashSet<String>>,
     /// One registration at a time per session.
     registration: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Which connection each session is registered on.
@@ -141,6 +144,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         inbox_arrivals: watch::channel(0).0,
         prompts: Mutex::new(HashMap::new()),
         waking: Mutex::new(HashSet::new()),
+        entering: Mutex::new(HashSet::new()),
         wakes: Mutex::new(HashMap::new()),
         registration: Mutex::new(HashMap::new()),
         registered_on: Mutex::new(HashMap::new()),
@@ -808,12 +812,48 @@ impl Daemon {
         tx.send_modify(|n| *n += 1);
     }
 
+    /// True while a wake of this session has pressed Enter and waits for the submit.
+    pub fn wake_entering(&self, session_id: &str) -> bool {
+        self.entering
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(session_id)
+    }
+
+    /// Marks a session's wake as pressing Enter until the returned guard is dropped.
+    pub(crate) fn entering(&self, session_id: &str) -> Entering<'_> {
+        self.entering
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(session_id.to_owned());
+        Entering {
+            daemon: self,
+            session_id: session_id.to_owned(),
+        }
+    }
+
     /// Subscribes to a session's prompt-submit counter.
     pub fn watch_prompts(&self, session_id: &str) -> watch::Receiver<u64> {
         let mut map = self.prompts.lock().unwrap();
         map.entry(session_id.to_owned())
             .or_insert_with(|| watch::Sender::new(0))
             .subscribe()
+    }
+}
+
+/// A wake pressing Enter (see [`Daemon::entering`]); the mark goes with it.
+pub(crate) struct Entering<'a> {
+    daemon: &'a Daemon,
+    session_id: String,
+}
+
+impl Drop for Entering<'_> {
+    fn drop(&mut self) {
+        self.daemon
+            .entering
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.session_id);
     }
 }
 

@@ -280,6 +280,7 @@ impl Daemon {
             Err(error) => return Some(("failed", Some(error.to_string()))),
         };
         let entered = Instant::now();
+        let _entering = self.entering(&session.session_id);
         for attempt in 1..=ATTEMPTS {
             if attempt > 1
                 && watched
