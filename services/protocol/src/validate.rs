@@ -193,9 +193,9 @@ fn body(frame: &Frame) -> Result {
         Body::ListPeers(l) => opt_name("circle", &l.circle),
         Body::Ask(a) => {
             if a.to == APPROVERS {
-                if a.question.is_none() {
+                if a.question.as_ref().map(|q| q.kind) != Some(QuestionKind::ToolPermission) {
                     return Err(invalid(format!(
-                        "an ask to `{APPROVERS}` needs a `question` (approvers answer, they do not ack)"
+                        "an ask to `{APPROVERS}` carries a `tool_permission` question (approvers allow or deny tool calls)"
                     )));
                 }
                 if a.circle.is_some() {

@@ -18,20 +18,24 @@ pub const LIVE_PREFIX: &str = "rw_live_";
 pub const CONNECT: &str = "connect";
 /// Scope: read the tenant's own limits and usage (`GET /v1/limits`, `GET /v1/usage`).
 pub const USAGE_READ: &str = "usage:read";
+/// Scope: answer questions to `@approvers` (allow or deny agents' tool calls), for a peer whose
+/// role approves. A team gives agent machines keys without it, so that nothing holding such a
+/// key (an agent that read it) can approve.
+pub const APPROVE: &str = "approve";
 /// Every scope, in their stored order; a key made without a choice of scopes has them all.
-pub const ALL_SCOPES: [&str; 2] = [CONNECT, USAGE_READ];
+pub const ALL_SCOPES: [&str; 3] = [CONNECT, USAGE_READ, APPROVE];
 
 /// The stored form of a choice of scopes: known ones only, each once, in [`ALL_SCOPES`]
 /// order, space-separated; `Err` names what is wrong.
 pub fn scopes(given: &[String]) -> Result<String, String> {
     if given.is_empty() {
         return Err(format!(
-            "scopes is empty; give `{CONNECT}`, `{USAGE_READ}` or both (leave it out for both)"
+            "scopes is empty; give some of `{CONNECT}`, `{USAGE_READ}` and `{APPROVE}` (leave it out for all three)"
         ));
     }
     if let Some(unknown) = given.iter().find(|s| !ALL_SCOPES.contains(&s.as_str())) {
         return Err(format!(
-            "unknown scope `{unknown}`; the scopes are `{CONNECT}` and `{USAGE_READ}`"
+            "unknown scope `{unknown}`; the scopes are `{CONNECT}`, `{USAGE_READ}` and `{APPROVE}`"
         ));
     }
     Ok(ALL_SCOPES

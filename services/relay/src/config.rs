@@ -271,6 +271,10 @@ pub struct RelayConfig {
     /// Interval of the expiry sweep, seconds.
     #[arg(long, env = "REPOWIRE_SWEEP_INTERVAL_SECS", default_value_t = 30)]
     pub sweep_interval_secs: u64,
+    /// How often asks whose question timed out are closed (and their askers told),
+    /// milliseconds; at least 100. A late answer is refused at its deadline whatever this is.
+    #[arg(long, env = "REPOWIRE_QUESTION_SWEEP_MS", default_value_t = 1000)]
+    pub question_sweep_ms: u64,
     /// Most writes committed in one transaction.
     #[arg(long, env = "REPOWIRE_WRITE_BATCH", default_value_t = 512)]
     pub write_batch: usize,

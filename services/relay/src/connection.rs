@@ -185,7 +185,8 @@ pub async fn serve(
     }
     tracing::debug!(tenant = %auth.tenant_id, conn, "connection open");
     let limiter = send_limiter(state.config.send_rate, state.config.send_burst);
-    let session = Session::new(state.clone(), auth.tenant_id.clone(), conn);
+    let approves = auth.scopes.split(' ').any(|s| s == crate::apikey::APPROVE);
+    let session = Session::new(state.clone(), auth.tenant_id.clone(), conn, approves);
 
     let idle = Duration::from_secs(state.config.idle_timeout_secs);
     let mut ping =

@@ -1,6 +1,6 @@
 //! Expires undelivered inbox entries past their TTL, so a sender always learns the end of a
 //! message that could not be delivered (as a `delivery` frame with state `expired`, or later
-//! through `status_query`); closes, every second, the asks whose question timed out (with the
+//! through `status_query`); closes, every second by default, the asks whose question timed out (with the
 //! question's default, or as expired), so their askers learn it as it happens; purges tenants deleted longer ago than the retention period; and
 //! forgets key-creation idempotency records after [`KEY_REQUEST_TTL_MS`] and idle HTTP rate
 //! buckets.
@@ -13,10 +13,6 @@ use crate::store::{WriteOp, WriteOutcome};
 
 const SWEEP_LIMIT: i64 = 1000;
 
-/// How often questions past their deadline are closed. A question's own deadline is kept
-/// exactly (an answer after it is refused at once); this only bounds how late its asker hears.
-pub const QUESTION_TICK: Duration = Duration::from_secs(1);
-
 /// Runs until shutdown.
 pub async fn run(state: AppState) {
     // The first sweep one interval after start, not at once: what a sweep does (expiry, purges)
@@ -24,7 +20,11 @@ pub async fn run(state: AppState) {
     // helps nobody.
     let period = Duration::from_secs(state.config.sweep_interval_secs.max(1));
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-    let mut questions = tokio::time::interval(QUESTION_TICK);
+    // A question's own deadline is kept exactly (an answer after it is refused at once); this
+    // only bounds how late its asker hears that it timed out.
+    let mut questions = tokio::time::interval(Duration::from_millis(
+        state.config.question_sweep_ms.max(100),
+    ));
     questions.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut questions_failing = false;
     loop {

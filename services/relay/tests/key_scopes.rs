@@ -62,7 +62,7 @@ async fn keys_scoped_connect_or_usage_read_do_only_that(db: Db) {
 
     let (status, both) = make_key(&relay, json!({ "label": "default" })).await;
     assert_eq!(status, 201, "{both}");
-    assert_eq!(both["key"]["scopes"], "connect usage:read");
+    assert_eq!(both["key"]["scopes"], "connect usage:read approve");
     let both_text = both["api_key"].as_str().expect("text");
     assert_eq!(exchange(&relay, both_text).await.0, 200);
     assert_eq!(limits(&relay, both_text).await, 200);

@@ -16,6 +16,8 @@ both_backends!(
     a_timed_out_question_takes_its_default_and_refuses_late_answers,
     an_answer_after_the_deadline_is_refused_even_before_the_sweep,
     a_question_without_a_default_expires_at_its_timeout,
+    a_chained_ask_does_not_close_a_question_past_its_deadline_as_acked,
+    a_peer_cannot_flood_the_approvers,
 );
 
 fn tool_question(timeout_ms: u64) -> Question {
@@ -196,10 +198,24 @@ async fn approvers_see_every_question_of_their_tenant_and_agents_only_their_own(
     let mut a = relay.client(&key).await;
     let mut h = relay.client(&key).await;
     let mut x = relay.client(&other_key).await;
+    // A key of the same tenant without the `approve` scope (as a team gives agent machines).
+    let agents_key = repowire_relay::admin::create_key(
+        relay.state.store.as_ref(),
+        "acme",
+        repowire_relay::apikey::KeyMode::Live,
+        "agents",
+        None,
+        Some(&["connect".to_owned(), "usage:read".to_owned()]),
+    )
+    .await
+    .expect("key")
+    .text;
+    let mut n = relay.client(&agents_key).await;
     let alice = a.peer("alice", "dev").await;
     let bob = a.peer("bob", "ops").await;
     let hank = h.peer_with_role("hank", "qa", Role::Human).await;
     let xena = x.peer_with_role("xena", "dev", Role::Human).await;
+    let nina = n.peer_with_role("nina", "qa", Role::Human).await;
 
     let first = a
         .submit(ask_approvers(
@@ -238,6 +254,18 @@ async fn approvers_see_every_question_of_their_tenant_and_agents_only_their_own(
     let mine = a.questions(&alice.peer_id, false).await;
     assert_eq!(mine.len(), 1, "an agent sees only what it asked");
     assert_eq!(mine[0].correlation_id, open[0].correlation_id);
+    // A person connected with a key that does not approve sees none and answers none.
+    assert!(n.questions(&nina.peer_id, false).await.is_empty());
+    let refused = n
+        .submit(answer(&nina, &open[0].correlation_id, "allow"))
+        .await
+        .expect_err("no approve scope");
+    assert_eq!(refused.code, ErrorCode::NotRecipient);
+    assert!(
+        refused.message.contains("`approve` scope"),
+        "{}",
+        refused.message
+    );
     // Another tenant sees none of them and cannot answer them.
     assert!(x.questions(&xena.peer_id, false).await.is_empty());
     let refused = x
@@ -429,7 +457,10 @@ async fn a_timed_out_question_takes_its_default_and_refuses_late_answers(db: Db)
 }
 
 async fn an_answer_after_the_deadline_is_refused_even_before_the_sweep(db: Db) {
-    let relay = TestRelay::start(&db).await;
+    // The sweep of timed-out questions runs once, at start: only the answer can close it.
+    let mut config = repowire_relay::RelayConfig::for_tests();
+    config.question_sweep_ms = 3_600_000;
+    let relay = TestRelay::start_with(&db, config).await;
     let (_, key) = relay.tenant("acme").await;
     let mut a = relay.client(&key).await;
     let mut h = relay.client(&key).await;
@@ -446,7 +477,10 @@ async fn an_answer_after_the_deadline_is_refused_even_before_the_sweep(db: Db) {
         .await
         .expect_err("past its deadline");
     assert_eq!(late.code, ErrorCode::AskClosed);
-    assert!(late.message.contains("default `deny`"), "{}", late.message);
+    assert_eq!(
+        late.message,
+        format!("{cid} is closed: no answer within 60 s: the default `deny` was taken")
+    );
     // The late answer closed it by its timeout, and the asker heard so.
     let change = a.state_of(asked.message_id).await;
     assert_eq!(change.state, DeliveryState::Answered);
@@ -567,4 +601,93 @@ async fn a_question_asked_on_one_pod_is_answered_from_another(pool: sqlx::PgPool
     assert!(change.reason.is_some_and(|r| r.contains("`deny`")));
     pod_a.stop().await;
     pod_b.stop().await;
+}
+
+async fn a_chained_ask_does_not_close_a_question_past_its_deadline_as_acked(db: Db) {
+    let mut config = repowire_relay::RelayConfig::for_tests();
+    config.question_sweep_ms = 3_600_000;
+    let relay = TestRelay::start_with(&db, config).await;
+    let (_, key) = relay.tenant("acme").await;
+    let mut a = relay.client(&key).await;
+    let mut b = relay.client(&key).await;
+    let alice = a.peer("alice", "dev").await;
+    let bob = b.peer("bob", "dev").await;
+    let mut choice = Question::new(QuestionKind::Choice, &[("yes", "Yes"), ("no", "No")]);
+    choice.timeout_ms = Some(60_000);
+    choice.default = Some("no".into());
+    let asked = a
+        .submit(Body::Ask(Ask {
+            from: alice.peer_id.clone(),
+            to: "bob".into(),
+            circle: None,
+            text: "ship it?".into(),
+            reply_to: None,
+            question: Some(choice),
+        }))
+        .await
+        .expect("accepted");
+    let cid = asked.correlation_id.clone().expect("cid");
+    b.delivered_to(&bob.peer_id).await;
+    past_deadline(&db, &cid).await;
+    b.submit(Body::Ask(Ask {
+        from: bob.peer_id.clone(),
+        to: "alice".into(),
+        circle: None,
+        text: "what was the question again?".into(),
+        reply_to: Some(cid.clone()),
+        question: None,
+    }))
+    .await
+    .expect("the chained ask is accepted");
+    let change = a.state_of(asked.message_id).await;
+    assert_eq!(change.state, DeliveryState::Answered, "{change:?}");
+    assert_eq!(
+        change.reason.as_deref(),
+        Some("no answer within 60 s: the default `no` was taken")
+    );
+    relay.stop().await;
+}
+
+async fn a_peer_cannot_flood_the_approvers(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let (_, key) = relay.tenant("acme").await;
+    let mut a = relay.client(&key).await;
+    let alice = a.peer("alice", "dev").await;
+    let bob = a.peer("bob", "dev").await;
+    for i in 0..16 {
+        a.submit(ask_approvers(
+            &alice,
+            &format!("Bash: job {i}"),
+            tool_question(60_000),
+        ))
+        .await
+        .expect("accepted");
+    }
+    let refused = a
+        .submit(ask_approvers(
+            &alice,
+            "Bash: one too many",
+            tool_question(60_000),
+        ))
+        .await
+        .expect_err("16 are waiting");
+    assert_eq!(
+        refused.code,
+        ErrorCode::LimitExceeded,
+        "{}",
+        refused.message
+    );
+    // Another peer is not held back by alice's questions.
+    a.submit(ask_approvers(&bob, "Bash: make", tool_question(60_000)))
+        .await
+        .expect("accepted");
+    // Only tool calls go to the approvers.
+    let mut choice = Question::new(QuestionKind::Choice, &[("a", "A"), ("b", "B")]);
+    choice.timeout_ms = Some(60_000);
+    let not_a_tool = a
+        .submit(ask_approvers(&bob, "pick one", choice))
+        .await
+        .expect_err("not a tool_permission question");
+    assert_eq!(not_a_tool.code, ErrorCode::InvalidFrame);
+    relay.stop().await;
 }

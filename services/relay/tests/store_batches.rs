@@ -484,6 +484,7 @@ async fn delivered_receipts_advance_a_cursor_and_every_path_agrees_with_it(db: D
         correlation_id: "ask-q3".into(),
         by_peer_id: "b".into(),
         by_role: "agent".into(),
+        by_approver_key: false,
         frame_id: "close-1".into(),
         state: DeliveryState::Acked,
         answer: None,

@@ -186,7 +186,8 @@ pub struct KeyRequestBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at_ms: Option<i64>,
     /// What the key may do: `connect` (exchange it for a token and connect agents),
-    /// `usage:read` (read the tenant's own limits and usage). Left out: both.
+    /// `usage:read` (read the tenant's own limits and usage), `approve` (answer agents' tool
+    /// approvals, as a person, orchestrator or service peer). Left out: all three.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scopes: Option<Vec<String>>,
 }

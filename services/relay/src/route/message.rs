@@ -158,10 +158,37 @@ async fn admit(
     Err(Refusal::from(refusal))
 }
 
-/// The recipient `@approvers` stands for: the tenant's stored control peer (made on first use).
-async fn approvers(s: &Session) -> Result<PeerSummary, Refusal> {
-    let control = crate::store::control_peer(&s.tenant_id, now_ms());
-    s.state.store.upsert_peer(&control).await?;
+/// Open questions to `@approvers` one peer may have: a session waits on one at a time, a few
+/// tool calls of one turn may wait together; more is a peer flooding the approvers.
+const MAX_OPEN_APPROVALS: usize = 16;
+
+/// The recipient `@approvers` stands for: the tenant's stored control peer (made on first
+/// use), unless `asker` already has [`MAX_OPEN_APPROVALS`] questions waiting there.
+async fn approvers(s: &Session, asker: &LivePeer) -> Result<PeerSummary, Refusal> {
+    let store = &s.state.store;
+    let control = match store
+        .get_peer(&s.tenant_id, crate::store::CONTROL_PEER)
+        .await?
+    {
+        Some(stored) => stored,
+        None => {
+            let control = crate::store::control_peer(&s.tenant_id, now_ms());
+            store.upsert_peer(&control).await?;
+            control
+        }
+    };
+    let limit = i64::try_from(MAX_OPEN_APPROVALS).unwrap_or(i64::MAX);
+    let open = store
+        .list_questions(&s.tenant_id, Some(&asker.record.peer_id), false, limit)
+        .await?;
+    if open.len() >= MAX_OPEN_APPROVALS {
+        return Err(Refusal::new(
+            ErrorCode::LimitExceeded,
+            format!(
+                "this peer already has {MAX_OPEN_APPROVALS} questions waiting at {APPROVERS}; wait for them to be answered or to time out"
+            ),
+        ));
+    }
     Ok(crate::hub::summary(&control))
 }
 
@@ -169,7 +196,12 @@ pub(super) async fn ask(s: &Session, id: MessageId, a: Ask, started: Instant) ->
     let sender = s.own(a.from.as_str())?;
     let hash = content_hash("ask", &a);
     let target = if a.to == APPROVERS {
-        approvers(s).await?
+        match approvers(s, &sender).await {
+            Ok(target) => target,
+            // A retry of a question already stored is answered `accepted`, as for any ask.
+            Err(_) if settled(s, id, &sender, &hash).await? => return Ok(()),
+            Err(refusal) => return Err(refusal),
+        }
     } else {
         let Some(target) =
             resolve_or_settled(s, id, &sender, &a.to, a.circle.as_deref(), &hash).await?
@@ -199,6 +231,11 @@ pub(super) async fn ask(s: &Session, id: MessageId, a: Ask, started: Instant) ->
         m.created_at_ms
             .saturating_add(i64::try_from(t).unwrap_or(i64::MAX))
     });
+    // An undelivered question waits for its deadline, not less: it would otherwise expire
+    // (and leave the lists of questions) before it is closed.
+    if let Some(deadline) = m.deadline_ms {
+        m.expires_at_ms = m.expires_at_ms.max(deadline);
+    }
     m.question = a
         .question
         .as_ref()
@@ -314,6 +351,7 @@ fn close(
         correlation_id: cid.0.clone(),
         by_peer_id: sender.record.peer_id.clone(),
         by_role: sender.record.role.clone(),
+        by_approver_key: s.approves,
         frame_id: id.to_string(),
         state,
         answer,

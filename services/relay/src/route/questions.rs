@@ -1,5 +1,6 @@
 //! `list_questions`: the questions sent to `@approvers` that a peer may see. Approvers (people,
-//! orchestrators, services) see every one of their tenant; any other peer only those it asked.
+//! orchestrators, services, through a key with the `approve` scope) see every one of their
+//! tenant; any other peer only those it asked.
 
 use repowire_protocol::{
     AnswerValue, Body, DEFAULT_QUESTIONS_LISTED, DeliveryState, ListQuestions, MessageId,
@@ -12,7 +13,8 @@ use crate::store::{CONTROL_PEER, QuestionRecord, approver_role};
 
 pub(super) async fn list(s: &Session, id: MessageId, l: ListQuestions) -> Handled {
     let caller = s.own(l.peer_id.as_str())?;
-    let asker = (!approver_role(&caller.record.role)).then_some(caller.record.peer_id.as_str());
+    let approver = approver_role(&caller.record.role) && s.approves;
+    let asker = (!approver).then_some(caller.record.peer_id.as_str());
     let limit = l.limit.unwrap_or(DEFAULT_QUESTIONS_LISTED);
     let rows = s
         .state

@@ -25,6 +25,9 @@ pub struct Session {
     pub tenant_id: String,
     /// This connection.
     pub conn: ConnId,
+    /// The connection's key has the `approve` scope: its peers of an approving role may answer
+    /// questions to `@approvers`.
+    pub approves: bool,
     /// Writes this connection may have queued and not yet committed: waiting for a permit
     /// stops the connection's reader, so a client cannot grow the shared writer queue at will.
     pub writes: Arc<Semaphore>,
@@ -36,13 +39,14 @@ pub struct Session {
 const NO_LANE: usize = usize::MAX;
 
 impl Session {
-    /// A session for a new connection.
-    pub fn new(state: AppState, tenant_id: String, conn: ConnId) -> Self {
+    /// A session for a new connection; `approves`: its key has the `approve` scope.
+    pub fn new(state: AppState, tenant_id: String, conn: ConnId, approves: bool) -> Self {
         let writes = Arc::new(Semaphore::new(state.config.inflight_writes.max(1)));
         Self {
             state,
             tenant_id,
             conn,
+            approves,
             writes,
             last_lane: Arc::new(AtomicUsize::new(NO_LANE)),
         }

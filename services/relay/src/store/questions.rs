@@ -41,23 +41,35 @@ pub fn approver_role(role: &str) -> bool {
     matches!(role, "human" | "orchestrator" | "service")
 }
 
-/// Whether a peer of `role` may answer a question that `asker` sent to `@approvers`: people
-/// (`human`), `orchestrator` and `service` peers may, in any circle of the tenant; `agent`
+/// Whether a peer of `role`, connected with a key that has the `approve` scope or not, may
+/// answer a question that `asker` sent to `@approvers`: people (`human`), `orchestrator` and
+/// `service` peers may, in any circle of the tenant, through a key with `approve`; `agent`
 /// peers may not (a model must not approve its team's tool calls), and nobody answers a
 /// question it asked itself. `Err` says why not.
-pub fn may_approve(role: &str, by_peer_id: &str, asker: &str) -> Result<(), String> {
+pub fn may_approve(
+    role: &str,
+    approver_key: bool,
+    by_peer_id: &str,
+    asker: &str,
+) -> Result<(), String> {
     if by_peer_id == asker {
         return Err(
             "you asked this question yourself: another peer (a person, an orchestrator or a service) must answer it"
                 .into(),
         );
     }
-    if approver_role(role) {
+    if !approver_role(role) {
+        return Err(format!(
+            "a question to {CONTROL_PEER} is answered by a person, an orchestrator or a service; a peer of role `{role}` may not answer it"
+        ));
+    }
+    if approver_key {
         Ok(())
     } else {
-        Err(format!(
-            "a question to {CONTROL_PEER} is answered by a person, an orchestrator or a service; a peer of role `{role}` may not answer it"
-        ))
+        Err(
+            "this connection's API key lacks the `approve` scope, so its peers do not answer approvals"
+                .into(),
+        )
     }
 }
 
@@ -160,11 +172,13 @@ mod tests {
 
     #[test]
     fn only_people_orchestrators_and_services_other_than_the_asker_may_approve() {
-        assert!(may_approve("human", "peer-b", "peer-a").is_ok());
-        assert!(may_approve("orchestrator", "peer-b", "peer-a").is_ok());
-        assert!(may_approve("service", "peer-b", "peer-a").is_ok());
-        assert!(may_approve("agent", "peer-b", "peer-a").is_err());
-        let own = may_approve("human", "peer-a", "peer-a").expect_err("own question");
+        assert!(may_approve("human", true, "peer-b", "peer-a").is_ok());
+        assert!(may_approve("orchestrator", true, "peer-b", "peer-a").is_ok());
+        assert!(may_approve("service", true, "peer-b", "peer-a").is_ok());
+        assert!(may_approve("agent", true, "peer-b", "peer-a").is_err());
+        let scope = may_approve("human", false, "peer-b", "peer-a").expect_err("no scope");
+        assert!(scope.contains("`approve` scope"), "{scope}");
+        let own = may_approve("human", true, "peer-a", "peer-a").expect_err("own question");
         assert!(own.contains("yourself"), "{own}");
     }
 

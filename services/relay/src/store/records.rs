@@ -133,7 +133,8 @@ pub struct ApiKeyRecord {
     /// When the key was last exchanged for a token (ms), if ever.
     pub last_used_at_ms: Option<i64>,
     /// What it may do, space-separated: `connect` (exchange it for a token and connect
-    /// agents), `usage:read` (read the tenant's own limits and usage).
+    /// agents), `usage:read` (read the tenant's own limits and usage), `approve` (answer
+    /// agents' tool approvals).
     pub scopes: String,
     /// True when the key's tenant is suspended (read with the key; not a column of its own).
     #[serde(skip)]
@@ -258,6 +259,8 @@ pub struct CloseAsk {
     pub by_peer_id: String,
     /// The closing peer's role.
     pub by_role: String,
+    /// The closing connection's key has the `approve` scope.
+    pub by_approver_key: bool,
     /// The closing frame's id (idempotent retries).
     pub frame_id: String,
     /// `Acked` or `Answered`.

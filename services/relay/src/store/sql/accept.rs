@@ -422,6 +422,12 @@ macro_rules! impl_accepts {
                 let closed_prior = match prior {
                     // A question to `@approvers` closes only with an approver's answer (or its
                     // timeout): the asker cannot close it by chaining.
+                    Some(ask) if ask.closed_at_ms.is_none() && ask.recipient != CONTROL_PEER
+                        && ask.deadline_ms.is_some_and(|d| m.created_at_ms >= d) => {
+                        // Past its deadline: its timeout closes it, not the chain.
+                        let cid = m.reply_to.clone().unwrap_or_default();
+                        Self::close_by_timeout(conn, &m.tenant_id, &cid, &ask, m.created_at_ms).await?
+                    }
                     Some(ask) if ask.closed_at_ms.is_none() && ask.recipient != CONTROL_PEER => {
                         let close = (m.message_id.as_str(), DeliveryState::Acked, None, None, None);
                         Self::close_row(conn, &m.tenant_id, &ask, close, m.created_at_ms)

@@ -167,7 +167,7 @@ macro_rules! impl_store {
 
         $crate::store::sql::accept::impl_accepts!($store);
         $crate::store::sql::update::impl_updates!($store, $db, $lock_ask);
-        $crate::store::sql::questions::impl_questions!($store, $db);
+        $crate::store::sql::questions::impl_questions!($store, $db, $backend);
         $crate::store::sql::tenancy::impl_tenancy!($store, $db);
         $crate::store::sql::usage::impl_usage!($store, $db, $backend);
 

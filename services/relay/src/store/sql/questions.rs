@@ -4,11 +4,12 @@
 //! first, and reading the questions sent to `@approvers`.
 
 macro_rules! impl_questions {
-    ($store:ident, $db:ty) => {
+    ($store:ident, $db:ty, $backend:literal) => {
         impl $store {
             /// Closes an open ask whose question's deadline has passed: with the question's
             /// default (answered) or as expired, its entry moved with the reason. `None` if
-            /// another frame closed it first.
+            /// another frame closed it first, or when its entry had already ended (failed or
+            /// expired undelivered, which its asker heard): then the thread closes quietly.
             async fn close_by_timeout(
                 conn: &mut Conn,
                 tenant_id: &str,
@@ -25,7 +26,7 @@ macro_rules! impl_questions {
                     timeout.reply_text.as_deref(),
                     Some(timeout.reason.as_str()),
                 );
-                if !Self::close_row(conn, tenant_id, ask, close, at).await? {
+                if !Self::close_row(conn, tenant_id, ask, close, at).await? || state(&ask.state)?.is_terminal() {
                     return Ok(None);
                 }
                 Ok(Some(ClosedAsk {
@@ -78,12 +79,16 @@ macro_rules! impl_questions {
             /// deadline first, at most `limit`.
             async fn close_overdue(conn: &mut Conn, now_ms: i64, limit: i64) -> Result<Vec<(String, ClosedAsk)>> {
                 // Every tenant's due rows (the partial index holds only open questions with a
-                // deadline); each is then closed under its own tenant.
-                let due: Vec<(String, String)> = sqlx::query_as(
+                // deadline); each is then closed under its own tenant. On Postgres every pod
+                // sweeps: rows another transaction holds (another pod's sweep, an answer being
+                // taken) are skipped, not waited for, and the rest are locked in one order.
+                let lock = if $backend == "postgres" { " FOR UPDATE SKIP LOCKED" } else { "" };
+                let sql = format!(
                     "SELECT tenant_id, correlation_id FROM messages \
                      WHERE deadline_ms IS NOT NULL AND closed_at_ms IS NULL AND deadline_ms <= $1 \
-                     AND correlation_id IS NOT NULL ORDER BY deadline_ms LIMIT $2",
-                )
+                     AND correlation_id IS NOT NULL ORDER BY deadline_ms, tenant_id, message_id LIMIT $2{lock}"
+                );
+                let due: Vec<(String, String)> = sqlx::query_as(&sql)
                 .bind(now_ms)
                 .bind(limit)
                 .fetch_all(&mut *conn)
@@ -111,9 +116,9 @@ macro_rules! impl_questions {
                 limit: i64,
             ) -> Result<Vec<QuestionRecord>> {
                 let (open_or_closed, order) = if closed {
-                    ("m.closed_at_ms IS NOT NULL", "DESC")
+                    ("m.closed_at_ms IS NOT NULL", "m.closed_at_ms DESC, i.seq DESC")
                 } else {
-                    ("m.closed_at_ms IS NULL AND i.state = 'accepted'", "ASC")
+                    ("m.closed_at_ms IS NULL AND i.state = 'accepted'", "i.seq ASC")
                 };
                 let asker_filter = if asker.is_some() { "AND m.from_peer_id = $4" } else { "" };
                 let sql = format!(
@@ -124,7 +129,7 @@ macro_rules! impl_questions {
                      FROM inbox i JOIN messages m ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id \
                      LEFT JOIN messages r ON r.tenant_id = m.tenant_id AND r.message_id = m.closed_by AND r.kind = 'reply' \
                      WHERE i.tenant_id = $1 AND i.peer_id = $2 AND {open_or_closed} {asker_filter} \
-                     ORDER BY i.seq {order} LIMIT $3"
+                     ORDER BY {order} LIMIT $3"
                 );
                 let mut query = sqlx::query_as::<_, QuestionRecord>(&sql)
                     .bind(tenant_id)

@@ -273,7 +273,7 @@ macro_rules! impl_updates {
                 };
                 let to_approvers = ask.recipient == CONTROL_PEER;
                 if to_approvers {
-                    if let Err(why) = may_approve(&c.by_role, &c.by_peer_id, &ask.from_peer_id) {
+                    if let Err(why) = may_approve(&c.by_role, c.by_approver_key, &c.by_peer_id, &ask.from_peer_id) {
                         return Ok(CloseOutcome::NotEligible(why));
                     }
                 } else if ask.recipient != c.by_peer_id {
