@@ -27,6 +27,11 @@ enum Command {
     Hook {
         /// session-start, prompt-submit, stop, notification, session-end or pre-tool-use.
         event: cli::hook::Event,
+        /// For pre-tool-use: the longest a call may wait for an approval, whatever
+        /// config.toml says later (`setup --approvals` writes it, with Claude Code's timeout
+        /// for the hook above it).
+        #[arg(long, value_name = "SECONDS")]
+        approval_timeout: Option<u64>,
     },
     /// The MCP server (stdio) that gives an agent its Repowire tools.
     Mcp,
@@ -129,8 +134,12 @@ enum ConfigCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Hooks take the fast path: no async runtime, no tracing setup.
-    if let Command::Hook { event } = &cli.command {
-        return cli::hook::run(&cli.config, *event);
+    if let Command::Hook {
+        event,
+        approval_timeout,
+    } = &cli.command
+    {
+        return cli::hook::run(&cli.config, *event, *approval_timeout);
     }
     let result = match cli.command {
         Command::Daemon { action } => cli::daemon::run(&cli.config, action),

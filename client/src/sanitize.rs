@@ -44,17 +44,20 @@ pub fn for_context(text: &str) -> String {
     out
 }
 
-/// C0/C1 controls, DEL, bidi embedding/override/isolate controls, line/paragraph separators.
+/// C0/C1 controls, DEL, bidi embedding/override/isolate controls, line/paragraph separators,
+/// and the invisible zero-width characters (space, joiners, word joiner, BOM) that can hide a
+/// part of a text from the person reading it.
 fn is_dangerous(c: char) -> bool {
     let u = c as u32;
     u < 0x20
         || (0x7f..=0x9f).contains(&u)
         || (0x202a..=0x202e).contains(&u)
         || (0x2066..=0x2069).contains(&u)
+        || (0x200b..=0x200f).contains(&u)
         || u == 0x2028
         || u == 0x2029
-        || u == 0x200e
-        || u == 0x200f
+        || u == 0x2060
+        || u == 0xfeff
 }
 
 /// Consumes the rest of an escape sequence (CSI, OSC, DCS/SOS/PM/APC, or a two-byte escape).

@@ -26,6 +26,18 @@ pub enum ApprovalsCommand {
         #[arg(long)]
         from: Option<String>,
     },
+    /// One approval (waiting or decided) in full: everything the agent's tool call would do
+    /// that the relay was given.
+    Show {
+        /// The approval's id (`ask-…`).
+        id: String,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+        /// Act as this local session.
+        #[arg(long)]
+        from: Option<String>,
+    },
     /// Let a waiting tool call run.
     Allow {
         /// The approval's id (`ask-…`), as `approvals list` shows it.
@@ -92,6 +104,47 @@ pub fn run(config: &Config, command: ApprovalsCommand) -> anyhow::Result<ExitCod
             let now = crate::daemon::store::now_ms();
             for q in &items {
                 println!("{}", waiting(q, now));
+            }
+        }
+        ApprovalsCommand::Show { id, json, from } => {
+            let mut found = None;
+            for closed in [false, true] {
+                let listed = super::call(
+                    config,
+                    &Request::Questions {
+                        from: from.clone(),
+                        closed,
+                        limit: Some(repowire_protocol::MAX_QUESTIONS_LISTED),
+                    },
+                    TIMEOUT,
+                )?;
+                found = listed
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|q| q["correlation_id"] == id.as_str())
+                    .cloned();
+                if found.is_some() {
+                    break;
+                }
+            }
+            let Some(q) = found else {
+                anyhow::bail!(
+                    "no approval `{}` among the ones you may see (the open ones and the last {} decided)",
+                    sanitize::for_terminal(&id),
+                    repowire_protocol::MAX_QUESTIONS_LISTED
+                );
+            };
+            if json {
+                println!("{}", serde_json::to_string_pretty(&q)?);
+            } else {
+                println!(
+                    "{}  from {}  ({})",
+                    sanitize::for_terminal(&id),
+                    peer(&q["from"]),
+                    sanitize::for_terminal(q["state"].as_str().unwrap_or("?"))
+                );
+                print!("{}", indented(q["text"].as_str().unwrap_or("")));
             }
         }
         ApprovalsCommand::Allow {
@@ -174,12 +227,37 @@ fn peer(p: &Value) -> String {
     )
 }
 
-/// The question's text, every line indented.
-fn body(q: &Value) -> String {
-    sanitize::for_context(q["text"].as_str().unwrap_or(""))
+/// How much of a question's text a listing shows: the rest is for `approvals show`.
+const PREVIEW_BYTES: usize = 1500;
+/// How many of its lines a listing shows.
+const PREVIEW_LINES: usize = 20;
+
+/// Every line of `text` indented, control characters made visible.
+fn indented(text: &str) -> String {
+    sanitize::for_context(text)
         .lines()
         .map(|l| format!("    {l}\n"))
         .collect()
+}
+
+/// The question's text, indented, cut to a preview that says where the rest is.
+fn body(q: &Value) -> String {
+    let all = indented(q["text"].as_str().unwrap_or(""));
+    let mut shown = String::new();
+    for line in all.lines().take(PREVIEW_LINES) {
+        if shown.len() + line.len() > PREVIEW_BYTES {
+            break;
+        }
+        shown.push_str(line);
+        shown.push('\n');
+    }
+    if shown.len() < all.len() {
+        shown.push_str(&format!(
+            "    … more: `repowire approvals show {}`\n",
+            sanitize::for_terminal(q["correlation_id"].as_str().unwrap_or("ID"))
+        ));
+    }
+    shown
 }
 
 fn waiting(q: &Value, now: i64) -> String {

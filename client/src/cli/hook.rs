@@ -80,7 +80,7 @@ Hooks are run by Claude Code once `repowire setup` installed them. From a termin
 
 /// Runs the hook. Exits 0 whatever happens when a runtime runs it: a hook failure must not
 /// break the agent. Run by hand in a terminal, it refuses with exit 1 and says what to do.
-pub fn run(config: &Config, event: Event) -> ExitCode {
+pub fn run(config: &Config, event: Event, approval_cap: Option<u64>) -> ExitCode {
     use std::io::IsTerminal;
     let runtime_env = RUNTIME_ENV.iter().any(|v| std::env::var_os(v).is_some());
     if run_by_hand(
@@ -94,7 +94,7 @@ pub fn run(config: &Config, event: Event) -> ExitCode {
     if event == Event::PreToolUse {
         // A panic would exit non-zero, which Claude Code treats as "no decision": the tool
         // would run. Caught, it denies.
-        let decided = std::panic::catch_unwind(|| pre_tool_use(config))
+        let decided = std::panic::catch_unwind(|| pre_tool_use(config, approval_cap))
             .unwrap_or_else(|_| Some(deny("the approval hook failed unexpectedly; denied")));
         if let Some(output) = decided {
             let mut stdout = std::io::stdout().lock();
@@ -140,8 +140,14 @@ fn deny(reason: &str) -> Value {
 }
 
 /// The PreToolUse hook: `None` (no output: Claude Code's own permissions decide) when
-/// approvals are off or the tool is not gated; otherwise the decision, never nothing.
-fn pre_tool_use(config: &Config) -> Option<Value> {
+/// approvals are off or the tool is not gated; otherwise the decision, never nothing. A call
+/// waits at most `[approvals] timeout_seconds`, and never longer than `cap` (the timeout
+/// `setup` wrote Claude Code's hook timeout for: a longer wait would be killed, and run).
+fn pre_tool_use(config: &Config, cap: Option<u64>) -> Option<Value> {
+    // The payload is read first, always: a hook that exits before its runtime finished
+    // writing would break that write (EPIPE on the runtime's side).
+    let mut raw = String::new();
+    let read = std::io::stdin().take(MAX_PAYLOAD).read_to_string(&mut raw);
     let policy = match config.settings() {
         Ok(s) => s.approvals,
         Err(e) => {
@@ -153,12 +159,7 @@ fn pre_tool_use(config: &Config) -> Option<Value> {
     if !policy.enabled {
         return None;
     }
-    let mut raw = String::new();
-    if std::io::stdin()
-        .take(MAX_PAYLOAD)
-        .read_to_string(&mut raw)
-        .is_err()
-    {
+    if read.is_err() {
         return Some(deny("the hook payload could not be read; denied"));
     }
     let Ok(payload) = serde_json::from_str::<Value>(&raw) else {
@@ -170,16 +171,21 @@ fn pre_tool_use(config: &Config) -> Option<Value> {
     if !policy.tools.iter().any(|t| t == tool) {
         return None;
     }
+    let timeout = match cap {
+        Some(cap) => policy.timeout.min(Duration::from_secs(cap)),
+        None => policy.timeout,
+    };
     let request = Request::Hook {
         event: Event::PreToolUse.name().into(),
         payload,
         tmux: std::env::var("TMUX").ok(),
         tmux_pane: std::env::var("TMUX_PANE").ok(),
-        approval_timeout_ms: Some(u64::try_from(policy.timeout.as_millis()).unwrap_or(u64::MAX)),
+        approval_timeout_ms: Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
     };
-    // The daemon decides within the timeout plus its grace; this bound is only for a daemon
-    // that hangs, and stays well inside the hook timeout `setup` writes.
-    let bound = policy.timeout + crate::daemon::questions::VERDICT_GRACE + Duration::from_secs(5);
+    // The daemon decides within the timeout plus its grace (and a registration before it);
+    // this bound is only for a daemon that hangs, and stays inside the hook timeout `setup`
+    // writes (`approvals_setup::HOOK_MARGIN` above the timeout).
+    let bound = timeout + crate::daemon::questions::VERDICT_GRACE + Duration::from_secs(7);
     let socket = crate::config::socket_path(&config.home());
     Some(match api::call(&socket, &request, bound) {
         Ok(result) => match result.get("output").filter(|o| o.is_object()) {

@@ -19,7 +19,7 @@ pub enum QuestionCommand {
     /// answer); exit 0 when answered (also when the timeout took --default), 2 when the
     /// question timed out with no default or ended without an answer, 1 on an error.
     AskBlocking {
-        /// The recipient: a peer's name or id, or `@approvers` (any person of the tenant).
+        /// The recipient: a peer's name or id.
         to: String,
         /// The question.
         text: String,

@@ -418,7 +418,11 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
     )?;
     match &approvals {
         super::approvals_setup::Change::Enable(policy) => {
-            let command = hook_command(&exe, config, PRE_TOOL_USE.1);
+            let command = format!(
+                "{} --approval-timeout {}",
+                hook_command(&exe, config, PRE_TOOL_USE.1),
+                policy.timeout.as_secs()
+            );
             let entry = super::approvals_setup::hook_entry(&command, policy);
             settings_after = merge_entries(settings_after, &[(PRE_TOOL_USE.0, entry)])?;
         }

@@ -95,53 +95,82 @@ impl Daemon {
 
     /// Sends `out` as `peer` (a registered local peer), any question kind allowed.
     pub(super) async fn send_as(&self, peer: &str, out: Outgoing) -> Result<Value, ApiError> {
-        let Outgoing {
-            from: _,
-            kind,
-            to,
-            circle,
-            text,
-            reply_to,
-            question,
-        } = out;
-        if question.is_some() && kind != SendKind::Ask {
-            return Err(ApiError::new(
-                "invalid_request",
-                "only an ask can carry a question",
-            ));
+        let (frame, kind, to, text) = frame_of(peer, out)?;
+        self.submit(frame, peer, kind, to, text).await
+    }
+
+    /// Sends `out` as `peer` once, without the outbox (see [`Daemon::submit_once`]).
+    pub(super) async fn send_once(&self, peer: &str, out: Outgoing) -> Result<Value, ApiError> {
+        let (frame, kind, to, text) = frame_of(peer, out)?;
+        self.submit_once(frame, peer, kind, to, text).await
+    }
+
+    /// Sends a frame once, without the outbox, for a blocking question: one that reached the
+    /// relay only after its asker stopped waiting could be answered for nothing. Refused at once
+    /// when the link is down or the relay refuses it (also with a retryable error); `unknown`
+    /// when the relay did not answer in time (it may have it: its `accepted` still counts).
+    async fn submit_once(
+        &self,
+        frame: Frame,
+        peer: &str,
+        kind: &str,
+        to: Option<String>,
+        text: String,
+    ) -> Result<Value, ApiError> {
+        self.validated(&frame)?;
+        if !self.link.is_ready() {
+            return Err(link_error(&LinkError::Down));
         }
-        let from = PeerId(peer.to_owned());
-        let need_to = || {
-            to.clone()
-                .ok_or_else(|| ApiError::new("invalid_request", "a recipient is required"))
-        };
-        let body = match kind {
-            SendKind::Ask => Body::Ask(Ask {
-                from,
-                to: need_to()?,
-                circle,
-                text: text.clone(),
-                reply_to: reply_to.map(CorrelationId),
-                question,
-            }),
-            SendKind::Notify => Body::Notify(Notify {
-                from,
-                to: need_to()?,
-                circle,
-                text: text.clone(),
-            }),
-            SendKind::Broadcast => Body::Broadcast(Broadcast {
-                from,
-                text: text.clone(),
-            }),
-        };
-        let kind_name = match kind {
-            SendKind::Ask => "ask",
-            SendKind::Notify => "notify",
-            SendKind::Broadcast => "broadcast",
-        };
-        self.submit(Frame::new(body), peer, kind_name, to, text)
+        let id = frame.id.to_string();
+        self.store
+            .insert_sent(&SentRow {
+                message_id: id.clone(),
+                peer_id: peer.to_owned(),
+                kind: kind.to_owned(),
+                to_name: to,
+                text,
+                correlation_id: None,
+                state: "queued".into(),
+                error: None,
+                reply: None,
+                created_at_ms: now_ms(),
+            })
             .await
+            .map_err(store_error)?;
+        let refused = |why: String| {
+            let id = id.clone();
+            async move {
+                let _ = self.store.sent_rejected(&id, &why).await;
+            }
+        };
+        match self.link.request(frame, RELAY_TIMEOUT).await {
+            Ok(Frame {
+                body: Body::Accepted(a),
+                ..
+            }) => Ok(json!({
+                "state": "accepted",
+                "message_id": a.message_id,
+                "correlation_id": a.correlation_id,
+                "recipients": a.recipients,
+            })),
+            Ok(Frame {
+                body: Body::Error(e),
+                ..
+            }) => {
+                refused(format!("{}: {}", e.code.as_str(), e.message)).await;
+                Err(relay_error(&e))
+            }
+            Ok(other) => Err(unexpected(&other.body)),
+            Err(LinkError::Timeout) => Ok(json!({
+                "state": "unknown",
+                "message_id": id,
+                "reason": "the relay did not answer in time; it may have the question",
+            })),
+            Err(e) => {
+                refused(e.to_string()).await;
+                Err(link_error(&e))
+            }
+        }
     }
 
     /// Closes an ask this actor received, optionally with a reply.
@@ -467,4 +496,58 @@ impl Daemon {
             "wakes": self.wake_outcomes(),
         }))
     }
+}
+
+/// The frame `out` is as `peer` sends it, with its kind's name, recipient and text (for the
+/// `sent` record).
+fn frame_of(
+    peer: &str,
+    out: Outgoing,
+) -> Result<(Frame, &'static str, Option<String>, String), ApiError> {
+    let Outgoing {
+        from: _,
+        kind,
+        to,
+        circle,
+        text,
+        reply_to,
+        question,
+    } = out;
+    if question.is_some() && kind != SendKind::Ask {
+        return Err(ApiError::new(
+            "invalid_request",
+            "only an ask can carry a question",
+        ));
+    }
+    let from = PeerId(peer.to_owned());
+    let need_to = || {
+        to.clone()
+            .ok_or_else(|| ApiError::new("invalid_request", "a recipient is required"))
+    };
+    let body = match kind {
+        SendKind::Ask => Body::Ask(Ask {
+            from,
+            to: need_to()?,
+            circle,
+            text: text.clone(),
+            reply_to: reply_to.map(CorrelationId),
+            question,
+        }),
+        SendKind::Notify => Body::Notify(Notify {
+            from,
+            to: need_to()?,
+            circle,
+            text: text.clone(),
+        }),
+        SendKind::Broadcast => Body::Broadcast(Broadcast {
+            from,
+            text: text.clone(),
+        }),
+    };
+    let kind_name = match kind {
+        SendKind::Ask => "ask",
+        SendKind::Notify => "notify",
+        SendKind::Broadcast => "broadcast",
+    };
+    Ok((Frame::new(body), kind_name, to, text))
 }

@@ -25,6 +25,9 @@ use crate::api::{ApiError, Outgoing, SendKind};
 /// timeout (or an answer it took just before it) before deciding without it.
 pub const VERDICT_GRACE: Duration = Duration::from_secs(3);
 
+/// How long a blocking caller asks the relay for the outcome once more at its deadline.
+const LAST_WORD: Duration = Duration::from_secs(1);
+
 /// The longest a blocking question may wait.
 pub const MAX_BLOCKING: Duration = Duration::from_secs(3600);
 
@@ -175,18 +178,20 @@ impl Daemon {
         let (session, peer) = self
             .registered_actor(out.from.as_deref(), caller_pid)
             .await?;
-        let (value, after) = self.block_on(&peer, out).await?;
+        let (value, after) = self.block_on(&peer, out, None).await?;
         Ok((with_sender(value, &session), after))
     }
 
-    /// Sends the ask `out` (which must carry a question with `timeout_ms`) as `peer` and waits
-    /// until the relay reports its outcome, or until the question's deadline plus
-    /// [`VERDICT_GRACE`] without a word from the relay (`state: "no_verdict"`). Nothing is asked
-    /// while the relay link is down: a question nobody can answer in time is refused at once.
+    /// Sends the ask `out` (which must carry a question with `timeout_ms`) as `peer`, once and
+    /// without the outbox, and waits until the relay reports its outcome, or until `deadline`
+    /// (default: the question's timeout plus [`VERDICT_GRACE`] from now) without a word from
+    /// the relay (`state: "no_verdict"`). Nothing is asked while the relay link is down, or
+    /// when the relay refuses the question: nobody could answer it in time.
     pub(super) async fn block_on(
         self: &Arc<Self>,
         peer: &str,
         mut out: Outgoing,
+        deadline: Option<tokio::time::Instant>,
     ) -> Result<(Value, Option<AfterWrite>), ApiError> {
         let timeout = out
             .question
@@ -208,12 +213,18 @@ impl Daemon {
                 ),
             ));
         }
-        if !self.link.is_ready() {
-            return Err(super::ops::link_error(&super::link::LinkError::Down));
-        }
         out.kind = SendKind::Ask;
-        let started = tokio::time::Instant::now();
-        let sent = self.send_as(peer, out).await?;
+        let deadline =
+            deadline.unwrap_or_else(|| tokio::time::Instant::now() + timeout + VERDICT_GRACE);
+        let sent = match tokio::time::timeout_at(deadline, self.send_once(peer, out)).await {
+            Ok(sent) => sent?,
+            Err(_) => {
+                return Ok((
+                    json!({ "state": "no_verdict", "reason": "the relay did not take the question in time" }),
+                    None,
+                ));
+            }
+        };
         let message_id = sent["message_id"].as_str().unwrap_or_default().to_owned();
         self.store
             .set_blocking(&message_id, "waiting")
@@ -224,7 +235,6 @@ impl Daemon {
             message_id: message_id.clone(),
             armed: true,
         };
-        let deadline = started + timeout + VERDICT_GRACE;
         let mut reply_expected = false;
         loop {
             let notified = self.replies.notified();
@@ -251,13 +261,16 @@ impl Daemon {
                     .ok()
                     .flatten()
                     .and_then(|(row, _)| row.correlation_id);
-                // A `delivery` can be lost with a connection: the relay is asked once more.
-                if let Some(cid) = &cid
-                    && let Some(decided) = self
-                        .relay_status(peer, cid)
+                // A `delivery` can be lost with a connection: the relay is asked once more,
+                // briefly (the caller's own deadline is not far).
+                let last_word = async {
+                    let cid = cid.as_deref()?;
+                    let st = tokio::time::timeout(LAST_WORD, self.relay_status(peer, cid))
                         .await
-                        .and_then(|st| from_status(cid, st))
-                {
+                        .ok()??;
+                    from_status(cid, st)
+                };
+                if let Some(decided) = last_word.await {
                     guard.armed = false;
                     self.store
                         .set_blocking(&message_id, "decided")
