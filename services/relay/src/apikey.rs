@@ -237,9 +237,10 @@ mod tests {
                 .expect_err("unknown")
                 .contains("admin:write")
         );
+        assert_eq!(s(&["approve", "connect"]).as_deref(), Ok("connect approve"));
         assert_eq!(
             mint("t", KeyMode::Live, "", 0, None).record.scopes,
-            "connect usage:read"
+            "connect usage:read approve"
         );
     }
 
