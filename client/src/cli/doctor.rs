@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::claude_settings::{is_ours, read_json};
 use super::permissions;
-use super::setup::{EVENTS, broken_hooks, claude_json_path, is_ours, read_json, settings_path};
+use super::setup::{EVENTS, broken_hooks, claude_json_path, settings_path};
 use crate::api::Request;
 use crate::config::Config;
 

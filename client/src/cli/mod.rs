@@ -3,6 +3,7 @@
 pub mod approvals;
 pub mod approvals_setup;
 pub mod check_relay;
+pub mod claude_settings;
 pub mod daemon;
 pub mod doctor;
 pub mod hook;
