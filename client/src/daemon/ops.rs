@@ -122,21 +122,7 @@ impl Daemon {
             return Err(link_error(&LinkError::Down));
         }
         let id = frame.id.to_string();
-        self.store
-            .insert_sent(&SentRow {
-                message_id: id.clone(),
-                peer_id: peer.to_owned(),
-                kind: kind.to_owned(),
-                to_name: to,
-                text,
-                correlation_id: None,
-                state: "queued".into(),
-                error: None,
-                reply: None,
-                created_at_ms: now_ms(),
-            })
-            .await
-            .map_err(store_error)?;
+        self.record_sent(&frame, peer, kind, to, text).await?;
         let refused = |why: String| {
             let id = id.clone();
             async move {
@@ -319,6 +305,37 @@ impl Daemon {
         }
     }
 
+    /// Records a message-creating frame this daemon is sending (`peer status` shows it).
+    async fn record_sent(
+        &self,
+        frame: &Frame,
+        peer: &str,
+        kind: &str,
+        to: Option<String>,
+        text: String,
+    ) -> Result<(), ApiError> {
+        let correlation_id = match &frame.body {
+            Body::Ack(a) => Some(a.correlation_id.0.clone()),
+            Body::Answer(a) => Some(a.correlation_id.0.clone()),
+            _ => None,
+        };
+        self.store
+            .insert_sent(&SentRow {
+                message_id: frame.id.to_string(),
+                peer_id: peer.to_owned(),
+                kind: kind.to_owned(),
+                to_name: to,
+                text,
+                correlation_id,
+                state: "queued".into(),
+                error: None,
+                reply: None,
+                created_at_ms: now_ms(),
+            })
+            .await
+            .map_err(store_error)
+    }
+
     /// Validates, records, sends, and waits briefly for the relay's answer.
     async fn submit(
         &self,
@@ -341,26 +358,7 @@ impl Daemon {
         }
         let encoded = repowire_protocol::encode(&frame);
         let id = frame.id.to_string();
-        let correlation_id = match &frame.body {
-            Body::Ack(a) => Some(a.correlation_id.0.clone()),
-            Body::Answer(a) => Some(a.correlation_id.0.clone()),
-            _ => None,
-        };
-        self.store
-            .insert_sent(&SentRow {
-                message_id: id.clone(),
-                peer_id: peer.to_owned(),
-                kind: kind.to_owned(),
-                to_name: to,
-                text,
-                correlation_id,
-                state: "queued".into(),
-                error: None,
-                reply: None,
-                created_at_ms: now_ms(),
-            })
-            .await
-            .map_err(store_error)?;
+        self.record_sent(&frame, peer, kind, to, text).await?;
         self.store
             .put_outbox(&id, peer, &encoded)
             .await
