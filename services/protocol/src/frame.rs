@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::codes::ErrorCode;
 use crate::ids::{CorrelationId, MessageId, PeerId};
 use crate::question::{AnswerValue, ListQuestions, Question, Questions};
+use crate::session::{BindSession, ListSessions, SessionBound, Sessions};
 
 /// One frame: version, id, and the typed body.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -104,6 +105,10 @@ pub enum Body {
     StateGet(StateGet),
     /// List the questions to `@approvers` the peer may see.
     ListQuestions(ListQuestions),
+    /// The peer executes this work stream (a Repowire session) now.
+    BindSession(BindSession),
+    /// List the Repowire sessions the peer may see.
+    ListSessions(ListSessions),
 
     // ---- relay → client ----
     /// Answer to `hello`.
@@ -132,6 +137,10 @@ pub enum Body {
     State(State),
     /// Answer to `list_questions`.
     Questions(Questions),
+    /// Answer to `bind_session`.
+    SessionBound(SessionBound),
+    /// Answer to `list_sessions`.
+    Sessions(Sessions),
 }
 
 /// Every `type` this version knows, for telling "unknown type" apart from "invalid frame".
@@ -169,7 +178,9 @@ impl Body {
             | Body::StatusQuery(_)
             | Body::StateSet(_)
             | Body::StateGet(_)
-            | Body::ListQuestions(_) => Direction::ToRelay,
+            | Body::ListQuestions(_)
+            | Body::BindSession(_)
+            | Body::ListSessions(_) => Direction::ToRelay,
             _ => Direction::ToClient,
         }
     }
@@ -719,6 +730,13 @@ pub struct Message {
     /// A typed answer (replies to structured asks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<AnswerValue>,
+    /// The Repowire session the sender was bound to when it sent this, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_session_id: Option<String>,
+    /// The Repowire session it was addressed to, or the recipient's when the relay knew it at
+    /// accept time; absent otherwise (and for broadcasts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_session_id: Option<String>,
     /// When the relay accepted it, milliseconds since the Unix epoch.
     pub created_at_ms: i64,
     /// When it expires undelivered.

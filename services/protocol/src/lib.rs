@@ -7,6 +7,7 @@
 //! - [`codes`]: error codes carried in error frames and HTTP bodies, WebSocket close codes.
 //! - [`limits`]: size limits every implementation enforces.
 //! - [`question`]: structured questions, typed answers, `@approvers`, `list_questions`.
+//! - [`session`]: Repowire session ids and the bindings of work streams to peers.
 //! - [`validate`]: field rules (name alphabet, lengths, question shapes).
 //! - [`http`]: the JSON bodies of the HTTP endpoints (token exchange, errors).
 //!
@@ -20,6 +21,7 @@ pub mod http;
 pub mod ids;
 pub mod limits;
 pub mod question;
+pub mod session;
 pub mod validate;
 
 pub use codec::{DecodeError, decode, decode_from_relay, encode};
@@ -27,6 +29,7 @@ pub use codes::{CloseCode, ErrorCode};
 pub use frame::*;
 pub use ids::{CorrelationId, MessageId, PeerId};
 pub use question::*;
+pub use session::*;
 
 /// The protocol version this crate speaks. Frames carry it in `v`.
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -9,6 +9,7 @@ use crate::codes::ErrorCode;
 use crate::frame::*;
 use crate::limits::*;
 use crate::question::*;
+use crate::session::*;
 
 type Result<T = ()> = std::result::Result<T, DecodeError>;
 
@@ -250,6 +251,29 @@ fn body(frame: &Frame) -> Result {
             }
         }
         Body::StateGet(g) => opt_name("key", &g.key),
+        Body::BindSession(b) => {
+            if let Some(id) = &b.session_id
+                && !looks_like_session_id(id)
+            {
+                return Err(invalid(
+                    "`session_id` is a Repowire session id: `rs-` and 16 of 0-9 a-z",
+                ));
+            }
+            if !is_runtime_session_id(&b.runtime_session_id) {
+                return Err(invalid(format!(
+                    "`runtime_session_id` must be 1-{MAX_RUNTIME_SESSION_ID_BYTES} characters of letters, digits, '.', '_', ':' or '-'"
+                )));
+            }
+            if let Some(t) = &b.transcript {
+                bounded("transcript.path", &t.path, MAX_PATH_BYTES)?;
+                if t.path.is_empty() || t.path.chars().any(char::is_control) {
+                    return Err(invalid(
+                        "`transcript.path` must be a non-empty path without control characters",
+                    ));
+                }
+            }
+            opt_name("source", &b.source)
+        }
         Body::ListQuestions(l) => match l.limit {
             Some(n) if n == 0 || n > MAX_QUESTIONS_LISTED => {
                 Err(invalid(format!("`limit` must be 1-{MAX_QUESTIONS_LISTED}")))

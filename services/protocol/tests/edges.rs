@@ -7,7 +7,7 @@ use repowire_protocol::limits::{
 };
 use repowire_protocol::{
     Ask, Body, CorrelationId, Deliver, ErrorCode, Frame, Message, MessageId, MessageKind, PeerId,
-    PeerSummary, Question, QuestionKind, QuestionOption, decode, encode,
+    PeerSummary, Question, QuestionKind, QuestionOption, decode, encode, session_id_from_random,
 };
 
 const ID: &str = "0193a4c2-7b10-7c3e-9a51-0f6e2d1b8a01";
@@ -170,6 +170,8 @@ fn the_deliver_of_the_largest_message_fits_the_frame_limit() {
             reply_to: ask.reply_to,
             question: ask.question,
             answer: None,
+            from_session_id: Some(session_id_from_random(u128::MAX)),
+            to_session_id: Some(session_id_from_random(u128::MAX)),
             created_at_ms: i64::MAX,
             expires_at_ms: i64::MAX,
         },
