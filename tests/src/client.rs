@@ -204,6 +204,8 @@ impl TestClient {
             Body::Status(r) if r.re == re => Some(Ok(f.body.clone())),
             Body::State(r) if r.re == re => Some(Ok(f.body.clone())),
             Body::Questions(r) if r.re == re => Some(Ok(f.body.clone())),
+            Body::SessionBound(r) if r.re == re => Some(Ok(f.body.clone())),
+            Body::Sessions(r) if r.re == re => Some(Ok(f.body.clone())),
             _ => None,
         })
         .await
@@ -297,6 +299,45 @@ impl TestClient {
         match self.answer(id).await {
             Ok(Body::Questions(q)) => q.questions,
             other => panic!("list_questions failed: {other:?}"),
+        }
+    }
+
+    /// Binds `peer` to a work stream (a Repowire session) for runtime session `runtime`.
+    pub async fn bind(
+        &mut self,
+        peer: &PeerId,
+        session: Option<&str>,
+        runtime: &str,
+    ) -> SessionInfo {
+        let id = self
+            .send(Body::BindSession(BindSession {
+                peer_id: peer.clone(),
+                session_id: session.map(str::to_owned),
+                runtime_session_id: runtime.to_owned(),
+                transcript: Some(TranscriptLocator {
+                    path: format!("/transcripts/{runtime}.jsonl"),
+                    cursor: Some(runtime.len() as u64),
+                }),
+                source: None,
+            }))
+            .await;
+        match self.answer(id).await {
+            Ok(Body::SessionBound(b)) => b.session,
+            other => panic!("bind_session failed: {other:?}"),
+        }
+    }
+
+    /// The sessions `as_peer` sees.
+    pub async fn sessions(&mut self, as_peer: &PeerId, all_circles: bool) -> Vec<SessionInfo> {
+        let id = self
+            .send(Body::ListSessions(ListSessions {
+                peer_id: as_peer.clone(),
+                all_circles,
+            }))
+            .await;
+        match self.answer(id).await {
+            Ok(Body::Sessions(l)) => l.sessions,
+            other => panic!("list_sessions failed: {other:?}"),
         }
     }
 

@@ -57,6 +57,8 @@ pub fn to_wire(m: &StoredMessage) -> Message {
             .answer
             .as_deref()
             .and_then(|a| serde_json::from_str::<AnswerValue>(a).ok()),
+        from_session_id: m.from_session_id.clone(),
+        to_session_id: m.to_session_id.clone(),
         created_at_ms: m.created_at_ms,
         expires_at_ms: m.expires_at_ms,
     }
@@ -80,6 +82,8 @@ pub fn stored(m: &NewMessage, correlation_id: Option<String>) -> StoredMessage {
         reply_text: None,
         content_hash: m.content_hash.clone(),
         traceparent: m.traceparent.clone(),
+        from_session_id: m.from_session_id.clone(),
+        to_session_id: m.to_session_id.clone(),
     }
 }
 
@@ -315,6 +319,7 @@ impl Dispatcher {
                         .as_ref()
                         .and_then(|a| serde_json::to_string(a).ok());
                     r.body = reply_text.clone().unwrap_or_default();
+                    r.to_session_id = closed.asker_session_id.clone();
                     self.enqueue(
                         &r,
                         Some(c.correlation_id.clone()),

@@ -677,6 +677,25 @@ mod tests {
         ) -> crate::store::Result<Vec<crate::store::QuestionRecord>> {
             unused()
         }
+        async fn bind_session(
+            &self,
+            _: &crate::store::SessionBind,
+        ) -> crate::store::Result<crate::store::SessionWithRuntimes> {
+            unused()
+        }
+        async fn list_sessions(
+            &self,
+            _: &str,
+        ) -> crate::store::Result<Vec<crate::store::SessionWithRuntimes>> {
+            unused()
+        }
+        async fn get_session(
+            &self,
+            _: &str,
+            _: &str,
+        ) -> crate::store::Result<Option<crate::store::SessionRecord>> {
+            unused()
+        }
     }
 
     #[derive(Default)]
@@ -716,6 +735,8 @@ mod tests {
             created_at_ms: 0,
             expires_at_ms: 0,
             deadline_ms: None,
+            from_session_id: None,
+            to_session_id: None,
             recipients: vec!["b".into()],
             inbox_cap: 10,
             traceparent: None,

@@ -71,6 +71,8 @@ fn msg(tenant: &str, id: &str, kind: MessageKind, to: &[&str], body: &str, cap: 
         created_at_ms: 1,
         expires_at_ms: i64::MAX / 2,
         deadline_ms: None,
+        from_session_id: None,
+        to_session_id: None,
         recipients: to.iter().map(|s| s.to_string()).collect(),
         inbox_cap: cap,
         traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into()),

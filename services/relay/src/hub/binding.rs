@@ -63,6 +63,8 @@ impl Hub {
                 pushed_seq: 0,
                 epoch,
                 replaying: false,
+                // A new binding of the peer starts without one: its daemon binds it again.
+                session_id: None,
             },
         );
         Bound {

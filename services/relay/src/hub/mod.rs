@@ -94,6 +94,8 @@ pub struct LivePeer {
     /// an older binding (catch-up) can tell they are stale.
     pub epoch: u64,
     replaying: bool,
+    /// The Repowire session this peer executes, once its daemon bound one (`bind_session`).
+    pub session_id: Option<String>,
 }
 
 impl LivePeer {
@@ -250,6 +252,17 @@ impl Hub {
         }
         p.last_seen_ms = now_ms;
         Some(p.clone())
+    }
+
+    /// Records the Repowire session a live peer executes now.
+    pub fn set_session(&self, tenant_id: &str, peer_id: &str, session_id: &str) {
+        if let Some(p) = self
+            .lock()
+            .get_mut(tenant_id)
+            .and_then(|t| t.peers.get_mut(peer_id))
+        {
+            p.session_id = Some(session_id.to_owned());
+        }
     }
 
     /// Clears an expired description on the live snapshot, unless it was replaced since

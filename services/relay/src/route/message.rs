@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use repowire_protocol::{
     APPROVERS, Accepted, Ack, Answer, AnswerValue, Ask, Body, Broadcast, CorrelationId,
-    DeliveryState, ErrorCode, MessageId, MessageKind, Notify, PeerSummary,
+    DeliveryState, ErrorCode, MessageId, MessageKind, Notify, PeerSummary, looks_like_session_id,
 };
 use serde::Serialize;
 
@@ -61,6 +61,8 @@ fn new_message(s: &Session, limits: &Snapshot, d: Draft<'_>) -> NewMessage {
         created_at_ms: now,
         expires_at_ms: now.saturating_add(ttl),
         deadline_ms: None,
+        from_session_id: d.sender.session_id.clone(),
+        to_session_id: None,
         recipients: d.recipients,
         inbox_cap,
         // Kept with the message: a push from the inbox later continues this trace.
@@ -68,9 +70,46 @@ fn new_message(s: &Session, limits: &Snapshot, d: Draft<'_>) -> NewMessage {
     }
 }
 
-/// Resolves a recipient; when that fails, a retry of an already stored message is still
-/// answered `accepted` (names may have changed since the original was accepted, and the sender
-/// must learn that it was). Returns `Ok(None)` when the retry was answered.
+/// A recipient, and the Repowire session the message goes to when the relay knows it.
+type Target = (PeerSummary, Option<String>);
+
+/// `to` naming a Repowire session (`rs-…`, any circle of the tenant, as a peer id): its
+/// current or last executor, live or not (an offline peer keeps the message in its inbox until
+/// the session is resumed). `Ok(None)` when `to` is not a session id.
+async fn session_target(s: &Session, to: &str) -> Result<Option<Target>, Refusal> {
+    if !looks_like_session_id(to) {
+        return Ok(None);
+    }
+    let unknown = || {
+        Refusal::new(
+            ErrorCode::UnknownPeer,
+            format!("no session {to} in this tenant"),
+        )
+    };
+    let session = s
+        .state
+        .store
+        .get_session(&s.tenant_id, to)
+        .await?
+        .ok_or_else(unknown)?;
+    let peer_id = session.executor_peer_id.clone().ok_or_else(unknown)?;
+    let executor = match s.state.hub.live_peer(&s.tenant_id, &peer_id) {
+        Some(live) => live.summary(),
+        None => s
+            .state
+            .store
+            .get_peer(&s.tenant_id, &peer_id)
+            .await?
+            .map(|p| crate::hub::summary(&p))
+            .ok_or_else(unknown)?,
+    };
+    Ok(Some((executor, Some(session.session_id))))
+}
+
+/// Resolves a recipient (a session id, a peer id or a name); when that fails, a retry of an
+/// already stored message is still answered `accepted` (names may have changed since the
+/// original was accepted, and the sender must learn that it was). Returns `Ok(None)` when the
+/// retry was answered.
 async fn resolve_or_settled(
     s: &Session,
     id: MessageId,
@@ -78,8 +117,21 @@ async fn resolve_or_settled(
     to: &str,
     circle: Option<&str>,
     content_hash: &str,
-) -> Result<Option<PeerSummary>, Refusal> {
-    let refusal = match resolve(s, sender, to, circle).await {
+) -> Result<Option<Target>, Refusal> {
+    let resolved = match session_target(s, to).await {
+        Ok(Some(target)) => Ok(target),
+        Ok(None) => resolve(s, sender, to, circle).await.map(|target| {
+            // The recipient's session when it is live here (best effort: nullable).
+            let session = s
+                .state
+                .hub
+                .live_peer(&s.tenant_id, target.peer_id.as_str())
+                .and_then(|p| p.session_id);
+            (target, session)
+        }),
+        Err(refusal) => Err(refusal),
+    };
+    let refusal = match resolved {
         Ok(target) => return Ok(Some(target)),
         Err(refusal) => refusal,
     };
@@ -195,9 +247,9 @@ async fn approvers(s: &Session, asker: &LivePeer) -> Result<PeerSummary, Refusal
 pub(super) async fn ask(s: &Session, id: MessageId, a: Ask, started: Instant) -> Handled {
     let sender = s.own(a.from.as_str())?;
     let hash = content_hash("ask", &a);
-    let target = if a.to == APPROVERS {
+    let (target, to_session) = if a.to == APPROVERS {
         match approvers(s, &sender).await {
-            Ok(target) => target,
+            Ok(target) => (target, None),
             // A retry of a question already stored is answered `accepted`, as for any ask.
             Err(_) if settled(s, id, &sender, &hash).await? => return Ok(()),
             Err(refusal) => return Err(refusal),
@@ -227,6 +279,7 @@ pub(super) async fn ask(s: &Session, id: MessageId, a: Ask, started: Instant) ->
         },
     );
     m.reply_to = a.reply_to.map(|c| c.0);
+    m.to_session_id = to_session;
     m.deadline_ms = a.question.as_ref().and_then(|q| q.timeout_ms).map(|t| {
         m.created_at_ms
             .saturating_add(i64::try_from(t).unwrap_or(i64::MAX))
@@ -247,7 +300,7 @@ pub(super) async fn ask(s: &Session, id: MessageId, a: Ask, started: Instant) ->
 pub(super) async fn notify(s: &Session, id: MessageId, n: Notify, started: Instant) -> Handled {
     let sender = s.own(n.from.as_str())?;
     let hash = content_hash("notify", &n);
-    let Some(target) =
+    let Some((target, to_session)) =
         resolve_or_settled(s, id, &sender, &n.to, n.circle.as_deref(), &hash).await?
     else {
         return Ok(());
@@ -255,7 +308,7 @@ pub(super) async fn notify(s: &Session, id: MessageId, n: Notify, started: Insta
     let Some(limits) = admit(s, id, &sender, &hash, &n.text).await? else {
         return Ok(());
     };
-    let m = new_message(
+    let mut m = new_message(
         s,
         &limits,
         Draft {
@@ -268,6 +321,7 @@ pub(super) async fn notify(s: &Session, id: MessageId, n: Notify, started: Insta
             recipients: vec![target.peer_id.0.clone()],
         },
     );
+    m.to_session_id = to_session;
     s.submit(id, WriteOp::Accept(m), vec![target], started)
         .await
 }

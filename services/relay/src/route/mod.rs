@@ -12,6 +12,7 @@ mod questions;
 mod register;
 mod resolve;
 mod session;
+mod sessions;
 mod state;
 
 pub use peers::went_offline;
@@ -68,6 +69,8 @@ async fn handle_body(s: &Session, id: MessageId, body: Body, started: Instant) -
         Body::StateSet(st) => state::set(s, id, st).await,
         Body::StateGet(g) => state::get(s, id, g).await,
         Body::ListQuestions(l) => questions::list(s, id, l).await,
+        Body::BindSession(b) => sessions::bind(s, id, b).await,
+        Body::ListSessions(l) => sessions::list(s, id, l).await,
         other => Err(Refusal::new(
             ErrorCode::UnexpectedFrame,
             format!(

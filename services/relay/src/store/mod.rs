@@ -19,11 +19,13 @@ pub mod metering;
 pub mod postgres;
 mod questions;
 mod records;
+mod sessions;
 mod sql;
 pub mod sqlite;
 
 pub use questions::*;
 pub use records::*;
+pub use sessions::*;
 pub(crate) use sql::INBOX_FULL_REASON;
 
 /// Storage failures. Expected outcomes (duplicates, full inboxes, unknown asks) are not errors:
@@ -277,6 +279,16 @@ pub trait Store: Send + Sync + 'static {
         closed: bool,
         limit: i64,
     ) -> Result<Vec<QuestionRecord>>;
+
+    /// Records that a peer executes a work stream now: the session the client named (if it
+    /// exists with the same backend), else the one this runtime session id leads to, else a new
+    /// one (`new_session_id`); the runtime id is remembered with it (the newest 16 are kept).
+    async fn bind_session(&self, bind: &SessionBind) -> Result<SessionWithRuntimes>;
+    /// Every session of a tenant, most recently bound first.
+    async fn list_sessions(&self, tenant_id: &str) -> Result<Vec<SessionWithRuntimes>>;
+    /// One session of a tenant.
+    async fn get_session(&self, tenant_id: &str, session_id: &str)
+    -> Result<Option<SessionRecord>>;
 
     /// A message the given peer sent, by message id or correlation id, with its recipients.
     async fn message_status(

@@ -111,11 +111,11 @@ impl PgStore {
         Ok(sqlx::query_as(
             "INSERT INTO messages (tenant_id, message_id, kind, from_peer_id, from_name, from_circle, \
              body, correlation_id, reply_to, question, answer, content_hash, created_at_ms, expires_at_ms, \
-             traceparent) \
+             traceparent, from_session_id, to_session_id) \
              SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
              $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::bigint[], $14::bigint[], \
-             $15::text[]) \
-             AS k(t, id, kind, fp, fname, fc, body, cid, rt, q, a, h, c, x, tp) \
+             $15::text[], $16::text[], $17::text[]) \
+             AS k(t, id, kind, fp, fname, fc, body, cid, rt, q, a, h, c, x, tp, fs, ts) \
              WHERE k.cid IS NULL OR k.kind = 'reply' OR NOT EXISTS ( \
                SELECT 1 FROM messages m WHERE m.tenant_id = k.t AND m.correlation_id = k.cid \
                AND m.kind <> 'reply' OFFSET 0) \
@@ -136,6 +136,8 @@ impl PgStore {
         .bind(int(|m| m.created_at_ms))
         .bind(int(|m| m.expires_at_ms))
         .bind(opt(|m| m.traceparent.as_deref()))
+        .bind(opt(|m| m.from_session_id.as_deref()))
+        .bind(opt(|m| m.to_session_id.as_deref()))
         .fetch_all(&mut *conn)
         .await?)
     }

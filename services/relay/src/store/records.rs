@@ -239,6 +239,10 @@ pub struct NewMessage {
     pub expires_at_ms: i64,
     /// For an ask whose question has a timeout: when it closes unanswered (ms).
     pub deadline_ms: Option<i64>,
+    /// The Repowire session the sender was bound to, if any.
+    pub from_session_id: Option<String>,
+    /// The Repowire session it goes to, when known.
+    pub to_session_id: Option<String>,
     /// Recipient peer ids (one for ask/notify/reply, many for broadcast).
     pub recipients: Vec<String>,
     /// Inbox cap per recipient.
@@ -336,7 +340,7 @@ pub enum AcceptOutcome {
         /// The correlation id actually stored (re-minted on a collision).
         correlation_id: Option<String>,
         /// For `reply_to`: the ask closed by this one and its asker, to tell them.
-        closed_prior: Option<ClosedAsk>,
+        closed_prior: Option<Box<ClosedAsk>>,
     },
     /// The same request was accepted before; nothing changed.
     Duplicate {
@@ -374,6 +378,8 @@ pub struct ClosedAsk {
     pub asker_name: String,
     /// The asker's circle at ask time.
     pub asker_circle: String,
+    /// The asker's Repowire session at ask time, if it had one (where a reply goes).
+    pub asker_session_id: Option<String>,
     /// Who was asked.
     pub recipient: String,
     /// `Acked` or `Answered`, or (closed by its question's timeout) `Expired`.
@@ -512,6 +518,10 @@ pub struct StoredMessage {
     pub content_hash: String,
     /// The trace of the request that created it (W3C `traceparent`), if any.
     pub traceparent: Option<String>,
+    /// The sender's Repowire session, if known.
+    pub from_session_id: Option<String>,
+    /// The recipient's Repowire session, if known.
+    pub to_session_id: Option<String>,
 }
 
 /// An inbox entry with its message.

@@ -95,7 +95,7 @@ impl SqliteStore {
         let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
             "INSERT INTO messages (tenant_id, message_id, kind, from_peer_id, from_name, from_circle, \
              body, correlation_id, reply_to, question, answer, content_hash, created_at_ms, expires_at_ms, \
-             traceparent) ",
+             traceparent, from_session_id, to_session_id) ",
         );
         qb.push_values(ms, |mut b, m| {
             b.push_bind(m.tenant_id.as_str())
@@ -112,7 +112,9 @@ impl SqliteStore {
                 .push_bind(m.content_hash.as_str())
                 .push_bind(m.created_at_ms)
                 .push_bind(m.expires_at_ms)
-                .push_bind(m.traceparent.as_deref());
+                .push_bind(m.traceparent.as_deref())
+                .push_bind(m.from_session_id.as_deref())
+                .push_bind(m.to_session_id.as_deref());
         });
         qb.push(" ON CONFLICT DO NOTHING RETURNING tenant_id, message_id");
         Ok(qb.build_query_as().fetch_all(&mut *conn).await?)

@@ -76,8 +76,8 @@ macro_rules! impl_accepts {
                 let inserted = sqlx::query(
                     "INSERT INTO messages (tenant_id, message_id, kind, from_peer_id, from_name, \
                      from_circle, body, correlation_id, reply_to, question, answer, content_hash, \
-                     created_at_ms, expires_at_ms, traceparent, deadline_ms) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
+                     created_at_ms, expires_at_ms, traceparent, deadline_ms, from_session_id, to_session_id) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) \
                      ON CONFLICT DO NOTHING",
                 )
                 .bind(&m.tenant_id)
@@ -96,6 +96,8 @@ macro_rules! impl_accepts {
                 .bind(m.expires_at_ms)
                 .bind(&m.traceparent)
                 .bind(m.deadline_ms)
+                .bind(&m.from_session_id)
+                .bind(&m.to_session_id)
                 .execute(&mut *conn)
                 .await?
                 .rows_affected();
@@ -438,6 +440,7 @@ macro_rules! impl_accepts {
                                 asker: ask.from_peer_id.clone(),
                                 asker_name: ask.from_name.clone(),
                                 asker_circle: ask.from_circle.clone(),
+                                asker_session_id: ask.from_session_id.clone(),
                                 recipient: ask.recipient.clone(),
                                 state: DeliveryState::Acked,
                                 reason: None,
@@ -451,7 +454,7 @@ macro_rules! impl_accepts {
                     Self::insert_entry(conn, m, slot).await?;
                 }
                 Self::record_refusals(conn, m, &refused).await?;
-                Ok(AcceptOutcome::Accepted { enqueued, refused, correlation_id, closed_prior })
+                Ok(AcceptOutcome::Accepted { enqueued, refused, correlation_id, closed_prior: closed_prior.map(Box::new) })
             }
         }
     };

@@ -20,6 +20,7 @@
 
 pub(crate) mod accept;
 pub(crate) mod questions;
+pub(crate) mod sessions;
 pub(crate) mod tenancy;
 pub(crate) mod update;
 pub(crate) mod usage;
@@ -35,7 +36,7 @@ pub(crate) const PEER_COLS: &str = "tenant_id, peer_id, name, circle, backend, r
      description, description_at_ms, created_at_ms, last_seen_ms, last_seq";
 pub(crate) const MSG_COLS: &str = "m.message_id, m.kind, m.from_peer_id, m.from_name, \
      m.from_circle, m.body, m.correlation_id, m.reply_to, m.question, m.answer, m.created_at_ms, \
-     m.expires_at_ms, m.reply_text, m.content_hash, m.traceparent";
+     m.expires_at_ms, m.reply_text, m.content_hash, m.traceparent, m.from_session_id, m.to_session_id";
 
 /// Reason recorded for a broadcast recipient whose inbox was full.
 pub(crate) const INBOX_FULL_REASON: &str = "inbox_full: the recipient's inbox is full";
@@ -69,7 +70,7 @@ pub(crate) enum PeerRows {
     Slots,
 }
 
-/// Rows per multi-row statement: well under SQLite's bound-parameter limit at 15 columns.
+/// Rows per multi-row statement: well under SQLite's bound-parameter limit at 17 columns.
 pub(crate) const CHUNK: usize = 256;
 
 /// Writes the batch path applies set-based (one statement for many rows); everything else is
@@ -126,6 +127,7 @@ macro_rules! impl_store {
             from_peer_id: String,
             from_name: String,
             from_circle: String,
+            from_session_id: Option<String>,
             closed_at_ms: Option<i64>,
             closed_by: Option<String>,
             question: Option<String>,
@@ -168,6 +170,7 @@ macro_rules! impl_store {
         $crate::store::sql::accept::impl_accepts!($store);
         $crate::store::sql::update::impl_updates!($store, $db, $lock_ask);
         $crate::store::sql::questions::impl_questions!($store, $db, $backend);
+        $crate::store::sql::sessions::impl_sessions!($store, $db);
         $crate::store::sql::tenancy::impl_tenancy!($store, $db);
         $crate::store::sql::usage::impl_usage!($store, $db, $backend);
 
@@ -625,6 +628,18 @@ macro_rules! impl_store {
                 rows.into_iter()
                     .map(|r| Ok(InboxEntry { seq: r.seq, state: state(&r.state)?, message: r.message }))
                     .collect()
+            }
+
+            async fn bind_session(&self, bind: &SessionBind) -> Result<SessionWithRuntimes> {
+                Self::bind_session_sql(&self.pool, bind).await
+            }
+
+            async fn list_sessions(&self, tenant_id: &str) -> Result<Vec<SessionWithRuntimes>> {
+                Self::list_sessions_sql(&self.pool, tenant_id).await
+            }
+
+            async fn get_session(&self, tenant_id: &str, session_id: &str) -> Result<Option<SessionRecord>> {
+                Self::get_session_sql(&self.pool, tenant_id, session_id).await
             }
 
             async fn list_questions(

@@ -35,6 +35,7 @@ macro_rules! impl_questions {
                     asker: ask.from_peer_id.clone(),
                     asker_name: ask.from_name.clone(),
                     asker_circle: ask.from_circle.clone(),
+                    asker_session_id: ask.from_session_id.clone(),
                     recipient: ask.recipient.clone(),
                     state: timeout.state,
                     reason: Some(timeout.reason),

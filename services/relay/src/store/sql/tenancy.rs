@@ -304,6 +304,8 @@ macro_rules! impl_tenancy {
                 let mut tx = self.pool.begin().await?;
                 // Children first: some dialects keep foreign keys to tenants and peers.
                 for table in [
+                    "work_session_runtimes",
+                    "work_sessions",
                     "inbox",
                     "messages",
                     "peer_cursors",

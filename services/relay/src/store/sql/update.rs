@@ -50,7 +50,7 @@ macro_rules! impl_updates {
                 // Locked on Postgres so two pods closing the same ask serialise here instead of
                 // both passing the open check.
                 Ok(sqlx::query_as::<_, AskRow>(concat!(
-                    "SELECT m.message_id, m.from_peer_id, m.from_name, m.from_circle, m.closed_at_ms, m.closed_by, m.question, m.deadline_ms, \
+                    "SELECT m.message_id, m.from_peer_id, m.from_name, m.from_circle, m.from_session_id, m.closed_at_ms, m.closed_by, m.question, m.deadline_ms, \
                      i.peer_id AS recipient, i.state AS row_state, CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END AS state \
                      FROM messages m JOIN inbox i ON i.tenant_id = m.tenant_id AND i.message_id = m.message_id \
                      JOIN peer_cursors p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
@@ -285,6 +285,7 @@ macro_rules! impl_updates {
                     asker: ask.from_peer_id.clone(),
                     asker_name: ask.from_name.clone(),
                     asker_circle: ask.from_circle.clone(),
+                    asker_session_id: ask.from_session_id.clone(),
                     recipient: ask.recipient.clone(),
                     state: c.state,
                     reason: None,
@@ -357,6 +358,7 @@ macro_rules! impl_updates {
                 if let (Some(r), Some(slot)) = (&reply, &slot) {
                     let mut r = r.clone();
                     r.answer = answer_json.clone();
+                    r.to_session_id = ask.from_session_id.clone();
                     Self::insert_with_cid(conn, &r).await?;
                     Self::insert_entry(conn, &r, slot).await?;
                 }

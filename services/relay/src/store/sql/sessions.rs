@@ -1,0 +1,160 @@
+//! Session bindings, instantiated inside [`super::impl_store!`]: binding a peer to a work
+//! stream (found by the id the client knows, else by the runtime's session id, else new), and
+//! reading them back. Not on the message write path: one small transaction per binding.
+
+macro_rules! impl_sessions {
+    ($store:ident, $db:ty) => {
+        impl $store {
+            async fn bind_session_sql(pool: &sqlx::Pool<$db>, b: &SessionBind) -> Result<SessionWithRuntimes> {
+                const COLS: &str = "tenant_id, session_id, backend, circle, project_path, machine, executor_peer_id, \
+                                    transcript_path, transcript_cursor, created_at_ms, last_seen_ms";
+                let mut tx = pool.begin().await?;
+                // The session the client names (same runtime kind only), else the one the runtime
+                // session id leads to (a resumed runtime session), else a new one.
+                let named: Option<String> = match &b.session_id {
+                    Some(id) => sqlx::query_scalar(
+                        "SELECT session_id FROM work_sessions WHERE tenant_id = $1 AND session_id = $2 AND backend = $3",
+                    )
+                    .bind(&b.tenant_id)
+                    .bind(id)
+                    .bind(&b.backend)
+                    .fetch_optional(&mut *tx)
+                    .await?,
+                    None => None,
+                };
+                let found = match named {
+                    Some(id) => Some(id),
+                    None => sqlx::query_scalar(
+                        "SELECT r.session_id FROM work_session_runtimes r JOIN work_sessions s \
+                         ON s.tenant_id = r.tenant_id AND s.session_id = r.session_id \
+                         WHERE r.tenant_id = $1 AND r.runtime_session_id = $2 AND s.backend = $3",
+                    )
+                    .bind(&b.tenant_id)
+                    .bind(&b.runtime_session_id)
+                    .bind(&b.backend)
+                    .fetch_optional(&mut *tx)
+                    .await?,
+                };
+                let session_id = found.unwrap_or_else(|| b.new_session_id.clone());
+                sqlx::query(
+                    "INSERT INTO work_sessions (tenant_id, session_id, backend, circle, project_path, machine, \
+                     executor_peer_id, transcript_path, transcript_cursor, created_at_ms, last_seen_ms) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) \
+                     ON CONFLICT (tenant_id, session_id) DO UPDATE SET circle = excluded.circle, \
+                     project_path = COALESCE(excluded.project_path, work_sessions.project_path), \
+                     machine = COALESCE(excluded.machine, work_sessions.machine), \
+                     executor_peer_id = excluded.executor_peer_id, \
+                     transcript_path = COALESCE(excluded.transcript_path, work_sessions.transcript_path), \
+                     transcript_cursor = CASE WHEN excluded.transcript_path IS NULL \
+                         THEN work_sessions.transcript_cursor ELSE excluded.transcript_cursor END, \
+                     last_seen_ms = excluded.last_seen_ms",
+                )
+                .bind(&b.tenant_id)
+                .bind(&session_id)
+                .bind(&b.backend)
+                .bind(&b.circle)
+                .bind(&b.project_path)
+                .bind(&b.machine)
+                .bind(&b.peer_id)
+                .bind(&b.transcript_path)
+                .bind(b.transcript_cursor)
+                .bind(b.now_ms)
+                .execute(&mut *tx)
+                .await?;
+                // The runtime id leads here from now on (also one that led elsewhere before).
+                sqlx::query(
+                    "INSERT INTO work_session_runtimes (tenant_id, runtime_session_id, session_id, seen_at_ms) \
+                     VALUES ($1, $2, $3, $4) ON CONFLICT (tenant_id, runtime_session_id) \
+                     DO UPDATE SET session_id = excluded.session_id, seen_at_ms = excluded.seen_at_ms",
+                )
+                .bind(&b.tenant_id)
+                .bind(&b.runtime_session_id)
+                .bind(&session_id)
+                .bind(b.now_ms)
+                .execute(&mut *tx)
+                .await?;
+                // The newest ones are kept; older runtime sessions of a long work stream go.
+                let keep = i64::try_from(repowire_protocol::MAX_RUNTIME_SESSION_IDS).unwrap_or(16);
+                sqlx::query(
+                    "DELETE FROM work_session_runtimes WHERE tenant_id = $1 AND session_id = $2 \
+                     AND runtime_session_id NOT IN (SELECT runtime_session_id FROM work_session_runtimes \
+                     WHERE tenant_id = $1 AND session_id = $2 ORDER BY seen_at_ms DESC, runtime_session_id LIMIT $3)",
+                )
+                .bind(&b.tenant_id)
+                .bind(&session_id)
+                .bind(keep)
+                .execute(&mut *tx)
+                .await?;
+                let record: SessionRecord = sqlx::query_as(&format!(
+                    "SELECT {COLS} FROM work_sessions WHERE tenant_id = $1 AND session_id = $2"
+                ))
+                .bind(&b.tenant_id)
+                .bind(&session_id)
+                .fetch_one(&mut *tx)
+                .await?;
+                let runtimes = Self::runtimes_of(&mut tx, &b.tenant_id, &session_id).await?;
+                tx.commit().await?;
+                Ok((record, runtimes))
+            }
+
+            /// A session's runtime ids, oldest first.
+            async fn runtimes_of(conn: &mut Conn, tenant_id: &str, session_id: &str) -> Result<Vec<String>> {
+                Ok(sqlx::query_scalar(
+                    "SELECT runtime_session_id FROM work_session_runtimes WHERE tenant_id = $1 AND session_id = $2 \
+                     ORDER BY seen_at_ms, runtime_session_id",
+                )
+                .bind(tenant_id)
+                .bind(session_id)
+                .fetch_all(&mut *conn)
+                .await?)
+            }
+
+            async fn list_sessions_sql(pool: &sqlx::Pool<$db>, tenant_id: &str) -> Result<Vec<SessionWithRuntimes>> {
+                let records: Vec<SessionRecord> = sqlx::query_as(
+                    "SELECT tenant_id, session_id, backend, circle, project_path, machine, executor_peer_id, \
+                     transcript_path, transcript_cursor, created_at_ms, last_seen_ms FROM work_sessions \
+                     WHERE tenant_id = $1 ORDER BY last_seen_ms DESC, session_id",
+                )
+                .bind(tenant_id)
+                .fetch_all(pool)
+                .await?;
+                let pairs: Vec<(String, String)> = sqlx::query_as(
+                    "SELECT session_id, runtime_session_id FROM work_session_runtimes WHERE tenant_id = $1 \
+                     ORDER BY seen_at_ms, runtime_session_id",
+                )
+                .bind(tenant_id)
+                .fetch_all(pool)
+                .await?;
+                let mut by_session: HashMap<String, Vec<String>> = HashMap::new();
+                for (session, runtime) in pairs {
+                    by_session.entry(session).or_default().push(runtime);
+                }
+                Ok(records
+                    .into_iter()
+                    .map(|r| {
+                        let runtimes = by_session.remove(&r.session_id).unwrap_or_default();
+                        (r, runtimes)
+                    })
+                    .collect())
+            }
+
+            async fn get_session_sql(
+                pool: &sqlx::Pool<$db>,
+                tenant_id: &str,
+                session_id: &str,
+            ) -> Result<Option<SessionRecord>> {
+                Ok(sqlx::query_as(
+                    "SELECT tenant_id, session_id, backend, circle, project_path, machine, executor_peer_id, \
+                     transcript_path, transcript_cursor, created_at_ms, last_seen_ms FROM work_sessions \
+                     WHERE tenant_id = $1 AND session_id = $2",
+                )
+                .bind(tenant_id)
+                .bind(session_id)
+                .fetch_optional(pool)
+                .await?)
+            }
+        }
+    };
+}
+
+pub(crate) use impl_sessions;
