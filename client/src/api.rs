@@ -186,6 +186,28 @@ pub enum Request {
     },
     /// The sessions this daemon hosts.
     Sessions,
+    /// Repowire sessions (work streams) as the relay keeps them.
+    WorkSessions {
+        /// Act as this local peer.
+        #[serde(default)]
+        from: Option<String>,
+        /// Every circle and machine (else this machine's sessions).
+        #[serde(default)]
+        all: bool,
+    },
+    /// Resume a detached session of this machine in a new tmux window.
+    ResumeSession {
+        /// `rs-…`.
+        session: String,
+        /// The agent program, called as `COMMAND --resume RUNTIME_ID`.
+        command: String,
+        /// Only say what would run.
+        #[serde(default)]
+        dry_run: bool,
+        /// `TMUX` of the caller (selects the server); default server when absent.
+        #[serde(default)]
+        tmux: Option<String>,
+    },
     /// Panes of a tmux server and which session each belongs to.
     Panes {
         /// `TMUX` of the caller (selects the server); default server when absent.

@@ -120,6 +120,28 @@ pub async fn panes(socket: Option<&str>) -> Result<Vec<PaneInfo>, TmuxError> {
     Ok(out.lines().filter_map(parse_pane).collect())
 }
 
+/// Opens a window (in the background) running `shell_command` in `cwd`, with `env` set in it;
+/// returns its pane id. The window joins the server's current session.
+pub async fn new_window(
+    socket: Option<&str>,
+    cwd: &str,
+    shell_command: &str,
+    env: &[(&str, String)],
+) -> Result<String, TmuxError> {
+    let mut cmd = TmuxCommand::new_full("new-window");
+    cmd.push_flag("-d")
+        .push_flag("-P")
+        .push_option("-F", "#{pane_id}")
+        .push_option("-c", cwd.to_owned());
+    for (k, v) in env {
+        cmd.push_option("-e", format!("{k}={v}"));
+    }
+    cmd.push_param(shell_command.to_owned());
+    run(socket, "new-window", cmd)
+        .await
+        .map(|out| out.trim().to_owned())
+}
+
 /// Leaves copy-mode (or any mode) so typed text reaches the program.
 pub async fn leave_mode(socket: Option<&str>, pane: &str) -> Result<(), TmuxError> {
     // The one command not built with tmux_interface's builder: in 0.4 its `SendKeys` names

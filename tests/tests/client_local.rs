@@ -290,7 +290,7 @@ async fn an_agent_started_before_the_daemon_is_linked_fail_closed_and_then_reach
         );
         serde_json::from_slice(&out.stdout).expect("json")
     };
-    let panes = json(&["session", "list", "--all", "--json"]);
+    let panes = json(&["session", "panes", "--all", "--json"]);
     let entry = |panes: &Value, pane: &str| {
         panes
             .as_array()
@@ -311,7 +311,7 @@ async fn an_agent_started_before_the_daemon_is_linked_fail_closed_and_then_reach
     let again = home.repowire_in(Some(&tmux), &["link", "--pane", &late.pane]);
     assert!(!again.status.success(), "linking twice must be refused");
     assert_eq!(
-        entry(&json(&["session", "list", "--json"]), &late.pane)["state"],
+        entry(&json(&["session", "panes", "--json"]), &late.pane)["state"],
         "registered"
     );
 

@@ -53,15 +53,15 @@ fn setup_changes_neither_file_when_one_cannot_be_updated() {
     assert!(!home.path().join(".claude/settings.json").exists());
 }
 
-/// `session list` with no tmux server lists nothing instead of failing.
+/// `session panes` with no tmux server lists nothing instead of failing.
 #[test]
-fn session_list_without_a_tmux_server_lists_nothing() {
+fn session_panes_without_a_tmux_server_lists_nothing() {
     let home = Home::new(None);
     home.ok(&["daemon", "start"]);
     let missing = tempfile::tempdir().expect("dir");
     let socket = missing.path().join("no-server");
     let mut c = Command::new(bin("repowire"));
-    c.args(["session", "list"])
+    c.args(["session", "panes"])
         .envs(home.env())
         .env("TMUX", format!("{},1,0", socket.to_str().expect("utf8")));
     let out = c.output().expect("run");

@@ -196,21 +196,55 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
                 [] => anyhow::bail!(
                     "no peer `{id}`\nhint: `repowire peer list --all` shows every peer"
                 ),
-                [one] if json => println!("{}", serde_json::to_string_pretty(one)?),
                 [one] => {
-                    for key in [
-                        "name",
-                        "peer_id",
-                        "circle",
-                        "backend",
-                        "role",
-                        "status",
-                        "turn_state",
-                        "path",
-                        "machine",
-                        "description",
-                    ] {
-                        println!("{key:<12} {}", t(one, key));
+                    // The work stream it executes (or last executed), if bound.
+                    let sessions = super::call(
+                        config,
+                        &Request::WorkSessions {
+                            from: None,
+                            all: true,
+                        },
+                        TIMEOUT,
+                    )?;
+                    let session = sessions.as_array().and_then(|l| {
+                        l.iter()
+                            .find(|x| x["executor"]["peer_id"] == one["peer_id"])
+                            .cloned()
+                    });
+                    if json {
+                        let mut shown = (*one).clone();
+                        shown["session"] = session.unwrap_or(Value::Null);
+                        println!("{}", serde_json::to_string_pretty(&shown)?);
+                    } else {
+                        for key in [
+                            "name",
+                            "peer_id",
+                            "circle",
+                            "backend",
+                            "role",
+                            "status",
+                            "turn_state",
+                            "path",
+                            "machine",
+                            "description",
+                        ] {
+                            println!("{key:<12} {}", t(one, key));
+                        }
+                        if let Some(x) = session {
+                            println!(
+                                "{:<12} {} ({}), runtime {}",
+                                "session",
+                                t(&x, "session_id"),
+                                t(&x, "status"),
+                                x["runtime_session_ids"]
+                                    .as_array()
+                                    .and_then(|r| r.last())
+                                    .and_then(Value::as_str)
+                                    .map(crate::sanitize::for_terminal)
+                                    .unwrap_or("-".into())
+                            );
+                            println!("{:<12} {}", "transcript", t(&x["transcript"], "path"));
+                        }
                     }
                 }
                 many => {
@@ -445,7 +479,7 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_sent(sent: &Value, json: bool, what: &str) -> anyhow::Result<()> {
+pub(super) fn print_sent(sent: &Value, json: bool, what: &str) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(sent)?);
         return Ok(());

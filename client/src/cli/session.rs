@@ -1,4 +1,5 @@
-//! `repowire session list` and `repowire link --pane %N`.
+//! `repowire session …`: the Repowire sessions (work streams) and their controls (`notify`,
+//! `resume`), the tmux panes running agents, ending a local session; and `repowire link`.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -6,15 +7,54 @@ use std::time::Duration;
 use clap::Subcommand;
 use serde_json::Value;
 
-use crate::api::Request;
 use crate::api::text as s;
+use crate::api::{Outgoing, Request, SendKind};
 use crate::config::Config;
 
 /// Session commands.
 #[derive(Debug, Clone, Subcommand)]
 pub enum SessionCommand {
-    /// Local tmux panes running agents, registered or not.
+    /// Repowire sessions (work streams) of this machine: their id (`rs-…`), whether an agent
+    /// executes them now (active) or not (detached), the runtime's session ids, the transcript.
     List {
+        /// Every session of the tenant you may see: every circle, every machine.
+        #[arg(long)]
+        all: bool,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Notify a session: its agent gets the message now if it runs, else when the session is
+    /// resumed (the message waits for it, as for an offline peer).
+    Notify {
+        /// The session (`rs-…`).
+        session: String,
+        /// The text.
+        text: String,
+        /// Act as this local session.
+        #[arg(long)]
+        from: Option<String>,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Resume a detached session of this machine with its runtime's own resume
+    /// (`claude --resume ID`) in a new tmux window of its project.
+    Resume {
+        /// The session (`rs-…`).
+        session: String,
+        /// Print the command (and where it would run) instead of running it.
+        #[arg(long)]
+        dry_run: bool,
+        /// The agent program, called as `COMMAND --resume RUNTIME_ID`.
+        #[arg(long, default_value = "claude")]
+        command: String,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Local tmux panes running agents, registered or not.
+    Panes {
         /// Every pane, not only agents.
         #[arg(long)]
         all: bool,
@@ -34,7 +74,65 @@ pub enum SessionCommand {
 /// Runs a session command.
 pub fn run(config: &Config, command: SessionCommand) -> anyhow::Result<ExitCode> {
     let (all, json) = match command {
-        SessionCommand::List { all, json } => (all, json),
+        SessionCommand::Panes { all, json } => (all, json),
+        SessionCommand::List { all, json } => return list(config, all, json),
+        SessionCommand::Notify {
+            session,
+            text,
+            from,
+            json,
+        } => {
+            if !repowire_protocol::looks_like_session_id(&session) {
+                anyhow::bail!(
+                    "`{}` is not a session id (rs-…); `repowire session list --all` shows them, `repowire peer notify` takes peer names",
+                    crate::sanitize::for_terminal(&session)
+                );
+            }
+            let sent = super::call(
+                config,
+                &Request::Send(Outgoing {
+                    from,
+                    kind: SendKind::Notify,
+                    to: Some(session.clone()),
+                    circle: None,
+                    text,
+                    reply_to: None,
+                    question: None,
+                }),
+                Duration::from_secs(10),
+            )?;
+            super::peer::print_sent(&sent, json, &format!("notify to {session}"))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        SessionCommand::Resume {
+            session,
+            dry_run,
+            command,
+            json,
+        } => {
+            let done = super::call(
+                config,
+                &Request::ResumeSession {
+                    session: session.clone(),
+                    command,
+                    dry_run,
+                    tmux: std::env::var("TMUX").ok(),
+                },
+                Duration::from_secs(15),
+            )?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&done)?);
+            } else if dry_run {
+                println!("cd {} && {}", s(&done, "cwd"), s(&done, "command"));
+            } else {
+                println!(
+                    "resumed {session} in pane {}: {}",
+                    s(&done, "pane"),
+                    s(&done, "command")
+                );
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
         SessionCommand::End { session } => {
             let ended = super::call(
                 config,
@@ -117,6 +215,53 @@ pub fn link(
             "linked {pane} as @{} ({})",
             s(&row, "name"),
             s(&row, "peer_id")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `repowire session list [--all]`.
+fn list(config: &Config, all: bool, json: bool) -> anyhow::Result<ExitCode> {
+    let sessions = super::call(
+        config,
+        &Request::WorkSessions { from: None, all },
+        Duration::from_secs(10),
+    )?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&sessions)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let items = sessions.as_array().cloned().unwrap_or_default();
+    if items.is_empty() {
+        println!(
+            "no sessions{}",
+            if all {
+                ""
+            } else {
+                " on this machine (`--all` lists every machine's)"
+            }
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let t = |v: &Value, k: &str| crate::sanitize::for_terminal(v[k].as_str().unwrap_or("-"));
+    println!(
+        "{:<20} {:<9} {:<20} {:<12} {:<12} PATH",
+        "SESSION", "STATUS", "EXECUTOR", "MACHINE", "CIRCLE"
+    );
+    for x in items {
+        let executor = x
+            .get("executor")
+            .filter(|e| e.is_object())
+            .map(|e| format!("@{}", t(e, "name")))
+            .unwrap_or("-".into());
+        println!(
+            "{:<20} {:<9} {:<20} {:<12} {:<12} {}",
+            t(&x, "session_id"),
+            t(&x, "status"),
+            executor,
+            t(&x, "machine"),
+            t(&x, "circle"),
+            t(&x, "project_path"),
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -110,6 +110,8 @@ impl Daemon {
                 }
                 self.turn(&session, TurnState::Idle).await?;
                 if let Some(peer) = &session.peer_id {
+                    // The transcript grew by a turn: its session's cursor follows.
+                    self.bind_session(&session, peer, false).await;
                     self.clone().maybe_wake(peer).await;
                 }
                 Ok((None, None))
@@ -227,6 +229,10 @@ impl Daemon {
             // backend and path still match.
             peer_id: existing.as_ref().and_then(|e| e.peer_id.clone()),
             name: existing.as_ref().and_then(|e| e.name.clone()),
+            // The work stream goes on: after `/clear` (handed over) and after a resume.
+            repowire_session_id: existing
+                .as_ref()
+                .and_then(|e| e.repowire_session_id.clone()),
             turn_state: "idle".into(),
             ..SessionRow::new(session_id.to_owned(), "claude-code", role, circle)
         };

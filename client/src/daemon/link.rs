@@ -213,6 +213,8 @@ pub fn answer_to(frame: &Frame) -> Option<MessageId> {
         Body::Status(s) => Some(s.re),
         Body::State(s) => Some(s.re),
         Body::Questions(q) => Some(q.re),
+        Body::SessionBound(b) => Some(b.re),
+        Body::Sessions(l) => Some(l.re),
         Body::Error(e) => e.re,
         _ => None,
     }

@@ -12,6 +12,7 @@
 //!   configured.
 
 pub mod approval;
+pub mod bindings;
 pub mod embedded;
 pub mod files;
 pub mod frames;
@@ -345,6 +346,12 @@ impl Daemon {
         row.name = Some(peer.name.clone());
         row.circle = peer.circle.clone();
         tracing::info!(session = %row.session_id, peer = %peer.peer_id, name = %peer.name, reclaimed = registered.reclaimed, "registered");
+        // Its work stream: the Repowire session it had (after a reconnect, a `/clear`, a
+        // resume), or a new one.
+        self.bind_session(&row, peer.peer_id.as_str(), true).await;
+        if let Ok(Some(bound)) = self.store.session(&row.session_id).await {
+            row.repowire_session_id = bound.repowire_session_id;
+        }
         Ok(row)
     }
 

@@ -210,6 +210,28 @@ async fn handle(
                 )
                 .await
         }
+        Request::WorkSessions { from, all } => {
+            let mut sessions = daemon.work_sessions(from.as_deref(), pid, all).await?;
+            if !all {
+                let here = daemon.settings.machine.as_str();
+                sessions.retain(|s| s.machine.as_deref() == Some(here));
+            }
+            Ok(plain(json!(sessions)))
+        }
+        Request::ResumeSession {
+            session,
+            command,
+            dry_run,
+            tmux,
+        } => daemon
+            .resume_session(
+                &session,
+                &command,
+                dry_run,
+                tmux.as_deref().and_then(crate::tmux::socket_of).as_deref(),
+            )
+            .await
+            .map(plain),
         Request::Sessions => {
             let sessions = daemon
                 .store

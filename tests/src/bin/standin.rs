@@ -15,6 +15,9 @@
 //! process (SessionEnd `clear`, SessionStart `clear`); `/exit` ends the session; anything
 //! else gets the reply `ok`. Context handed over by hooks is recorded, never executed.
 //!
+//! `--resume ID` starts it as `claude --resume ID` does: with that session id, and a
+//! SessionStart of source `resume`.
+//!
 //! Like Claude Code it is also an MCP client: `/mcp TOOL {json}` calls TOOL on the `repowire`
 //! MCP server configured in `~/.claude.json` (started on first use as this process's child,
 //! over stdio, with a real rmcp client) and records the result.
@@ -81,9 +84,14 @@ fn connect_mcp(transcript: &Path) -> Result<Mcp, String> {
 fn main() {
     let mut args = std::env::args().skip(1);
     let mut transcript = None;
+    // `--resume ID`, as `claude --resume ID`: the same session id, SessionStart `resume`.
+    let mut resume = None;
     while let Some(a) = args.next() {
         if a == "--transcript" {
             transcript = args.next().map(PathBuf::from);
+        }
+        if a == "--resume" {
+            resume = args.next();
         }
     }
     let transcript = transcript.expect("--transcript PATH is required");
@@ -106,7 +114,9 @@ fn main() {
     });
     let mut agent = Agent {
         transcript,
-        session_id: uuid::Uuid::new_v4().to_string(),
+        session_id: resume
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
         cwd,
         hooks,
         input: rx,
@@ -115,9 +125,14 @@ fn main() {
     agent.record(
         json!({ "event": "start", "pid": std::process::id(), "session_id": agent.session_id }),
     );
+    let source = if resume.is_some() {
+        "resume"
+    } else {
+        "startup"
+    };
     agent.hook(
         "SessionStart",
-        json!({ "source": "startup", "model": "standin" }),
+        json!({ "source": source, "model": "standin" }),
     );
     agent.run();
     let _ = Command::new("stty").arg("sane").status();

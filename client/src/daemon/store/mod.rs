@@ -39,6 +39,8 @@ pub struct SessionRow {
     pub handoff: bool,
     pub started_at_ms: i64,
     pub ended_at_ms: Option<i64>,
+    /// The Repowire session (`rs-…`) the relay bound this runtime session to.
+    pub repowire_session_id: Option<String>,
 }
 
 impl SessionRow {
@@ -62,6 +64,7 @@ impl SessionRow {
             handoff: false,
             started_at_ms: now_ms(),
             ended_at_ms: None,
+            repowire_session_id: None,
         }
     }
 }
@@ -300,12 +303,13 @@ impl Store {
     /// Inserts or replaces a session's runtime facts, keeping its peer identity.
     pub async fn upsert_session(&self, s: &SessionRow) -> Result<()> {
         sqlx::query(
-            "INSERT INTO sessions (session_id, backend, role, circle, path, pane, tmux_socket, agent_pid, agent_start, transcript, peer_id, name, turn_state, active, handoff, started_at_ms, realm)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)
+            "INSERT INTO sessions (session_id, backend, role, circle, path, pane, tmux_socket, agent_pid, agent_start, transcript, peer_id, name, turn_state, active, handoff, started_at_ms, realm, repowire_session_id)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)
              ON CONFLICT(session_id) DO UPDATE SET backend = excluded.backend, path = excluded.path,
                pane = excluded.pane, tmux_socket = excluded.tmux_socket, agent_pid = excluded.agent_pid,
                agent_start = excluded.agent_start, transcript = excluded.transcript,
-               turn_state = excluded.turn_state, handoff = excluded.handoff, active = 1, ended_at_ms = NULL",
+               turn_state = excluded.turn_state, handoff = excluded.handoff, active = 1, ended_at_ms = NULL,
+               repowire_session_id = COALESCE(excluded.repowire_session_id, sessions.repowire_session_id)",
         )
         .bind(&s.session_id)
         .bind(&s.backend)
@@ -323,8 +327,23 @@ impl Store {
         .bind(s.handoff)
         .bind(s.started_at_ms)
         .bind(self.realm())
+        .bind(&s.repowire_session_id)
         .execute(&self.pool)
         .await?;
+        Ok(())
+    }
+
+    /// Records the Repowire session the relay bound a runtime session to.
+    pub async fn set_repowire_session(
+        &self,
+        session_id: &str,
+        repowire_session_id: &str,
+    ) -> Result<()> {
+        sqlx::query("UPDATE sessions SET repowire_session_id = ? WHERE session_id = ?")
+            .bind(repowire_session_id)
+            .bind(session_id)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 

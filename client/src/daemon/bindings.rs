@@ -1,0 +1,186 @@
+//! Session bindings on this machine: each registered runtime session is bound to its Repowire
+//! session (`rs-…`), which the relay keeps (protocol.md §10.14) and this daemon remembers, so
+//! that the work stream keeps its id across `/clear` (the peer is handed over with it), a
+//! resume (`claude --resume ID` names the same runtime session), a daemon restart and a relay
+//! restart. And the session controls: listing sessions, resuming a detached local one.
+
+use std::path::Path;
+
+use repowire_protocol::{
+    BindSession, Body, Frame, ListSessions, PeerId, SessionInfo, SessionStatus, TranscriptLocator,
+    is_runtime_session_id,
+};
+use serde_json::{Value, json};
+
+use super::ops::unexpected;
+use super::store::SessionRow;
+use super::{CLI_SESSION, Daemon, RELAY_TIMEOUT};
+use crate::api::ApiError;
+
+/// True for a session whose id is its runtime's own (not the person's peer, not a pane adopted
+/// by `repowire link` before its hooks named it).
+fn is_runtime_session(row: &SessionRow) -> bool {
+    row.session_id != CLI_SESSION
+        && !row.session_id.starts_with("linked-")
+        && is_runtime_session_id(&row.session_id)
+}
+
+/// Where the runtime keeps this session's history, and how long it is now.
+fn transcript_of(row: &SessionRow) -> Option<TranscriptLocator> {
+    let path = row.transcript.clone()?;
+    let cursor = std::fs::metadata(Path::new(&path)).ok().map(|m| m.len());
+    Some(TranscriptLocator { path, cursor })
+}
+
+impl Daemon {
+    /// Binds a registered session (`peer` executes it) to its Repowire session. `wait`: wait
+    /// for the relay's answer and remember the id (at registration); otherwise send and go on
+    /// (a transcript cursor moving at a turn's end). Failures are logged: a binding is
+    /// metadata, and messages flow without it.
+    pub(super) async fn bind_session(&self, row: &SessionRow, peer: &str, wait: bool) {
+        if !row.active || !is_runtime_session(row) {
+            return;
+        }
+        let frame = Frame::new(Body::BindSession(BindSession {
+            peer_id: PeerId(peer.to_owned()),
+            session_id: row.repowire_session_id.clone(),
+            runtime_session_id: row.session_id.clone(),
+            transcript: transcript_of(row),
+            source: None,
+        }));
+        if !wait {
+            self.link.send(&frame);
+            return;
+        }
+        match self.link.request(frame, RELAY_TIMEOUT).await {
+            Ok(Frame {
+                body: Body::SessionBound(b),
+                ..
+            }) => {
+                if row.repowire_session_id.as_deref() != Some(b.session.session_id.as_str())
+                    && let Err(error) = self
+                        .store
+                        .set_repowire_session(&row.session_id, &b.session.session_id)
+                        .await
+                {
+                    tracing::warn!(%error, "could not record the session's binding");
+                }
+                tracing::debug!(session = %row.session_id, bound = %b.session.session_id, "session bound");
+            }
+            Ok(other) => {
+                tracing::warn!(session = %row.session_id, answer = other.body.type_name(), "session not bound")
+            }
+            Err(error) => {
+                tracing::warn!(session = %row.session_id, %error, "session not bound")
+            }
+        }
+    }
+
+    /// The Repowire sessions the actor may see (every circle with `all_circles`).
+    pub async fn work_sessions(
+        &self,
+        from: Option<&str>,
+        caller_pid: Option<u32>,
+        all_circles: bool,
+    ) -> Result<Vec<SessionInfo>, ApiError> {
+        let (_, peer) = self.registered_actor(from, caller_pid).await?;
+        let frame = Frame::new(Body::ListSessions(ListSessions {
+            peer_id: PeerId(peer),
+            all_circles,
+        }));
+        match self.ask_relay(frame).await? {
+            Body::Sessions(l) => Ok(l.sessions),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// `repowire session resume`: starts the runtime's own resume of a detached session of this
+    /// machine in a new tmux window (`command --resume RUNTIME_ID` in its project), or with
+    /// `dry_run` says the command. Refused, with the reason, for a session that is attached,
+    /// of another machine, of a runtime without a resume, or whose project is gone.
+    pub async fn resume_session(
+        &self,
+        session: &str,
+        command: &str,
+        dry_run: bool,
+        tmux_socket: Option<&str>,
+    ) -> Result<Value, ApiError> {
+        let sessions = self.work_sessions(Some(CLI_SESSION), None, true).await?;
+        let s = sessions
+            .into_iter()
+            .find(|s| s.session_id == session)
+            .ok_or_else(|| {
+                ApiError::new("unknown_session", format!("no session `{session}`"))
+                    .hint("`repowire session list --all` lists the sessions")
+            })?;
+        let refuse = |why: String| ApiError::new("not_resumable", why);
+        let executor = s
+            .executor
+            .as_ref()
+            .map(|e| format!("@{} ({})", e.name, e.peer_id))
+            .unwrap_or_else(|| "?".into());
+        if s.status == SessionStatus::Active {
+            return Err(refuse(format!(
+                "{session} is attached to {executor}, which is live; resume only a detached session"
+            )));
+        }
+        if s.backend != "claude-code" {
+            return Err(refuse(format!(
+                "{session} runs on `{}`, which repowire cannot resume (only claude-code so far)",
+                s.backend
+            )));
+        }
+        if s.machine.as_deref() != Some(self.settings.machine.as_str()) {
+            return Err(refuse(format!(
+                "{session} ran on machine `{}`; resume it there",
+                s.machine.as_deref().unwrap_or("?")
+            )));
+        }
+        let runtime = s
+            .runtime_session_ids
+            .last()
+            .filter(|id| is_runtime_session_id(id))
+            .ok_or_else(|| refuse(format!("{session} has no runtime session id to resume")))?;
+        let project = s
+            .project_path
+            .clone()
+            .filter(|p| Path::new(p).is_dir())
+            .ok_or_else(|| {
+                refuse(format!(
+                    "the project of {session} ({}) is not a directory here",
+                    s.project_path.as_deref().unwrap_or("unknown")
+                ))
+            })?;
+        let line = format!("{command} --resume {runtime}");
+        if dry_run {
+            return Ok(json!({ "session": s, "command": line, "cwd": project, "started": false }));
+        }
+        // The agent's hooks find this machine's Repowire through these, whatever the tmux
+        // server's own environment holds.
+        let env = [
+            (
+                "HOME",
+                crate::config::user_home().to_string_lossy().into_owned(),
+            ),
+            (
+                "REPOWIRE_HOME",
+                self.settings.home.to_string_lossy().into_owned(),
+            ),
+        ];
+        let pane = crate::tmux::new_window(tmux_socket, &project, &line, &env)
+            .await
+            .map_err(|e| ApiError::new("tmux", format!("starting the resume: {e}")))?;
+        tracing::info!(session, %pane, command = %line, "session resumed");
+        Ok(json!({ "session": s, "command": line, "cwd": project, "started": true, "pane": pane }))
+    }
+
+    /// The session a local peer executes, as the relay has it (for `peer describe`).
+    pub async fn session_of_peer(&self, peer_id: &str) -> Result<Option<SessionInfo>, ApiError> {
+        let sessions = self.work_sessions(Some(CLI_SESSION), None, true).await?;
+        Ok(sessions.into_iter().find(|s| {
+            s.executor
+                .as_ref()
+                .is_some_and(|e| e.peer_id.as_str() == peer_id)
+        }))
+    }
+}
