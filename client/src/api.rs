@@ -39,6 +39,10 @@ pub enum Request {
         /// `[approvals] timeout_seconds`, which its own deadline is made from).
         #[serde(default)]
         approval_timeout_ms: Option<u64>,
+        /// `REPOWIRE_SESSION` of the hook's environment: the Repowire session that
+        /// `repowire session resume` started this runtime to continue.
+        #[serde(default)]
+        repowire_session: Option<String>,
     },
     /// Peers visible to the acting peer.
     Peers {

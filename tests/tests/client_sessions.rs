@@ -203,3 +203,68 @@ async fn a_resumed_session_keeps_its_id_and_gets_what_was_sent_while_it_was_deta
     desk.reaches_state(&message, "injected").await;
     drop(tmux);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_under_a_new_runtime_id_still_continues_the_session() {
+    let data = tempfile::tempdir().expect("data");
+    let dir = data.path().to_str().expect("utf8").to_owned();
+    let relay = RelayProcess::start(&relay_bin(), &["--data-dir", &dir], &[]).await;
+    let key = relay.first_key.clone().expect("key");
+    let tmux = Tmux::start();
+    let home = Home::new(Some((relay.http.clone(), key)));
+    home.install_and_start();
+    let app = home.agent(&tmux, "app");
+    app.hook_done("SessionStart", 1).await;
+    let runtime = session_id_of(&app);
+    let bound = session_of(&home, "app", |s| s["status"] == "active").await;
+    let id = bound["session_id"].as_str().expect("id").to_owned();
+    let peer = bound["executor"]["peer_id"]
+        .as_str()
+        .expect("peer")
+        .to_owned();
+    app.submit(&tmux, "/exit");
+    app.wait("exit", |e| e["event"] == "exit").await;
+    session_of(&home, "app", |s| s["status"] == "detached").await;
+    let sent = home.json(&["session", "notify", &id, "kept for you"]);
+    let message = sent["message_id"].as_str().expect("id").to_owned();
+
+    // The runtime resumes under a new id of its own (as `--fork-session` does, and some
+    // versions do by themselves): the session, its peer and the waiting message carry over.
+    let transcript = home.path().join("app-forked.jsonl");
+    let command = format!(
+        "{} --transcript {} --fork-session",
+        bin("repowire-standin").display(),
+        transcript.display()
+    );
+    let out = home.repowire_in(
+        Some(&tmux),
+        &["session", "resume", &id, "--command", &command],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let forked = Agent {
+        pane: String::new(),
+        transcript,
+    };
+    let start = forked
+        .wait("the forked start", |e| e["event"] == "start")
+        .await;
+    assert_ne!(start["session_id"], runtime.as_str(), "a new runtime id");
+    forked
+        .wait("the waiting message", |e| {
+            e["event"] == "context"
+                && e["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("kept for you"))
+        })
+        .await;
+    let again = session_of(&home, "app", |s| s["status"] == "active").await;
+    assert_eq!(again["session_id"], id.as_str());
+    assert_eq!(again["executor"]["peer_id"], peer.as_str());
+    assert_eq!(runtime_ids(&again).len(), 2, "{again}");
+    home.reaches_state(&message, "injected").await;
+    drop(tmux);
+}

@@ -120,6 +120,7 @@ pub fn run(config: &Config, event: Event, approval_cap: Option<u64>) -> ExitCode
         tmux: std::env::var("TMUX").ok(),
         tmux_pane: std::env::var("TMUX_PANE").ok(),
         approval_timeout_ms: None,
+        repowire_session: std::env::var("REPOWIRE_SESSION").ok(),
     };
     let socket = crate::config::socket_path(&config.home());
     match api::call(&socket, &request, event.timeout()) {
@@ -181,6 +182,7 @@ fn pre_tool_use(config: &Config, cap: Option<u64>) -> Option<Value> {
         tmux: std::env::var("TMUX").ok(),
         tmux_pane: std::env::var("TMUX_PANE").ok(),
         approval_timeout_ms: Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
+        repowire_session: std::env::var("REPOWIRE_SESSION").ok(),
     };
     // The daemon decides within the timeout plus its grace (and a registration before it);
     // this bound is only for a daemon that hangs, and stays inside the hook timeout `setup`

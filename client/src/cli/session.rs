@@ -123,7 +123,12 @@ pub fn run(config: &Config, command: SessionCommand) -> anyhow::Result<ExitCode>
             if json {
                 println!("{}", serde_json::to_string_pretty(&done)?);
             } else if dry_run {
-                println!("cd {} && {}", s(&done, "cwd"), s(&done, "command"));
+                // The directory came from the relay: quoted for a shell, and made printable.
+                let cwd = crate::sanitize::for_terminal(&s(&done, "cwd")).replace('\'', "'\\''");
+                println!(
+                    "cd '{cwd}' && {}",
+                    crate::sanitize::for_terminal(&s(&done, "command"))
+                );
             } else {
                 println!(
                     "resumed {session} in pane {}: {}",

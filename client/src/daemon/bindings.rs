@@ -17,6 +17,9 @@ use super::store::SessionRow;
 use super::{CLI_SESSION, Daemon, RELAY_TIMEOUT};
 use crate::api::ApiError;
 
+/// How often a turn's end may send a session's transcript cursor.
+const CURSOR_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// True for a session whose id is its runtime's own (not the person's peer, not a pane adopted
 /// by `repowire link` before its hooks named it).
 fn is_runtime_session(row: &SessionRow) -> bool {
@@ -49,7 +52,15 @@ impl Daemon {
             source: None,
         }));
         if !wait {
-            self.link.send(&frame);
+            // A turn's end: the cursor moves, at most once a minute per session.
+            let now = std::time::Instant::now();
+            let mut sent = self.cursors_sent.lock().unwrap_or_else(|p| p.into_inner());
+            let due = sent
+                .get(&row.session_id)
+                .is_none_or(|at| now.duration_since(*at) >= CURSOR_EVERY);
+            if due && self.link.send(&frame) {
+                sent.insert(row.session_id.clone(), now);
+            }
             return;
         }
         match self.link.request(frame, RELAY_TIMEOUT).await {
@@ -166,6 +177,8 @@ impl Daemon {
                 "REPOWIRE_HOME",
                 self.settings.home.to_string_lossy().into_owned(),
             ),
+            // Its hooks name the session they continue, whatever runtime id it gets.
+            ("REPOWIRE_SESSION", s.session_id.clone()),
         ];
         let pane = crate::tmux::new_window(tmux_socket, &project, &line, &env)
             .await

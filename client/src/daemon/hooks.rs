@@ -57,6 +57,8 @@ pub struct HookCall<'a> {
     pub hook_pid: Option<u32>,
     /// For `pre-tool-use`: how long to wait for an approval.
     pub approval_timeout: Option<Duration>,
+    /// The Repowire session a `repowire session resume` started this runtime to continue.
+    pub repowire_session: Option<&'a str>,
 }
 
 fn field<'a>(payload: &'a Value, name: &str) -> Option<&'a str> {
@@ -205,6 +207,25 @@ impl Daemon {
         {
             // The same agent process under a new session id (after `/clear`, or a pane adopted
             // by `repowire link`): the peer carries over.
+            self.store
+                .delete_session(&previous.session_id)
+                .await
+                .map_err(ops::store_error)?;
+            existing = Some(previous);
+        }
+        if existing.is_none()
+            && let Some(rs) = call
+                .repowire_session
+                .filter(|rs| repowire_protocol::looks_like_session_id(rs))
+            && let Some(previous) = self
+                .store
+                .ended_session_of(rs)
+                .await
+                .map_err(ops::store_error)?
+        {
+            // Started by `repowire session resume` to continue that session, under a runtime
+            // id of its own (some runtimes give a resumed session a new one): the ended
+            // session's peer, and so what waited for it, carries over.
             self.store
                 .delete_session(&previous.session_id)
                 .await

@@ -66,6 +66,9 @@ pub struct Daemon {
     prompts: Mutex<HashMap<String, watch::Sender<u64>>>,
     /// Sessions with a wake in progress.
     waking: Mutex<HashSet<String>>,
+    /// When each session's transcript cursor was last sent to the relay (at most once a
+    /// minute: it is a pointer for tools, not a live position).
+    pub(crate) cursors_sent: Mutex<HashMap<String, std::time::Instant>>,
     /// Sessions whose wake has pressed Enter and waits for the submit: a prompt submitted now
     /// is the wake's own (any other is a person's, even one that sends a prompt a wake left).
     entering: Mutex<HashSet<String>>,
@@ -148,6 +151,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         inbox_arrivals: watch::channel(0).0,
         prompts: Mutex::new(HashMap::new()),
         waking: Mutex::new(HashSet::new()),
+        cursors_sent: Mutex::new(HashMap::new()),
         entering: Mutex::new(HashSet::new()),
         wakes: Mutex::new(HashMap::new()),
         registration: Mutex::new(HashMap::new()),

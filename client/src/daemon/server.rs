@@ -119,6 +119,7 @@ async fn handle(
             tmux,
             tmux_pane,
             approval_timeout_ms,
+            repowire_session,
         } => {
             let (output, after) = daemon
                 .hook(HookCall {
@@ -128,6 +129,7 @@ async fn handle(
                     tmux_pane: tmux_pane.as_deref(),
                     hook_pid: pid,
                     approval_timeout: approval_timeout_ms.map(Duration::from_millis),
+                    repowire_session: repowire_session.as_deref(),
                 })
                 .await?;
             Ok((json!({ "output": output }), after))

@@ -17,19 +17,19 @@ pub const MAX_RUNTIME_SESSION_ID_BYTES: usize = 128;
 /// Runtime session ids a session remembers (the newest).
 pub const MAX_RUNTIME_SESSION_IDS: usize = 16;
 
-/// True for a Repowire session id as the relay mints them: `rs-` and 16 of `[0-9a-z]`.
+/// The alphabet of session ids (the peer ids' one: no `i`, `l`, `o`, `u`).
+const ALPHABET: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
+
+/// True for a Repowire session id as the relay mints them: `rs-` and 16 characters of the
+/// peer-id alphabet.
 pub fn looks_like_session_id(s: &str) -> bool {
     s.strip_prefix(SESSION_ID_PREFIX).is_some_and(|body| {
-        body.len() == SESSION_ID_BODY
-            && body
-                .bytes()
-                .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase())
+        body.len() == SESSION_ID_BODY && body.bytes().all(|b| ALPHABET.contains(&b))
     })
 }
 
 /// A new session id from 80 random bits (16 characters of base 32).
 pub fn session_id_from_random(bits: u128) -> String {
-    const ALPHABET: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
     let mut out = String::from(SESSION_ID_PREFIX);
     for i in 0..SESSION_ID_BODY {
         out.push(ALPHABET[((bits >> (5 * i)) & 31) as usize] as char);
@@ -37,10 +37,11 @@ pub fn session_id_from_random(bits: u128) -> String {
     out
 }
 
-/// True for a runtime session id: 1–128 bytes of letters, digits, `.`, `_`, `:`, `-`.
+/// True for a runtime session id: 1–128 bytes of letters, digits, `.`, `_`, `:`, `-`, the
+/// first a letter or digit (so that it never reads as an option where a command line takes it).
 pub fn is_runtime_session_id(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= MAX_RUNTIME_SESSION_ID_BYTES
+    s.len() <= MAX_RUNTIME_SESSION_ID_BYTES
+        && s.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
 }
@@ -177,6 +178,10 @@ mod tests {
         assert!(!looks_like_session_id("rs-short"));
         assert!(!looks_like_session_id("api"));
         assert!(!looks_like_session_id("RS-0123456789abcdef"));
+        assert!(
+            !looks_like_session_id("rs-0123456789abcdei"),
+            "i is not in the alphabet"
+        );
     }
 
     #[test]
@@ -187,6 +192,7 @@ mod tests {
         assert!(is_runtime_session_id("rollout-2026-11-25T10:00:00-abc"));
         assert!(!is_runtime_session_id(""));
         assert!(!is_runtime_session_id("has space"));
+        assert!(!is_runtime_session_id("--dangerously-skip-permissions"));
         assert!(!is_runtime_session_id(&"a".repeat(129)));
     }
 }

@@ -179,6 +179,9 @@ fn body(frame: &Frame) -> Result {
             }
             if let Some(p) = &r.path {
                 bounded("path", p, MAX_PATH_BYTES)?;
+                if p.chars().any(char::is_control) {
+                    return Err(invalid("`path` must not contain control characters"));
+                }
             }
             if let Some(m) = &r.machine {
                 bounded("machine", m, MAX_SHORT_BYTES)?;
@@ -261,7 +264,7 @@ fn body(frame: &Frame) -> Result {
             }
             if !is_runtime_session_id(&b.runtime_session_id) {
                 return Err(invalid(format!(
-                    "`runtime_session_id` must be 1-{MAX_RUNTIME_SESSION_ID_BYTES} characters of letters, digits, '.', '_', ':' or '-'"
+                    "`runtime_session_id` must be 1-{MAX_RUNTIME_SESSION_ID_BYTES} characters of letters, digits, '.', '_', ':' or '-', starting with a letter or digit"
                 )));
             }
             if let Some(t) = &b.transcript {

@@ -677,6 +677,15 @@ mod tests {
         ) -> crate::store::Result<Vec<crate::store::QuestionRecord>> {
             unused()
         }
+        async fn find_session(
+            &self,
+            _: &str,
+            _: Option<&str>,
+            _: &str,
+            _: &str,
+        ) -> crate::store::Result<Option<crate::store::SessionRecord>> {
+            unused()
+        }
         async fn bind_session(
             &self,
             _: &crate::store::SessionBind,

@@ -44,8 +44,40 @@ async fn a_session_outlives_clear_and_resume_and_a_relay_restart(db: Db) {
     let cleared = a.bind(&api.peer_id, Some(&first.session_id), "run-2").await;
     assert_eq!(cleared.session_id, first.session_id);
     assert_eq!(cleared.runtime_session_ids, vec!["run-1", "run-2"]);
-    // A resume in a new process: a new peer, and only the runtime id to go by.
-    let resumed_peer = a.peer("api-resumed", "dev").await;
+    // Another live peer naming the session (or its runtime id) does not take it over.
+    let mut t = relay.client(&key).await;
+    let thief = t.peer("thief", "dev").await;
+    let own = t
+        .bind(&thief.peer_id, Some(&first.session_id), "run-2")
+        .await;
+    assert_ne!(
+        own.session_id, first.session_id,
+        "a live executor keeps its session"
+    );
+    let own = t.bind(&thief.peer_id, None, "run-1").await;
+    assert_ne!(own.session_id, first.session_id);
+    drop(t);
+    // The runtime ends; a resume in a new process: a new peer, and only the runtime id to go
+    // by (the thief's binds took no runtime id away).
+    drop(a);
+    let mut a = relay.client(&key).await;
+    // A peer of another directory does not continue it, even now that its executor is gone.
+    let elsewhere = a.peer("elsewhere", "dev").await;
+    let other_place = a
+        .bind(&elsewhere.peer_id, Some(&first.session_id), "run-x")
+        .await;
+    assert_ne!(other_place.session_id, first.session_id);
+    // (In the same directory of the same machine: a session is resumed where it ran.)
+    let resumed_peer = a
+        .register(Register {
+            name: Some("api-resumed".into()),
+            circle: Some("dev".into()),
+            backend: "claude-code".into(),
+            path: Some("/work/api".into()),
+            ..Default::default()
+        })
+        .await
+        .peer;
     let resumed = a.bind(&resumed_peer.peer_id, None, "run-1").await;
     assert_eq!(
         resumed.session_id, first.session_id,
@@ -56,7 +88,7 @@ async fn a_session_outlives_clear_and_resume_and_a_relay_restart(db: Db) {
         Some(&resumed_peer.peer_id)
     );
     // An unknown runtime id and no session named: a new work stream.
-    let other = a.bind(&api.peer_id, None, "run-9").await;
+    let other = a.bind(&resumed_peer.peer_id, None, "run-9").await;
     assert_ne!(other.session_id, first.session_id);
     relay.stop().await;
 

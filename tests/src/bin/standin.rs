@@ -15,8 +15,8 @@
 //! process (SessionEnd `clear`, SessionStart `clear`); `/exit` ends the session; anything
 //! else gets the reply `ok`. Context handed over by hooks is recorded, never executed.
 //!
-//! `--resume ID` starts it as `claude --resume ID` does: with that session id, and a
-//! SessionStart of source `resume`.
+//! `--resume ID` starts it as `claude --resume ID` does: with that session id (a new one with
+//! `--fork-session`), and a SessionStart of source `resume`.
 //!
 //! Like Claude Code it is also an MCP client: `/mcp TOOL {json}` calls TOOL on the `repowire`
 //! MCP server configured in `~/.claude.json` (started on first use as this process's child,
@@ -86,12 +86,17 @@ fn main() {
     let mut transcript = None;
     // `--resume ID`, as `claude --resume ID`: the same session id, SessionStart `resume`.
     let mut resume = None;
+    // `--fork-session`, as Claude Code's: the resumed session gets a new id.
+    let mut fork = false;
     while let Some(a) = args.next() {
         if a == "--transcript" {
             transcript = args.next().map(PathBuf::from);
         }
         if a == "--resume" {
             resume = args.next();
+        }
+        if a == "--fork-session" {
+            fork = true;
         }
     }
     let transcript = transcript.expect("--transcript PATH is required");
@@ -116,6 +121,7 @@ fn main() {
         transcript,
         session_id: resume
             .clone()
+            .filter(|_| !fork)
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
         cwd,
         hooks,

@@ -333,6 +333,17 @@ impl Store {
         Ok(())
     }
 
+    /// The most recent ended session bound to a Repowire session.
+    pub async fn ended_session_of(&self, repowire_session_id: &str) -> Result<Option<SessionRow>> {
+        sqlx::query_as(
+            "SELECT * FROM sessions WHERE repowire_session_id = ? AND active = 0
+             ORDER BY started_at_ms DESC LIMIT 1",
+        )
+        .bind(repowire_session_id)
+        .fetch_optional(&self.pool)
+        .await
+    }
+
     /// Records the Repowire session the relay bound a runtime session to.
     pub async fn set_repowire_session(
         &self,

@@ -75,7 +75,8 @@ type Target = (PeerSummary, Option<String>);
 
 /// `to` naming a Repowire session (`rs-…`, any circle of the tenant, as a peer id): its
 /// current or last executor, live or not (an offline peer keeps the message in its inbox until
-/// the session is resumed). `Ok(None)` when `to` is not a session id.
+/// the session is resumed). `Ok(None)` when `to` names no session of the tenant (it may still
+/// be a peer's name).
 async fn session_target(s: &Session, to: &str) -> Result<Option<Target>, Refusal> {
     if !looks_like_session_id(to) {
         return Ok(None);
@@ -86,12 +87,9 @@ async fn session_target(s: &Session, to: &str) -> Result<Option<Target>, Refusal
             format!("no session {to} in this tenant"),
         )
     };
-    let session = s
-        .state
-        .store
-        .get_session(&s.tenant_id, to)
-        .await?
-        .ok_or_else(unknown)?;
+    let Some(session) = s.state.store.get_session(&s.tenant_id, to).await? else {
+        return Ok(None);
+    };
     let peer_id = session.executor_peer_id.clone().ok_or_else(unknown)?;
     let executor = match s.state.hub.live_peer(&s.tenant_id, &peer_id) {
         Some(live) => live.summary(),

@@ -16,9 +16,48 @@ use crate::store::{SessionBind, SessionRecord};
 pub(super) async fn bind(s: &Session, id: MessageId, b: BindSession) -> Handled {
     let peer = s.own(b.peer_id.as_str())?;
     let record = &peer.record;
+    // The work stream this continues: its own, or one whose executor is gone and ran in the
+    // same directory of the same machine (a resume). Naming a session (or its runtime id)
+    // takes nothing from a live executor, nor from another place: the binder gets a session of
+    // its own instead.
+    let found = s
+        .state
+        .store
+        .find_session(
+            &s.tenant_id,
+            b.session_id.as_deref(),
+            &b.runtime_session_id,
+            &record.backend,
+        )
+        .await?;
+    let refused = found.is_some();
+    let target = match found {
+        Some(found) => match found.executor_peer_id.as_deref() {
+            Some(executor) if executor == record.peer_id => Some(found.session_id),
+            Some(executor)
+                if found.machine == record.machine
+                    && found.project_path == record.path
+                    && !is_live(s, executor).await =>
+            {
+                Some(found.session_id)
+            }
+            executor => {
+                tracing::warn!(
+                    tenant = %s.tenant_id,
+                    peer = %record.peer_id,
+                    session = %found.session_id,
+                    executor = executor.unwrap_or("-"),
+                    "that session is executed elsewhere; binding a new one"
+                );
+                None
+            }
+        },
+        None => None,
+    };
+    let claim_runtime = target.is_some() || !refused;
     let bind = SessionBind {
         tenant_id: s.tenant_id.clone(),
-        session_id: b.session_id,
+        session_id: target,
         runtime_session_id: b.runtime_session_id,
         peer_id: record.peer_id.clone(),
         backend: record.backend.clone(),
@@ -32,6 +71,7 @@ pub(super) async fn bind(s: &Session, id: MessageId, b: BindSession) -> Handled 
             .and_then(|t| t.cursor)
             .map(|c| i64::try_from(c).unwrap_or(i64::MAX)),
         new_session_id: session_id_from_random(rand::random()),
+        claim_runtime,
         now_ms: now_ms(),
     };
     let (session, runtimes) = s.state.store.bind_session(&bind).await?;
@@ -92,6 +132,16 @@ pub(super) async fn list(s: &Session, id: MessageId, l: ListSessions) -> Handled
     }
     s.send(Body::Sessions(Sessions { re: id, sessions }));
     Ok(())
+}
+
+/// True if the peer is live on this relay process or another of the cluster.
+async fn is_live(s: &Session, peer_id: &str) -> bool {
+    s.state.hub.live_peer(&s.tenant_id, peer_id).is_some()
+        || s.state
+            .cluster
+            .live_elsewhere(&s.tenant_id, peer_id)
+            .await
+            .is_some()
 }
 
 fn info(

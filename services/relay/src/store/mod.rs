@@ -280,9 +280,18 @@ pub trait Store: Send + Sync + 'static {
         limit: i64,
     ) -> Result<Vec<QuestionRecord>>;
 
-    /// Records that a peer executes a work stream now: the session the client named (if it
-    /// exists with the same backend), else the one this runtime session id leads to, else a new
-    /// one (`new_session_id`); the runtime id is remembered with it (the newest 16 are kept).
+    /// The session a binding continues: the one named (if the tenant has it with this
+    /// backend), else the one this runtime session id was last bound to.
+    async fn find_session(
+        &self,
+        tenant_id: &str,
+        named: Option<&str>,
+        runtime_session_id: &str,
+        backend: &str,
+    ) -> Result<Option<SessionRecord>>;
+    /// Records that a peer executes a work stream now: `bind.session_id` (created if it does
+    /// not exist), or a new one (`new_session_id`); the runtime id is remembered with it (the
+    /// newest 16 are kept, and a runtime id leads to one session only).
     async fn bind_session(&self, bind: &SessionBind) -> Result<SessionWithRuntimes>;
     /// Every session of a tenant, most recently bound first.
     async fn list_sessions(&self, tenant_id: &str) -> Result<Vec<SessionWithRuntimes>>;

@@ -34,7 +34,8 @@ pub struct SessionRecord {
 pub struct SessionBind {
     /// Tenant.
     pub tenant_id: String,
-    /// The session the client knows this work stream as, if it knows one.
+    /// The session to bind (found by the caller, see [`super::Store::find_session`]); `None`:
+    /// a new one, `new_session_id`.
     pub session_id: Option<String>,
     /// The runtime's id of the session it runs now.
     pub runtime_session_id: String,
@@ -54,6 +55,10 @@ pub struct SessionBind {
     pub transcript_cursor: Option<i64>,
     /// The id a new session gets.
     pub new_session_id: String,
+    /// The runtime id leads to this session from now on, also if it led to another before.
+    /// False when the binder was refused that other session (a live peer executes it): the
+    /// runtime id keeps leading there.
+    pub claim_runtime: bool,
     /// Time (ms).
     pub now_ms: i64,
 }

@@ -630,6 +630,16 @@ macro_rules! impl_store {
                     .collect()
             }
 
+            async fn find_session(
+                &self,
+                tenant_id: &str,
+                named: Option<&str>,
+                runtime_session_id: &str,
+                backend: &str,
+            ) -> Result<Option<SessionRecord>> {
+                Self::find_session_sql(&self.pool, tenant_id, named, runtime_session_id, backend).await
+            }
+
             async fn bind_session(&self, bind: &SessionBind) -> Result<SessionWithRuntimes> {
                 Self::bind_session_sql(&self.pool, bind).await
             }

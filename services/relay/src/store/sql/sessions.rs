@@ -1,6 +1,6 @@
-//! Session bindings, instantiated inside [`super::impl_store!`]: binding a peer to a work
-//! stream (found by the id the client knows, else by the runtime's session id, else new), and
-//! reading them back. Not on the message write path: one small transaction per binding.
+//! Session bindings, instantiated inside [`super::impl_store!`]: finding the work stream a
+//! binding continues (the id the client knows, else the runtime's session id), binding a peer
+//! to it (or to a new one), and reading them back. Not on the message write path: one small transaction per binding.
 
 macro_rules! impl_sessions {
     ($store:ident, $db:ty) => {
@@ -9,33 +9,7 @@ macro_rules! impl_sessions {
                 const COLS: &str = "tenant_id, session_id, backend, circle, project_path, machine, executor_peer_id, \
                                     transcript_path, transcript_cursor, created_at_ms, last_seen_ms";
                 let mut tx = pool.begin().await?;
-                // The session the client names (same runtime kind only), else the one the runtime
-                // session id leads to (a resumed runtime session), else a new one.
-                let named: Option<String> = match &b.session_id {
-                    Some(id) => sqlx::query_scalar(
-                        "SELECT session_id FROM work_sessions WHERE tenant_id = $1 AND session_id = $2 AND backend = $3",
-                    )
-                    .bind(&b.tenant_id)
-                    .bind(id)
-                    .bind(&b.backend)
-                    .fetch_optional(&mut *tx)
-                    .await?,
-                    None => None,
-                };
-                let found = match named {
-                    Some(id) => Some(id),
-                    None => sqlx::query_scalar(
-                        "SELECT r.session_id FROM work_session_runtimes r JOIN work_sessions s \
-                         ON s.tenant_id = r.tenant_id AND s.session_id = r.session_id \
-                         WHERE r.tenant_id = $1 AND r.runtime_session_id = $2 AND s.backend = $3",
-                    )
-                    .bind(&b.tenant_id)
-                    .bind(&b.runtime_session_id)
-                    .bind(&b.backend)
-                    .fetch_optional(&mut *tx)
-                    .await?,
-                };
-                let session_id = found.unwrap_or_else(|| b.new_session_id.clone());
+                let session_id = b.session_id.clone().unwrap_or_else(|| b.new_session_id.clone());
                 sqlx::query(
                     "INSERT INTO work_sessions (tenant_id, session_id, backend, circle, project_path, machine, \
                      executor_peer_id, transcript_path, transcript_cursor, created_at_ms, last_seen_ms) \
@@ -61,16 +35,31 @@ macro_rules! impl_sessions {
                 .bind(b.now_ms)
                 .execute(&mut *tx)
                 .await?;
-                // The runtime id leads here from now on (also one that led elsewhere before).
-                sqlx::query(
-                    "INSERT INTO work_session_runtimes (tenant_id, runtime_session_id, session_id, seen_at_ms) \
-                     VALUES ($1, $2, $3, $4) ON CONFLICT (tenant_id, runtime_session_id) \
-                     DO UPDATE SET session_id = excluded.session_id, seen_at_ms = excluded.seen_at_ms",
+                // The current runtime id is the newest of the session's, also when binds come
+                // within one millisecond (the session's row is written, and locked, above).
+                let newest: Option<i64> = sqlx::query_scalar(
+                    "SELECT MAX(seen_at_ms) FROM work_session_runtimes WHERE tenant_id = $1 AND session_id = $2",
                 )
+                .bind(&b.tenant_id)
+                .bind(&session_id)
+                .fetch_one(&mut *tx)
+                .await?;
+                let seen_at = newest.map_or(b.now_ms, |n| b.now_ms.max(n.saturating_add(1)));
+                // The runtime id leads here from now on (also one that led elsewhere before), unless
+                // the binder was refused that other session.
+                let on_conflict = if b.claim_runtime {
+                    "DO UPDATE SET session_id = excluded.session_id, seen_at_ms = excluded.seen_at_ms"
+                } else {
+                    "DO NOTHING"
+                };
+                sqlx::query(&format!(
+                    "INSERT INTO work_session_runtimes (tenant_id, runtime_session_id, session_id, seen_at_ms) \
+                     VALUES ($1, $2, $3, $4) ON CONFLICT (tenant_id, runtime_session_id) {on_conflict}"
+                ))
                 .bind(&b.tenant_id)
                 .bind(&b.runtime_session_id)
                 .bind(&session_id)
-                .bind(b.now_ms)
+                .bind(seen_at)
                 .execute(&mut *tx)
                 .await?;
                 // The newest ones are kept; older runtime sessions of a long work stream go.
@@ -95,6 +84,40 @@ macro_rules! impl_sessions {
                 let runtimes = Self::runtimes_of(&mut tx, &b.tenant_id, &session_id).await?;
                 tx.commit().await?;
                 Ok((record, runtimes))
+            }
+
+            async fn find_session_sql(
+                pool: &sqlx::Pool<$db>,
+                tenant_id: &str,
+                named: Option<&str>,
+                runtime_session_id: &str,
+                backend: &str,
+            ) -> Result<Option<SessionRecord>> {
+                const COLS: &str = "s.tenant_id, s.session_id, s.backend, s.circle, s.project_path, s.machine, \
+                                    s.executor_peer_id, s.transcript_path, s.transcript_cursor, s.created_at_ms, s.last_seen_ms";
+                if let Some(id) = named {
+                    let found: Option<SessionRecord> = sqlx::query_as(&format!(
+                        "SELECT {COLS} FROM work_sessions s WHERE s.tenant_id = $1 AND s.session_id = $2 AND s.backend = $3"
+                    ))
+                    .bind(tenant_id)
+                    .bind(id)
+                    .bind(backend)
+                    .fetch_optional(pool)
+                    .await?;
+                    if found.is_some() {
+                        return Ok(found);
+                    }
+                }
+                Ok(sqlx::query_as(&format!(
+                    "SELECT {COLS} FROM work_session_runtimes r JOIN work_sessions s \
+                     ON s.tenant_id = r.tenant_id AND s.session_id = r.session_id \
+                     WHERE r.tenant_id = $1 AND r.runtime_session_id = $2 AND s.backend = $3"
+                ))
+                .bind(tenant_id)
+                .bind(runtime_session_id)
+                .bind(backend)
+                .fetch_optional(pool)
+                .await?)
             }
 
             /// A session's runtime ids, oldest first.
