@@ -124,44 +124,8 @@ impl Daemon {
                 ApiError::new("unknown_session", format!("no session `{session}`"))
                     .hint("`repowire session list --all` lists the sessions")
             })?;
-        let refuse = |why: String| ApiError::new("not_resumable", why);
-        let executor = s
-            .executor
-            .as_ref()
-            .map(|e| format!("@{} ({})", e.name, e.peer_id))
-            .unwrap_or_else(|| "?".into());
-        if s.status == SessionStatus::Active {
-            return Err(refuse(format!(
-                "{session} is attached to {executor}, which is live; resume only a detached session"
-            )));
-        }
-        if s.backend != "claude-code" {
-            return Err(refuse(format!(
-                "{session} runs on `{}`, which repowire cannot resume (only claude-code so far)",
-                s.backend
-            )));
-        }
-        if s.machine.as_deref() != Some(self.settings.machine.as_str()) {
-            return Err(refuse(format!(
-                "{session} ran on machine `{}`; resume it there",
-                s.machine.as_deref().unwrap_or("?")
-            )));
-        }
-        let runtime = s
-            .runtime_session_ids
-            .last()
-            .filter(|id| is_runtime_session_id(id))
-            .ok_or_else(|| refuse(format!("{session} has no runtime session id to resume")))?;
-        let project = s
-            .project_path
-            .clone()
-            .filter(|p| Path::new(p).is_dir())
-            .ok_or_else(|| {
-                refuse(format!(
-                    "the project of {session} ({}) is not a directory here",
-                    s.project_path.as_deref().unwrap_or("unknown")
-                ))
-            })?;
+        let (runtime, project) = resume_plan(&s, &self.settings.machine, |p| Path::new(p).is_dir())
+            .map_err(|why| ApiError::new("not_resumable", why))?;
         let line = format!("{command} --resume {runtime}");
         if dry_run {
             return Ok(json!({ "session": s, "command": line, "cwd": project, "started": false }));
@@ -195,5 +159,117 @@ impl Daemon {
                 .as_ref()
                 .is_some_and(|e| e.peer_id.as_str() == peer_id)
         }))
+    }
+}
+
+/// What resuming session `s` on `machine` runs: the runtime session id to resume and the
+/// project to run it in; or why it cannot be resumed here.
+fn resume_plan(
+    s: &SessionInfo,
+    machine: &str,
+    is_dir: impl Fn(&str) -> bool,
+) -> Result<(String, String), String> {
+    let session = &s.session_id;
+    if s.status == SessionStatus::Active {
+        let executor = s
+            .executor
+            .as_ref()
+            .map(|e| format!("@{} ({})", e.name, e.peer_id))
+            .unwrap_or_else(|| "?".into());
+        return Err(format!(
+            "{session} is attached to {executor}, which is live; resume only a detached session"
+        ));
+    }
+    if s.backend != "claude-code" {
+        return Err(format!(
+            "{session} runs on `{}`, which repowire cannot resume (only claude-code so far)",
+            s.backend
+        ));
+    }
+    if s.machine.as_deref() != Some(machine) {
+        return Err(format!(
+            "{session} ran on machine `{}`; resume it there",
+            s.machine.as_deref().unwrap_or("?")
+        ));
+    }
+    let runtime = s
+        .runtime_session_ids
+        .last()
+        .filter(|id| is_runtime_session_id(id))
+        .ok_or_else(|| format!("{session} has no runtime session id to resume"))?;
+    let project = s
+        .project_path
+        .clone()
+        .filter(|p| is_dir(p))
+        .ok_or_else(|| {
+            format!(
+                "the project of {session} ({}) is not a directory here",
+                s.project_path.as_deref().unwrap_or("unknown")
+            )
+        })?;
+    Ok((runtime.clone(), project))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn detached() -> SessionInfo {
+        SessionInfo {
+            session_id: "rs-0123456789abcdef".into(),
+            backend: "claude-code".into(),
+            circle: "default".into(),
+            project_path: Some("/work/api".into()),
+            machine: Some("laptop".into()),
+            status: SessionStatus::Detached,
+            executor: None,
+            runtime_session_ids: vec!["old-1".into(), "cur-2".into()],
+            transcript: None,
+            created_at_ms: 1,
+            last_seen_ms: 2,
+        }
+    }
+
+    fn plan(s: &SessionInfo) -> Result<(String, String), String> {
+        resume_plan(s, "laptop", |p| p == "/work/api")
+    }
+
+    #[test]
+    fn a_detached_local_session_resumes_its_current_runtime_session_in_its_project() {
+        let got = plan(&detached()).expect("resumable");
+        assert_eq!(got, ("cur-2".to_string(), "/work/api".to_string()));
+    }
+
+    #[test]
+    fn each_reason_not_to_resume_is_said() {
+        type Change = fn(&mut SessionInfo);
+        let cases: Vec<(Change, &str)> = vec![
+            (|s| s.status = SessionStatus::Active, "is attached to ?"),
+            (|s| s.backend = "codex".into(), "runs on `codex`"),
+            (
+                |s| s.machine = Some("desk".into()),
+                "ran on machine `desk`; resume it there",
+            ),
+            (|s| s.machine = None, "ran on machine `?`"),
+            (
+                |s| s.runtime_session_ids.clear(),
+                "has no runtime session id to resume",
+            ),
+            (
+                |s| s.runtime_session_ids = vec!["-rf".into()],
+                "has no runtime session id to resume",
+            ),
+            (
+                |s| s.project_path = Some("/gone".into()),
+                "(/gone) is not a directory here",
+            ),
+            (|s| s.project_path = None, "(unknown) is not a directory"),
+        ];
+        for (change, want) in cases {
+            let mut s = detached();
+            change(&mut s);
+            let why = plan(&s).expect_err(want);
+            assert!(why.contains(want), "{why:?} should say {want:?}");
+        }
     }
 }
