@@ -7,6 +7,7 @@
 use repowire_e2e::agents::{Agent, Home, Tmux, bin, eventually};
 use repowire_e2e::process::{RelayProcess, relay_bin};
 use serde_json::Value;
+use std::path::PathBuf;
 
 /// This machine's sessions, once `pred` holds for the one executed by `name`.
 async fn session_of(home: &Home, name: &str, pred: impl Fn(&Value) -> bool) -> Value {
@@ -45,6 +46,21 @@ fn session_id_of(agent: &Agent) -> String {
                 .flatten()
         })
         .expect("the stand-in's session id")
+}
+
+/// `repowire session resume ID --command COMMAND` in `tmux`, which must start; the stand-in it
+/// runs writes `transcript`.
+fn resume(home: &Home, tmux: &Tmux, id: &str, command: &str, transcript: PathBuf) -> Agent {
+    let out = home.repowire_in(Some(tmux), &["session", "resume", id, "--command", command]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Agent {
+        pane: String::new(),
+        transcript,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,19 +188,13 @@ async fn a_resumed_session_keeps_its_id_and_gets_what_was_sent_while_it_was_deta
 
     // Resumed: the same runtime session, the same Repowire session, the same peer; the
     // message that waited reaches the agent.
-    let out = home.repowire_in(
-        Some(&tmux),
-        &["session", "resume", &id, "--command", &standin],
+    let resumed = resume(
+        &home,
+        &tmux,
+        &id,
+        &standin,
+        home.path().join("app-resumed.jsonl"),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let resumed = Agent {
-        pane: String::new(),
-        transcript: home.path().join("app-resumed.jsonl"),
-    };
     let start = resumed
         .wait("the resumed session's start", |e| e["event"] == "start")
         .await;
@@ -236,19 +246,7 @@ async fn a_resume_under_a_new_runtime_id_still_continues_the_session() {
         bin("repowire-standin").display(),
         transcript.display()
     );
-    let out = home.repowire_in(
-        Some(&tmux),
-        &["session", "resume", &id, "--command", &command],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let forked = Agent {
-        pane: String::new(),
-        transcript,
-    };
+    let forked = resume(&home, &tmux, &id, &command, transcript);
     let start = forked
         .wait("the forked start", |e| e["event"] == "start")
         .await;

@@ -25,14 +25,26 @@ fn tool_question(timeout_ms: u64) -> Question {
 }
 
 fn ask_approvers(from: &PeerInfo, text: &str, question: Question) -> Body {
+    ask_peer(from, APPROVERS, text, question)
+}
+
+fn ask_peer(from: &PeerInfo, to: &str, text: &str, question: Question) -> Body {
     Body::Ask(Ask {
         from: from.peer_id.clone(),
-        to: APPROVERS.into(),
+        to: to.into(),
         circle: None,
         text: text.into(),
         reply_to: None,
         question: Some(question),
     })
+}
+
+/// A choice of yes or no that takes `no` after a minute.
+fn yes_or_no_defaulting_to_no() -> Question {
+    let mut choice = Question::new(QuestionKind::Choice, &[("yes", "Yes"), ("no", "No")]);
+    choice.timeout_ms = Some(60_000);
+    choice.default = Some("no".into());
+    choice
 }
 
 fn answer(from: &PeerInfo, cid: &CorrelationId, option: &str) -> Body {
@@ -361,18 +373,13 @@ async fn a_timed_out_question_takes_its_default_and_refuses_late_answers(db: Db)
     let alice = a.peer("alice", "dev").await;
     let bob = b.peer("bob", "dev").await;
     let hank = h.peer_with_role("hank", "ops", Role::Human).await;
-    let mut choice = Question::new(QuestionKind::Choice, &[("yes", "Yes"), ("no", "No")]);
-    choice.timeout_ms = Some(60_000);
-    choice.default = Some("no".into());
     let to_bob = a
-        .submit(Body::Ask(Ask {
-            from: alice.peer_id.clone(),
-            to: "bob".into(),
-            circle: None,
-            text: "ship it?".into(),
-            reply_to: None,
-            question: Some(choice),
-        }))
+        .submit(ask_peer(
+            &alice,
+            "bob",
+            "ship it?",
+            yes_or_no_defaulting_to_no(),
+        ))
         .await
         .expect("accepted");
     let got = b.delivered_to(&bob.peer_id).await;
@@ -506,14 +513,7 @@ async fn a_question_without_a_default_expires_at_its_timeout(db: Db) {
     let mut text = Question::new(QuestionKind::Text, &[]);
     text.timeout_ms = Some(60_000);
     let asked = a
-        .submit(Body::Ask(Ask {
-            from: alice.peer_id.clone(),
-            to: "bob".into(),
-            circle: None,
-            text: "what broke?".into(),
-            reply_to: None,
-            question: Some(text),
-        }))
+        .submit(ask_peer(&alice, "bob", "what broke?", text))
         .await
         .expect("accepted");
     b.delivered_to(&bob.peer_id).await;
@@ -612,18 +612,13 @@ async fn a_chained_ask_does_not_close_a_question_past_its_deadline_as_acked(db: 
     let mut b = relay.client(&key).await;
     let alice = a.peer("alice", "dev").await;
     let bob = b.peer("bob", "dev").await;
-    let mut choice = Question::new(QuestionKind::Choice, &[("yes", "Yes"), ("no", "No")]);
-    choice.timeout_ms = Some(60_000);
-    choice.default = Some("no".into());
     let asked = a
-        .submit(Body::Ask(Ask {
-            from: alice.peer_id.clone(),
-            to: "bob".into(),
-            circle: None,
-            text: "ship it?".into(),
-            reply_to: None,
-            question: Some(choice),
-        }))
+        .submit(ask_peer(
+            &alice,
+            "bob",
+            "ship it?",
+            yes_or_no_defaulting_to_no(),
+        ))
         .await
         .expect("accepted");
     let cid = asked.correlation_id.clone().expect("cid");
