@@ -204,7 +204,7 @@ pub fn doctor(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
         broken.is_empty(),
         "every installed hook command resolves to a program",
         &format!(
-            "{}: install with `cargo install --path client` (so `repowire` is on PATH) and run `repowire setup` again",
+            "{}: install with `cargo install --locked --profile dist --path client` (so `repowire` is on PATH) and run `repowire setup` again",
             what.join("; ")
         ),
     );
