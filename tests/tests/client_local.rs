@@ -44,7 +44,8 @@ async fn two_agents_ask_and_ack_with_honest_delivery_states() {
     assert!(text.contains("which port does the API use?"), "{text}");
     assert!(
         text.contains(&format!("@alpha → @beta [ask #{cid}]")),
-        "{text}"
+        "{text}\n--- daemon log ---\n{}",
+        home.log()
     );
     // Our MCP server is registered: the agent is told to close the ask with the MCP tool
     // (no permission prompt), with the exact arguments, and not to run the CLI.

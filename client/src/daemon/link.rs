@@ -397,6 +397,22 @@ async fn connect_and_serve(
         }
     };
 
+    // The realm (which tenant's rows this daemon works in) is settled before the link can
+    // carry anything: a registration sent meanwhile (a hook arriving during the first
+    // connect) would store its identity under the realm being replaced, and lose it.
+    if let Err(error) = daemon
+        .store
+        .learn_tenant(
+            &daemon.relay_identity,
+            &daemon.key_fingerprint,
+            &welcome.tenant_id,
+        )
+        .await
+    {
+        tracing::error!(%error, "recording the relay's tenant; not using this connection");
+        return Ended::Retry(format!("recording the relay's tenant: {error}"));
+    }
+
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
     let writer = tokio::spawn(async move {
         // Our own Pings keep NATs and proxies from dropping a quiet connection.

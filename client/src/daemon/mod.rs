@@ -204,25 +204,11 @@ pub fn role_of(row: &SessionRow) -> Role {
 
 #[allow(clippy::unwrap_used)] // poisoned locks only follow a panic elsewhere
 impl Daemon {
-    /// After (re)connecting: register every active session, end those whose agent is gone,
-    /// deliver receipts ended sessions still owe, then open the gate for messages, resend the
-    /// outbox in order, and ask for outcomes missed while away.
+    /// After (re)connecting (the link has already settled the realm by the relay's tenant):
+    /// register every active session, end those whose agent is gone, deliver receipts ended
+    /// sessions still owe, then open the gate for messages, resend the outbox in order, and
+    /// ask for outcomes missed while away.
     pub async fn on_connected(self: Arc<Self>) {
-        // The relay said which tenant the key is for: the realm is now known by tenant.
-        let tenant = match self.link.state() {
-            link::LinkState::Registering { tenant_id, .. }
-            | link::LinkState::Connected { tenant_id, .. } => Some(tenant_id),
-            _ => None,
-        };
-        if let Some(tenant) = tenant
-            && let Err(error) = self
-                .store
-                .learn_tenant(&self.relay_identity, &self.key_fingerprint, &tenant)
-                .await
-        {
-            tracing::error!(%error, "recording the relay's tenant; not sending anything");
-            return;
-        }
         let sessions = match self.store.active_sessions().await {
             Ok(s) => s,
             Err(error) => {
