@@ -211,6 +211,14 @@ async fn a_resumed_session_keeps_its_id_and_gets_what_was_sent_while_it_was_deta
     assert_eq!(again["session_id"], id.as_str());
     assert_eq!(again["executor"]["peer_id"], peer.as_str());
     desk.reaches_state(&message, "injected").await;
+    // The message names the session it was sent to; the person's peer at the desk is in none.
+    let inbox = home.json(&["inbox", "--from", "app", "--all", "--peek"]);
+    let got = inbox["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|e| e["message_id"] == message.as_str()))
+        .unwrap_or_else(|| panic!("the message in app's inbox: {inbox}"));
+    assert_eq!(got["to_session_id"], id.as_str(), "{got}");
+    assert!(got["from_session_id"].is_null(), "{got}");
     drop(tmux);
 }
 

@@ -125,5 +125,9 @@ fn entry_json(row: &InboxEntry) -> Value {
         "text": message.as_ref().map(|m| m.text.clone()),
         "question": message.as_ref().and_then(|m| m.question.as_ref()).map(|q| json!(q)),
         "reply_to": message.as_ref().and_then(|m| m.reply_to.as_ref()).map(|c| c.as_str().to_owned()),
+        // The Repowire sessions (work streams) of sender and recipient, when the relay knew
+        // them: the seed's `from_repowire_session_id` / `to_repowire_session_id`.
+        "from_session_id": message.as_ref().and_then(|m| m.from_session_id.clone()),
+        "to_session_id": message.as_ref().and_then(|m| m.to_session_id.clone()),
     })
 }
