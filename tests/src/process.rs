@@ -126,6 +126,26 @@ impl RelayProcess {
         pod: &str,
         extra_env: &[(&str, &str)],
     ) -> Self {
+        Self::start_pod_on(
+            "127.0.0.1:0",
+            database_url,
+            redis_url,
+            prefix,
+            pod,
+            extra_env,
+        )
+        .await
+    }
+
+    /// Like [`RelayProcess::start_pod`], on a given address (to restart a pod on its port).
+    pub async fn start_pod_on(
+        listen: &str,
+        database_url: &str,
+        redis_url: &str,
+        prefix: &str,
+        pod: &str,
+        extra_env: &[(&str, &str)],
+    ) -> Self {
         let mut env = vec![
             ("DATABASE_URL", database_url),
             ("REDIS_URL", redis_url),
@@ -137,7 +157,7 @@ impl RelayProcess {
             ),
         ];
         env.extend_from_slice(extra_env);
-        Self::start(&relay_bin(), &[], &env).await
+        Self::start_on(&relay_bin(), listen, &[], &env).await
     }
 
     /// Process id.

@@ -301,6 +301,54 @@ async fn approvals_work_across_two_daemons_on_two_relay_pods() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allow_given_while_the_asking_daemon_is_cut_off_reaches_its_hook_after_reconnecting() {
+    let db = TempDatabase::create("repowire_approvals_away");
+    let redis = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let prefix = format!("repowire-test-{}", uuid::Uuid::new_v4().simple());
+    let pod_a = RelayProcess::start_pod(&db.url(), &redis, &prefix, "pod-a", &[]).await;
+    let pod_b = RelayProcess::start_pod(&db.url(), &redis, &prefix, "pod-b", &[]).await;
+    let (tmux, laptop, desk, app) = machines(&pod_a, &pod_b, 120).await;
+
+    app.submit(&tmux, "/run touch away.txt");
+    let q = waiting(&desk, 1).await.remove(0);
+    let cid = q["correlation_id"].as_str().expect("cid").to_owned();
+
+    // The laptop's pod dies: its daemon, whose hook waits, cannot hear anything now.
+    let addr = pod_a.http.trim_start_matches("http://").to_owned();
+    pod_a.signal("KILL");
+    let _ = pod_a.wait(Duration::from_secs(10)).await;
+    eventually("the laptop's link down", || {
+        (laptop.link_state() != "connected").then_some(())
+    })
+    .await;
+
+    // The person allows it meanwhile, on the other pod: the relay keeps the answer.
+    let allowed = desk.in_terminal(&["approvals", "allow", &cid, "--reason", "while away"]);
+    assert!(allowed.status.success(), "{}", stderr(&allowed));
+    assert!(
+        !app.events().iter().any(|e| e["event"] == "permission"),
+        "decided while its daemon was cut off"
+    );
+
+    // The pod comes back: the daemon reconnects, learns the outcome, and the hook allows.
+    let _pod_a = RelayProcess::start_pod_on(&addr, &db.url(), &redis, &prefix, "pod-a", &[]).await;
+    let decided = permission(&app, 1).await;
+    assert_eq!(decided["decision"], "allow", "{decided}");
+    assert!(
+        decided["reason"]
+            .as_str()
+            .is_some_and(|r| r.ends_with(": while away")),
+        "{decided}\n--- laptop daemon log ---\n{}",
+        laptop.log()
+    );
+    app.wait("the allowed call ran", |e| {
+        e["event"] == "tool" && e["command"] == "touch away.txt"
+    })
+    .await;
+    assert!(laptop.path().join("app/away.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_script_blocks_on_a_question_until_the_agent_answers_or_the_default_is_taken() {
     let data = tempfile::tempdir().expect("data");
     let dir = data.path().to_str().expect("utf8").to_owned();
