@@ -47,3 +47,40 @@ async fn check_relay_says_what_the_relay_answered() {
         "{err}"
     );
 }
+
+/// `daemon start` returns once the relay link is up (so the next command finds it connected),
+/// and says so; a relay it cannot reach yet, or one that refuses its key, is said in words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemon_start_says_whether_its_relay_link_is_up() {
+    let data = tempfile::tempdir().unwrap();
+    let relay = RelayProcess::start(
+        &relay_bin(),
+        &["--data-dir", data.path().to_str().unwrap()],
+        &[],
+    )
+    .await;
+    let key = relay.first_key.clone().expect("bootstrap key");
+
+    let home = Home::new(Some((relay.http.clone(), key.clone())));
+    let out = home.ok(&["daemon", "start"]);
+    assert!(out.contains("relay link connected (tenant tnt-"), "{out}");
+    assert_eq!(home.link_state(), "connected");
+
+    let away = Home::new(Some(("http://127.0.0.1:9".into(), key.clone())));
+    let out = away.repowire(&["daemon", "start"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("not connected to the relay yet (last attempt:"),
+        "{err}"
+    );
+    assert!(err.contains("the daemon keeps trying"), "{err}");
+
+    let wrong = format!("{}x", &key[..key.len() - 1]);
+    let refused = Home::new(Some((relay.http.clone(), wrong.clone())));
+    let out = refused.repowire(&["daemon", "start"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("the relay refused this daemon"), "{err}");
+    assert!(!err.contains(&wrong), "the key was echoed: {err}");
+}

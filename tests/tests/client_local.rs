@@ -280,7 +280,9 @@ async fn an_agent_started_before_the_daemon_is_linked_fail_closed_and_then_reach
     late.hook_done("SessionStart", 1).await;
     assert!(late.context().is_empty());
     let shell = tmux.spawn(home.path(), &home.env(), &["sh".into()]);
-    home.ok(&["daemon", "start"]);
+    // `daemon start` returns with the relay link up: `link` below can register at once.
+    let started = home.ok(&["daemon", "start"]);
+    assert!(started.contains("relay link connected"), "{started}");
 
     let json = |args: &[&str]| -> Value {
         let out = home.repowire_in(Some(&tmux), args);

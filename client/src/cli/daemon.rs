@@ -120,6 +120,7 @@ fn start(config: &Config) -> anyhow::Result<ExitCode> {
         match running_pid(config) {
             Some(pid) if pid == child.id() => {
                 println!("daemon started (pid {pid}); log: {}", log_path.display());
+                report_link(config);
                 return Ok(ExitCode::SUCCESS);
             }
             // Another start won the race: ours stops at the lock.
@@ -144,6 +145,49 @@ fn start(config: &Config) -> anyhow::Result<ExitCode> {
         "the daemon did not answer within 15 s; see {}",
         log_path.display()
     )
+}
+
+/// How long `daemon start` waits for the relay link before it returns: a command run right
+/// after it then finds the daemon connected (the embedded relay takes milliseconds).
+const LINK_WAIT: Duration = Duration::from_secs(5);
+
+/// Waits (at most [`LINK_WAIT`]) until the started daemon's relay link is up or has given up,
+/// and says which. A relay that cannot be reached yet is not a failure to start: the daemon
+/// keeps trying, and hooks work meanwhile.
+fn report_link(config: &Config) {
+    let socket = crate::config::socket_path(&config.home());
+    let deadline = Instant::now() + LINK_WAIT;
+    let mut last = Value::Null;
+    while Instant::now() < deadline {
+        if let Ok(status) = api::call(&socket, &Request::Status, Duration::from_secs(2)) {
+            last = status["link"].clone();
+            match last["state"].as_str() {
+                Some("connected") => {
+                    println!(
+                        "relay link connected (tenant {})",
+                        crate::sanitize::for_terminal(last["tenant_id"].as_str().unwrap_or("?"))
+                    );
+                    return;
+                }
+                Some("stopped") => {
+                    eprintln!(
+                        "warning: the relay refused this daemon: {}; `repowire doctor` says what to do",
+                        crate::sanitize::for_terminal(last["reason"].as_str().unwrap_or("?"))
+                    );
+                    return;
+                }
+                _ => {}
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let why = last["last_error"]
+        .as_str()
+        .map(|e| format!(" (last attempt: {})", crate::sanitize::for_terminal(e)))
+        .unwrap_or_default();
+    eprintln!(
+        "warning: not connected to the relay yet{why}; the daemon keeps trying (`repowire daemon status`)"
+    );
 }
 
 fn stop(config: &Config) -> anyhow::Result<ExitCode> {
