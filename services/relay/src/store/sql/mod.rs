@@ -19,7 +19,10 @@
 //! [`Store`](super::Store) methods themselves.
 
 pub(crate) mod accept;
+pub(crate) mod keys;
+pub(crate) mod peers;
 pub(crate) mod questions;
+pub(crate) mod reads;
 pub(crate) mod sessions;
 pub(crate) mod tenancy;
 pub(crate) mod update;
@@ -102,24 +105,16 @@ pub(crate) const ENTRY_BY_KEY: &str = "SELECT i.tenant_id, i.peer_id, i.message_
 
 macro_rules! impl_store {
     ($store:ident, $db:ty, $backend:literal, $begin_write:literal, $lock_ask:literal) => {
-        use $crate::store::sql::{
-            CHUNK, INBOX_FULL_REASON, KEY_COLS, MSG_COLS, PEER_COLS, PeerRows, TENANT_COLS, is_simple, receipt_allowed,
-            state,
-        };
         use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+        use $crate::store::sql::{
+            CHUNK, INBOX_FULL_REASON, KEY_COLS, MSG_COLS, PEER_COLS, PeerRows, TENANT_COLS,
+            is_simple, receipt_allowed, state,
+        };
         type Key = (String, String, String);
-        use $crate::store::*;
         use repowire_protocol::{CorrelationId, DeliveryState, MessageKind};
+        use $crate::store::*;
 
         type Conn = <$db as sqlx::Database>::Connection;
-
-        #[derive(sqlx::FromRow)]
-        struct InboxRow {
-            seq: i64,
-            state: String,
-            #[sqlx(flatten)]
-            message: StoredMessage,
-        }
 
         #[derive(sqlx::FromRow)]
         struct AskRow {
@@ -170,6 +165,9 @@ macro_rules! impl_store {
         $crate::store::sql::accept::impl_accepts!($store);
         $crate::store::sql::update::impl_updates!($store, $db, $lock_ask);
         $crate::store::sql::questions::impl_questions!($store, $db, $backend);
+        $crate::store::sql::keys::impl_keys!($store, $db);
+        $crate::store::sql::peers::impl_peers!($store, $db);
+        $crate::store::sql::reads::impl_reads!($store, $db);
         $crate::store::sql::sessions::impl_sessions!($store, $db);
         $crate::store::sql::tenancy::impl_tenancy!($store, $db);
         $crate::store::sql::usage::impl_usage!($store, $db, $backend);
@@ -199,15 +197,25 @@ macro_rules! impl_store {
 
             async fn create_tenant(&self, t: &TenantRecord) -> Result<()> {
                 if !Self::insert_tenant_on(&self.pool, t).await? {
-                    return Err(StoreError::Conflict(format!("a tenant named `{}` exists", t.name)));
+                    return Err(StoreError::Conflict(format!(
+                        "a tenant named `{}` exists",
+                        t.name
+                    )));
                 }
                 Ok(())
             }
 
-            async fn create_tenant_with_key(&self, t: &TenantRecord, k: &ApiKeyRecord) -> Result<()> {
+            async fn create_tenant_with_key(
+                &self,
+                t: &TenantRecord,
+                k: &ApiKeyRecord,
+            ) -> Result<()> {
                 let mut tx = self.pool.begin().await?;
                 if !Self::insert_tenant_on(&mut *tx, t).await? {
-                    return Err(StoreError::Conflict(format!("a tenant named `{}` exists", t.name)));
+                    return Err(StoreError::Conflict(format!(
+                        "a tenant named `{}` exists",
+                        t.name
+                    )));
                 }
                 Self::insert_key_on(&mut *tx, k).await?;
                 tx.commit().await?;
@@ -221,7 +229,10 @@ macro_rules! impl_store {
 
             async fn find_tenant(&self, id_or_name: &str) -> Result<Option<TenantRecord>> {
                 let sql = format!("SELECT {TENANT_COLS} FROM tenants WHERE id = $1 OR name = $1");
-                Ok(sqlx::query_as(&sql).bind(id_or_name).fetch_optional(&self.pool).await?)
+                Ok(sqlx::query_as(&sql)
+                    .bind(id_or_name)
+                    .fetch_optional(&self.pool)
+                    .await?)
             }
 
             async fn usage_rows(
@@ -242,7 +253,10 @@ macro_rules! impl_store {
             }
 
             async fn admin_token_by_hash(&self, hash: &str) -> Result<Option<AdminTokenRecord>> {
-                Ok(self.admin_tokens_where("WHERE hash = $1", Some(hash)).await?.pop())
+                Ok(self
+                    .admin_tokens_where("WHERE hash = $1", Some(hash))
+                    .await?
+                    .pop())
             }
 
             async fn list_admin_tokens(&self) -> Result<Vec<AdminTokenRecord>> {
@@ -257,7 +271,12 @@ macro_rules! impl_store {
                 self.admin_token_used_sql(id, now_ms).await
             }
 
-            async fn messages_counted(&self, tenant_id: &str, from_ms: i64, to_ms: i64) -> Result<i64> {
+            async fn messages_counted(
+                &self,
+                tenant_id: &str,
+                from_ms: i64,
+                to_ms: i64,
+            ) -> Result<i64> {
                 self.messages_counted_sql(tenant_id, from_ms, to_ms).await
             }
 
@@ -298,7 +317,11 @@ macro_rules! impl_store {
                 self.deleted_before_sql(before_ms).await
             }
 
-            async fn set_tenant_suspended(&self, tenant_id: &str, at_ms: Option<i64>) -> Result<bool> {
+            async fn set_tenant_suspended(
+                &self,
+                tenant_id: &str,
+                at_ms: Option<i64>,
+            ) -> Result<bool> {
                 self.set_tenant_suspended_sql(tenant_id, at_ms).await
             }
 
@@ -308,7 +331,10 @@ macro_rules! impl_store {
 
             async fn create_plan(&self, p: &PlanRecord) -> Result<()> {
                 if !self.insert_plan_row(p).await? {
-                    return Err(StoreError::Conflict(format!("a plan named `{}` exists", p.name)));
+                    return Err(StoreError::Conflict(format!(
+                        "a plan named `{}` exists",
+                        p.name
+                    )));
                 }
                 Ok(())
             }
@@ -335,7 +361,8 @@ macro_rules! impl_store {
                 idempotency_key: &str,
                 request_hash: &str,
             ) -> Result<Option<KeyRequest>> {
-                self.insert_api_key_once_sql(k, idempotency_key, request_hash).await
+                self.insert_api_key_once_sql(k, idempotency_key, request_hash)
+                    .await
             }
 
             async fn set_key_expiry(&self, id: &str, expires_at_ms: Option<i64>) -> Result<bool> {
@@ -347,118 +374,43 @@ macro_rules! impl_store {
             }
 
             async fn unusable_keys(&self, ids: &[String], now_ms: i64) -> Result<Vec<UnusableKey>> {
-                let mut unusable = Vec::new();
-                // Bounded statements: SQLite allows 32 766 parameters, and a pod may hold many keys.
-                for chunk in ids.chunks(500) {
-                    let marks: Vec<String> = (2..chunk.len() + 2).map(|i| format!("${i}")).collect();
-                    let sql = format!(
-                        "SELECT k.id, (k.revoked_at_ms IS NULL AND (k.expires_at_ms IS NULL \
-                         OR k.expires_at_ms > $1)) AS tenant_suspended FROM api_keys k \
-                         JOIN tenants t ON t.id = k.tenant_id WHERE k.id IN ({}) \
-                         AND (k.revoked_at_ms IS NOT NULL \
-                         OR (k.expires_at_ms IS NOT NULL AND k.expires_at_ms <= $1) \
-                         OR t.disabled_at_ms IS NOT NULL)",
-                        marks.join(", ")
-                    );
-                    let mut query = sqlx::query_as::<_, UnusableKey>(&sql).bind(now_ms);
-                    for id in chunk {
-                        query = query.bind(id);
-                    }
-                    unusable.extend(query.fetch_all(&self.pool).await?);
-                }
-                Ok(unusable)
+                self.unusable_keys_sql(ids, now_ms).await
             }
 
             async fn find_api_key_by_hash(&self, hash: &str) -> Result<Option<ApiKeyRecord>> {
-                let sql = format!("SELECT {KEY_COLS} FROM api_keys WHERE hash = $1");
-                Ok(sqlx::query_as(&sql).bind(hash).fetch_optional(&self.pool).await?)
+                self.find_api_key_by_hash_sql(hash).await
             }
 
             async fn get_api_key(&self, id: &str) -> Result<Option<ApiKeyRecord>> {
-                let sql = format!("SELECT {KEY_COLS} FROM api_keys WHERE id = $1");
-                Ok(sqlx::query_as(&sql).bind(id).fetch_optional(&self.pool).await?)
+                self.get_api_key_sql(id).await
             }
 
             async fn list_api_keys(&self, tenant_id: &str) -> Result<Vec<ApiKeyRecord>> {
-                let sql = format!(
-                    "SELECT {KEY_COLS} FROM api_keys WHERE tenant_id = $1 ORDER BY created_at_ms, id"
-                );
-                Ok(sqlx::query_as(&sql).bind(tenant_id).fetch_all(&self.pool).await?)
+                self.list_api_keys_sql(tenant_id).await
             }
 
             async fn key_used(&self, id: &str, now_ms: i64) -> Result<()> {
-                sqlx::query("UPDATE api_keys SET last_used_at_ms = $1 WHERE id = $2")
-                    .bind(now_ms)
-                    .bind(id)
-                    .execute(&self.pool)
-                    .await?;
-                Ok(())
+                self.key_used_sql(id, now_ms).await
             }
 
             async fn revoke_api_key(&self, id: &str, now_ms: i64) -> Result<bool> {
-                let n = sqlx::query(
-                    "UPDATE api_keys SET revoked_at_ms = $1 WHERE id = $2 AND revoked_at_ms IS NULL",
-                )
-                .bind(now_ms)
-                .bind(id)
-                .execute(&self.pool)
-                .await?
-                .rows_affected();
-                Ok(n == 1)
+                self.revoke_api_key_sql(id, now_ms).await
             }
 
             async fn upsert_peer(&self, p: &PeerRecord) -> Result<()> {
-                // The peer and its delivered cursor (a row of its own, see migration 0007) together.
-                let mut tx = self.pool.begin().await?;
-                sqlx::query(
-                    "INSERT INTO peers (tenant_id, peer_id, name, circle, backend, role, path, machine, \
-                     description, description_at_ms, created_at_ms, last_seen_ms) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
-                     ON CONFLICT (tenant_id, peer_id) DO UPDATE SET name = excluded.name, \
-                     circle = excluded.circle, backend = excluded.backend, role = excluded.role, \
-                     path = excluded.path, machine = excluded.machine, last_seen_ms = excluded.last_seen_ms",
-                )
-                .bind(&p.tenant_id)
-                .bind(&p.peer_id)
-                .bind(&p.name)
-                .bind(&p.circle)
-                .bind(&p.backend)
-                .bind(&p.role)
-                .bind(&p.path)
-                .bind(&p.machine)
-                .bind(&p.description)
-                .bind(p.description_at_ms)
-                .bind(p.created_at_ms)
-                .bind(p.last_seen_ms)
-                .execute(&mut *tx)
-                .await?;
-                sqlx::query("INSERT INTO peer_cursors (tenant_id, peer_id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
-                    .bind(&p.tenant_id)
-                    .bind(&p.peer_id)
-                    .execute(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                Ok(())
+                Self::upsert_peer_sql(&self.pool, p).await
             }
 
             async fn get_peer(&self, tenant_id: &str, peer_id: &str) -> Result<Option<PeerRecord>> {
-                let sql = format!("SELECT {PEER_COLS} FROM peers WHERE tenant_id = $1 AND peer_id = $2");
-                Ok(sqlx::query_as(&sql).bind(tenant_id).bind(peer_id).fetch_optional(&self.pool).await?)
+                Self::get_peer_sql(&self.pool, tenant_id, peer_id).await
             }
 
             async fn peers_named(&self, tenant_id: &str, name: &str) -> Result<Vec<PeerRecord>> {
-                let sql = format!(
-                    "SELECT {PEER_COLS} FROM peers WHERE tenant_id = $1 AND name = $2 ORDER BY circle, peer_id"
-                );
-                Ok(sqlx::query_as(&sql).bind(tenant_id).bind(name).fetch_all(&self.pool).await?)
+                Self::peers_named_sql(&self.pool, tenant_id, name).await
             }
 
             async fn list_peers(&self, tenant_id: &str) -> Result<Vec<PeerRecord>> {
-                let sql = format!(
-                    "SELECT {PEER_COLS} FROM peers WHERE tenant_id = $1 AND peer_id <> $2 ORDER BY circle, name, peer_id"
-                );
-                // `@approvers` is a recipient, never a peer anyone lists.
-                Ok(sqlx::query_as(&sql).bind(tenant_id).bind(CONTROL_PEER).fetch_all(&self.pool).await?)
+                Self::list_peers_sql(&self.pool, tenant_id).await
             }
 
             async fn set_description(
@@ -468,41 +420,20 @@ macro_rules! impl_store {
                 description: Option<&str>,
                 now_ms: i64,
             ) -> Result<()> {
-                sqlx::query(
-                    "UPDATE peers SET description = $1, description_at_ms = $2, last_seen_ms = $3 \
-                     WHERE tenant_id = $4 AND peer_id = $5",
-                )
-                .bind(description)
-                .bind(description.map(|_| now_ms))
-                .bind(now_ms)
-                .bind(tenant_id)
-                .bind(peer_id)
-                .execute(&self.pool)
-                .await?;
-                Ok(())
+                Self::set_description_sql(&self.pool, tenant_id, peer_id, description, now_ms).await
             }
 
-            async fn clear_description(&self, tenant_id: &str, peer_id: &str, set_at: i64) -> Result<()> {
-                sqlx::query(
-                    "UPDATE peers SET description = NULL, description_at_ms = NULL \
-                     WHERE tenant_id = $1 AND peer_id = $2 AND description_at_ms = $3",
-                )
-                .bind(tenant_id)
-                .bind(peer_id)
-                .bind(set_at)
-                .execute(&self.pool)
-                .await?;
-                Ok(())
+            async fn clear_description(
+                &self,
+                tenant_id: &str,
+                peer_id: &str,
+                set_at: i64,
+            ) -> Result<()> {
+                Self::clear_description_sql(&self.pool, tenant_id, peer_id, set_at).await
             }
 
             async fn touch_peer(&self, tenant_id: &str, peer_id: &str, now_ms: i64) -> Result<()> {
-                sqlx::query("UPDATE peers SET last_seen_ms = $1 WHERE tenant_id = $2 AND peer_id = $3")
-                    .bind(now_ms)
-                    .bind(tenant_id)
-                    .bind(peer_id)
-                    .execute(&self.pool)
-                    .await?;
-                Ok(())
+                Self::touch_peer_sql(&self.pool, tenant_id, peer_id, now_ms).await
             }
 
             async fn state_set(
@@ -515,34 +446,10 @@ macro_rules! impl_store {
                 now_ms: i64,
                 max_keys: usize,
             ) -> Result<StateWrite> {
-                let Some(value) = value else {
-                    sqlx::query("DELETE FROM shared_state WHERE tenant_id = $1 AND circle = $2 AND key = $3")
-                        .bind(tenant_id)
-                        .bind(circle)
-                        .bind(key)
-                        .execute(&self.pool)
-                        .await?;
-                    return Ok(StateWrite::Deleted);
-                };
-                // One statement: an existing key is always updated; a new one only below the cap.
-                let done = sqlx::query(
-                    "INSERT INTO shared_state (tenant_id, circle, key, value, updated_by, updated_at_ms) \
-                     SELECT $1, $2, $3, $4, $5, $6 \
-                     WHERE EXISTS (SELECT 1 FROM shared_state WHERE tenant_id = $1 AND circle = $2 AND key = $3) \
-                        OR (SELECT COUNT(*) FROM shared_state WHERE tenant_id = $1 AND circle = $2) < $7 \
-                     ON CONFLICT (tenant_id, circle, key) DO UPDATE SET value = excluded.value, \
-                        updated_by = excluded.updated_by, updated_at_ms = excluded.updated_at_ms",
+                Self::state_set_sql(
+                    &self.pool, tenant_id, circle, key, value, by, now_ms, max_keys,
                 )
-                .bind(tenant_id)
-                .bind(circle)
-                .bind(key)
-                .bind(value)
-                .bind(by)
-                .bind(now_ms)
-                .bind(i64::try_from(max_keys).unwrap_or(i64::MAX))
-                .execute(&self.pool)
-                .await?;
-                Ok(if done.rows_affected() == 0 { StateWrite::Full } else { StateWrite::Stored })
+                .await
             }
 
             async fn state_get(
@@ -551,15 +458,7 @@ macro_rules! impl_store {
                 circle: &str,
                 key: Option<&str>,
             ) -> Result<Vec<StateRecord>> {
-                Ok(sqlx::query_as(
-                    "SELECT key, value, updated_by, updated_at_ms FROM shared_state \
-                     WHERE tenant_id = $1 AND circle = $2 AND ($3 IS NULL OR key = $3) ORDER BY key",
-                )
-                .bind(tenant_id)
-                .bind(circle)
-                .bind(key)
-                .fetch_all(&self.pool)
-                .await?)
+                Self::state_get_sql(&self.pool, tenant_id, circle, key).await
             }
 
             async fn apply(&self, ops: &[WriteOp]) -> Result<Vec<WriteOutcome>> {
@@ -574,15 +473,21 @@ macro_rules! impl_store {
                     Self::flush_run(&mut tx, ops, &run, &mut outcomes).await?;
                     run.clear();
                     outcomes[i] = Some(match op {
-                        WriteOp::Accept(m) => WriteOutcome::Accept(Self::accept_one(&mut tx, m).await?),
-                        WriteOp::Close(c) => WriteOutcome::Close(Self::close_one(&mut tx, c).await?),
-                        WriteOp::Receipt(r) => WriteOutcome::Receipt(Self::receipt_one(&mut tx, r).await?),
+                        WriteOp::Accept(m) => {
+                            WriteOutcome::Accept(Self::accept_one(&mut tx, m).await?)
+                        }
+                        WriteOp::Close(c) => {
+                            WriteOutcome::Close(Self::close_one(&mut tx, c).await?)
+                        }
+                        WriteOp::Receipt(r) => {
+                            WriteOutcome::Receipt(Self::receipt_one(&mut tx, r).await?)
+                        }
                         WriteOp::Expire { now_ms, limit } => {
                             WriteOutcome::Expire(Self::expire_due(&mut tx, *now_ms, *limit).await?)
                         }
-                        WriteOp::CloseOverdue { now_ms, limit } => {
-                            WriteOutcome::CloseOverdue(Self::close_overdue(&mut tx, *now_ms, *limit).await?)
-                        }
+                        WriteOp::CloseOverdue { now_ms, limit } => WriteOutcome::CloseOverdue(
+                            Self::close_overdue(&mut tx, *now_ms, *limit).await?,
+                        ),
                     });
                 }
                 Self::flush_run(&mut tx, ops, &run, &mut outcomes).await?;
@@ -607,27 +512,8 @@ macro_rules! impl_store {
                 pending_only: bool,
                 limit: i64,
             ) -> Result<Vec<InboxEntry>> {
-                let filter = if pending_only {
-                    "i.state = 'accepted' AND i.seq > p.delivered_seq"
-                } else {
-                    "i.state NOT IN ('expired', 'failed')"
-                };
-                let sql = format!(
-                    "SELECT i.seq, CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END AS state, {MSG_COLS} FROM inbox i JOIN messages m \
-                     ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id JOIN peer_cursors p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
-                     WHERE i.tenant_id = $1 AND i.peer_id = $2 AND i.seq > $3 AND {filter} \
-                     ORDER BY i.seq LIMIT $4"
-                );
-                let rows: Vec<InboxRow> = sqlx::query_as(&sql)
-                    .bind(tenant_id)
-                    .bind(peer_id)
-                    .bind(after_seq)
-                    .bind(limit)
-                    .fetch_all(&self.pool)
-                    .await?;
-                rows.into_iter()
-                    .map(|r| Ok(InboxEntry { seq: r.seq, state: state(&r.state)?, message: r.message }))
-                    .collect()
+                self.inbox_after_sql(tenant_id, peer_id, after_seq, pending_only, limit)
+                    .await
             }
 
             async fn find_session(
@@ -637,7 +523,8 @@ macro_rules! impl_store {
                 runtime_session_id: &str,
                 backend: &str,
             ) -> Result<Option<SessionRecord>> {
-                Self::find_session_sql(&self.pool, tenant_id, named, runtime_session_id, backend).await
+                Self::find_session_sql(&self.pool, tenant_id, named, runtime_session_id, backend)
+                    .await
             }
 
             async fn bind_session(&self, bind: &SessionBind) -> Result<SessionWithRuntimes> {
@@ -648,7 +535,11 @@ macro_rules! impl_store {
                 Self::list_sessions_sql(&self.pool, tenant_id).await
             }
 
-            async fn get_session(&self, tenant_id: &str, session_id: &str) -> Result<Option<SessionRecord>> {
+            async fn get_session(
+                &self,
+                tenant_id: &str,
+                session_id: &str,
+            ) -> Result<Option<SessionRecord>> {
                 Self::get_session_sql(&self.pool, tenant_id, session_id).await
             }
 
@@ -668,76 +559,7 @@ macro_rules! impl_store {
                 sender: &str,
                 key: &MessageKey,
             ) -> Result<Option<MessageStatus>> {
-                let (column, value) = match key {
-                    MessageKey::Id(id) => ("m.message_id", id),
-                    MessageKey::Correlation(cid) => ("m.correlation_id", cid),
-                };
-                let sql = format!(
-                    "SELECT {MSG_COLS} FROM messages m WHERE m.tenant_id = $1 AND m.from_peer_id = $2 \
-                     AND {column} = $3 AND m.kind <> 'reply'"
-                );
-                let message: Option<StoredMessage> = sqlx::query_as(&sql)
-                    .bind(tenant_id)
-                    .bind(sender)
-                    .bind(value)
-                    .fetch_optional(&self.pool)
-                    .await?;
-                let Some(message) = message else { return Ok(None) };
-                let rows: Vec<(String, String, Option<String>)> = sqlx::query_as(
-                    "SELECT i.peer_id, CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END, i.reason FROM inbox i JOIN peer_cursors p ON p.tenant_id = i.tenant_id AND p.peer_id = i.peer_id \
-                     WHERE i.tenant_id = $1 AND i.message_id = $2 ORDER BY i.peer_id",
-                )
-                .bind(tenant_id)
-                .bind(&message.message_id)
-                .fetch_all(&self.pool)
-                .await?;
-                let recipients = rows
-                    .into_iter()
-                    .map(|(p, s, r)| Ok((p, state(&s)?, r)))
-                    .collect::<Result<_>>()?;
-                // How it was closed: the reply that closed it (its sender), or the timeout.
-                let closing: Option<(Option<String>, Option<String>, Option<String>, Option<String>)> = sqlx::query_as(
-                    "SELECT m.closed_by, r.from_peer_id, r.from_name, r.from_circle FROM messages m \
-                     LEFT JOIN messages r ON r.tenant_id = m.tenant_id AND r.message_id = m.closed_by AND r.kind = 'reply' \
-                     WHERE m.tenant_id = $1 AND m.message_id = $2",
-                )
-                .bind(tenant_id)
-                .bind(&message.message_id)
-                .fetch_optional(&self.pool)
-                .await?;
-                let (closed_by, by_peer, by_name, by_circle) = closing.unwrap_or_default();
-                let answered_by = match (by_peer, by_name, by_circle) {
-                    (Some(peer_id), Some(name), Some(circle)) => Some(PeerRef { peer_id, name, circle }),
-                    _ => None,
-                };
-                let timed_out = closed_by.as_deref() == Some(CLOSED_BY_TIMEOUT);
-                Ok(Some(MessageStatus { message, recipients, answered_by, timed_out }))
-            }
-        }
-
-        impl $store {
-            /// Inserts a key through `executor` (the pool, or a transaction).
-            async fn insert_key_on<'e, E>(executor: E, k: &ApiKeyRecord) -> Result<()>
-            where
-                E: sqlx::Executor<'e, Database = $db>,
-            {
-                sqlx::query(
-                    "INSERT INTO api_keys (id, tenant_id, hash, display, label, mode, created_at_ms, \
-                     expires_at_ms, revoked_at_ms, scopes) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-                )
-                .bind(&k.id)
-                .bind(&k.tenant_id)
-                .bind(&k.hash)
-                .bind(&k.display)
-                .bind(&k.label)
-                .bind(&k.mode)
-                .bind(k.created_at_ms)
-                .bind(k.expires_at_ms)
-                .bind(k.revoked_at_ms)
-                .bind(&k.scopes)
-                .execute(executor)
-                .await?;
-                Ok(())
+                self.message_status_sql(tenant_id, sender, key).await
             }
         }
     };

@@ -1,0 +1,176 @@
+//! Peers and a circle's shared state, instantiated inside [`super::impl_store!`]: one statement
+//! (or one small transaction) each, off the message write path.
+
+macro_rules! impl_peers {
+    ($store:ident, $db:ty) => {
+        impl $store {
+            async fn upsert_peer_sql(pool: &sqlx::Pool<$db>, p: &PeerRecord) -> Result<()> {
+                // The peer and its delivered cursor (a row of its own, see migration 0007) together.
+                let mut tx = pool.begin().await?;
+                sqlx::query(
+                    "INSERT INTO peers (tenant_id, peer_id, name, circle, backend, role, path, machine, \
+                     description, description_at_ms, created_at_ms, last_seen_ms) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+                     ON CONFLICT (tenant_id, peer_id) DO UPDATE SET name = excluded.name, \
+                     circle = excluded.circle, backend = excluded.backend, role = excluded.role, \
+                     path = excluded.path, machine = excluded.machine, last_seen_ms = excluded.last_seen_ms",
+                )
+                .bind(&p.tenant_id)
+                .bind(&p.peer_id)
+                .bind(&p.name)
+                .bind(&p.circle)
+                .bind(&p.backend)
+                .bind(&p.role)
+                .bind(&p.path)
+                .bind(&p.machine)
+                .bind(&p.description)
+                .bind(p.description_at_ms)
+                .bind(p.created_at_ms)
+                .bind(p.last_seen_ms)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query("INSERT INTO peer_cursors (tenant_id, peer_id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+                    .bind(&p.tenant_id)
+                    .bind(&p.peer_id)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn get_peer_sql(
+                pool: &sqlx::Pool<$db>,
+                tenant_id: &str,
+                peer_id: &str,
+            ) -> Result<Option<PeerRecord>> {
+                let sql = format!("SELECT {PEER_COLS} FROM peers WHERE tenant_id = $1 AND peer_id = $2");
+                Ok(sqlx::query_as(&sql).bind(tenant_id).bind(peer_id).fetch_optional(pool).await?)
+            }
+
+            async fn peers_named_sql(pool: &sqlx::Pool<$db>, tenant_id: &str, name: &str) -> Result<Vec<PeerRecord>> {
+                let sql = format!(
+                    "SELECT {PEER_COLS} FROM peers WHERE tenant_id = $1 AND name = $2 ORDER BY circle, peer_id"
+                );
+                Ok(sqlx::query_as(&sql).bind(tenant_id).bind(name).fetch_all(pool).await?)
+            }
+
+            async fn list_peers_sql(pool: &sqlx::Pool<$db>, tenant_id: &str) -> Result<Vec<PeerRecord>> {
+                let sql = format!(
+                    "SELECT {PEER_COLS} FROM peers WHERE tenant_id = $1 AND peer_id <> $2 ORDER BY circle, name, peer_id"
+                );
+                // `@approvers` is a recipient, never a peer anyone lists.
+                Ok(sqlx::query_as(&sql).bind(tenant_id).bind(CONTROL_PEER).fetch_all(pool).await?)
+            }
+
+            async fn set_description_sql(
+                pool: &sqlx::Pool<$db>,
+                tenant_id: &str,
+                peer_id: &str,
+                description: Option<&str>,
+                now_ms: i64,
+            ) -> Result<()> {
+                sqlx::query(
+                    "UPDATE peers SET description = $1, description_at_ms = $2, last_seen_ms = $3 \
+                     WHERE tenant_id = $4 AND peer_id = $5",
+                )
+                .bind(description)
+                .bind(description.map(|_| now_ms))
+                .bind(now_ms)
+                .bind(tenant_id)
+                .bind(peer_id)
+                .execute(pool)
+                .await?;
+                Ok(())
+            }
+
+            async fn clear_description_sql(
+                pool: &sqlx::Pool<$db>,
+                tenant_id: &str,
+                peer_id: &str,
+                set_at: i64,
+            ) -> Result<()> {
+                sqlx::query(
+                    "UPDATE peers SET description = NULL, description_at_ms = NULL \
+                     WHERE tenant_id = $1 AND peer_id = $2 AND description_at_ms = $3",
+                )
+                .bind(tenant_id)
+                .bind(peer_id)
+                .bind(set_at)
+                .execute(pool)
+                .await?;
+                Ok(())
+            }
+
+            async fn touch_peer_sql(pool: &sqlx::Pool<$db>, tenant_id: &str, peer_id: &str, now_ms: i64) -> Result<()> {
+                sqlx::query("UPDATE peers SET last_seen_ms = $1 WHERE tenant_id = $2 AND peer_id = $3")
+                    .bind(now_ms)
+                    .bind(tenant_id)
+                    .bind(peer_id)
+                    .execute(pool)
+                    .await?;
+                Ok(())
+            }
+
+            // The arguments of `Store::state_set`, and the pool.
+            #[allow(clippy::too_many_arguments)]
+            async fn state_set_sql(
+                pool: &sqlx::Pool<$db>,
+                tenant_id: &str,
+                circle: &str,
+                key: &str,
+                value: Option<&str>,
+                by: &str,
+                now_ms: i64,
+                max_keys: usize,
+            ) -> Result<StateWrite> {
+                let Some(value) = value else {
+                    sqlx::query("DELETE FROM shared_state WHERE tenant_id = $1 AND circle = $2 AND key = $3")
+                        .bind(tenant_id)
+                        .bind(circle)
+                        .bind(key)
+                        .execute(pool)
+                        .await?;
+                    return Ok(StateWrite::Deleted);
+                };
+                // One statement: an existing key is always updated; a new one only below the cap.
+                let done = sqlx::query(
+                    "INSERT INTO shared_state (tenant_id, circle, key, value, updated_by, updated_at_ms) \
+                     SELECT $1, $2, $3, $4, $5, $6 \
+                     WHERE EXISTS (SELECT 1 FROM shared_state WHERE tenant_id = $1 AND circle = $2 AND key = $3) \
+                        OR (SELECT COUNT(*) FROM shared_state WHERE tenant_id = $1 AND circle = $2) < $7 \
+                     ON CONFLICT (tenant_id, circle, key) DO UPDATE SET value = excluded.value, \
+                        updated_by = excluded.updated_by, updated_at_ms = excluded.updated_at_ms",
+                )
+                .bind(tenant_id)
+                .bind(circle)
+                .bind(key)
+                .bind(value)
+                .bind(by)
+                .bind(now_ms)
+                .bind(i64::try_from(max_keys).unwrap_or(i64::MAX))
+                .execute(pool)
+                .await?;
+                Ok(if done.rows_affected() == 0 { StateWrite::Full } else { StateWrite::Stored })
+            }
+
+            async fn state_get_sql(
+                pool: &sqlx::Pool<$db>,
+                tenant_id: &str,
+                circle: &str,
+                key: Option<&str>,
+            ) -> Result<Vec<StateRecord>> {
+                Ok(sqlx::query_as(
+                    "SELECT key, value, updated_by, updated_at_ms FROM shared_state \
+                     WHERE tenant_id = $1 AND circle = $2 AND ($3 IS NULL OR key = $3) ORDER BY key",
+                )
+                .bind(tenant_id)
+                .bind(circle)
+                .bind(key)
+                .fetch_all(pool)
+                .await?)
+            }
+        }
+    };
+}
+
+pub(crate) use impl_peers;
