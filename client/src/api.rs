@@ -443,12 +443,3 @@ pub async fn call_async(
         _ => Err(CallError::Protocol("neither result nor error".into())),
     }
 }
-
-/// A typed answer as one line: ``option `ID` (label: comment)`` for an option (the rendered
-/// reply text in brackets), or the text of a text answer.
-pub fn answer_text(answer: &Value, rendered: &str) -> String {
-    match answer.get("option_id").and_then(Value::as_str) {
-        Some(id) => format!("option `{id}` ({rendered})"),
-        None => rendered.to_owned(),
-    }
-}

@@ -21,6 +21,7 @@ pub mod config;
 pub mod daemon;
 pub mod mcp;
 pub mod procinfo;
+pub mod replies;
 pub mod sanitize;
 pub mod tmux;
 pub mod userfile;

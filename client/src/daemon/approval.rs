@@ -14,8 +14,8 @@ use repowire_protocol::{APPROVERS, Question};
 use serde_json::{Value, json};
 
 use super::Daemon;
+use super::errors::store_error;
 use super::hooks::{AfterWrite, HookCall};
-use super::ops::store_error;
 use super::questions::{MAX_BLOCKING, VERDICT_GRACE, answer_of};
 use crate::api::{ApiError, Outgoing, SendKind};
 use crate::sanitize;

@@ -12,7 +12,7 @@ use repowire_protocol::{
 };
 use serde_json::{Value, json};
 
-use super::ops::unexpected;
+use super::errors::unexpected;
 use super::store::SessionRow;
 use super::{CLI_SESSION, Daemon, RELAY_TIMEOUT};
 use crate::api::ApiError;

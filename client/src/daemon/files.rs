@@ -7,7 +7,7 @@ use std::path::{Component, Path};
 
 use serde_json::{Value, json};
 
-use super::{Daemon, ops};
+use super::{Daemon, errors};
 use crate::api::ApiError;
 
 fn refuse(message: String) -> ApiError {
@@ -151,7 +151,7 @@ impl Daemon {
             .store
             .active_sessions()
             .await
-            .map_err(ops::store_error)?;
+            .map_err(errors::store_error)?;
         let Some(session) = sessions
             .iter()
             .find(|s| s.peer_id.as_deref() == Some(peer_id))

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::render::{Tools, clip, first_line, render};
 use super::store::SessionRow;
-use super::{Daemon, ops};
+use super::{Daemon, errors};
 use crate::api::ApiError;
 use crate::sanitize;
 
@@ -133,7 +133,7 @@ impl Daemon {
                     .store
                     .session(&session_id)
                     .await
-                    .map_err(ops::store_error)?
+                    .map_err(errors::store_error)?
                 {
                     if field(call.payload, "reason") == Some("clear") {
                         // `/clear` starts a new session id in the same process: it keeps the
@@ -141,7 +141,7 @@ impl Daemon {
                         self.store
                             .set_handoff(&session_id)
                             .await
-                            .map_err(ops::store_error)?;
+                            .map_err(errors::store_error)?;
                     } else {
                         self.end_session(&session).await?;
                     }
@@ -170,7 +170,7 @@ impl Daemon {
             .store
             .session(session_id)
             .await
-            .map_err(ops::store_error)?
+            .map_err(errors::store_error)?
         {
             Some(s) if s.active => Ok(s),
             _ => self.adopt(session_id, call).await,
@@ -196,21 +196,21 @@ impl Daemon {
             .store
             .session(session_id)
             .await
-            .map_err(ops::store_error)?;
+            .map_err(errors::store_error)?;
         if existing.is_none()
             && let Some(pid) = agent_pid
             && let Some(previous) = self
                 .store
                 .handoff_of_agent(i64::from(pid), session_id)
                 .await
-                .map_err(ops::store_error)?
+                .map_err(errors::store_error)?
         {
             // The same agent process under a new session id (after `/clear`, or a pane adopted
             // by `repowire link`): the peer carries over.
             self.store
                 .delete_session(&previous.session_id)
                 .await
-                .map_err(ops::store_error)?;
+                .map_err(errors::store_error)?;
             existing = Some(previous);
         }
         if existing.is_none()
@@ -221,7 +221,7 @@ impl Daemon {
                 .store
                 .ended_session_of(rs)
                 .await
-                .map_err(ops::store_error)?
+                .map_err(errors::store_error)?
         {
             // Started by `repowire session resume` to continue that session, under a runtime
             // id of its own (some runtimes give a resumed session a new one): the ended
@@ -229,7 +229,7 @@ impl Daemon {
             self.store
                 .delete_session(&previous.session_id)
                 .await
-                .map_err(ops::store_error)?;
+                .map_err(errors::store_error)?;
             existing = Some(previous);
         }
         let (role, circle) = match &existing {
@@ -260,7 +260,7 @@ impl Daemon {
         self.store
             .upsert_session(&row)
             .await
-            .map_err(ops::store_error)?;
+            .map_err(errors::store_error)?;
         match self.register(&row, HOOK_RELAY_TIMEOUT).await {
             Ok(row) => Ok(row),
             Err(e) => {
@@ -335,7 +335,7 @@ impl Daemon {
         self.store
             .set_turn(&session.session_id, turn.as_str())
             .await
-            .map_err(ops::store_error)?;
+            .map_err(errors::store_error)?;
         if let Some(peer) = &session.peer_id {
             self.set_turn_remote(peer, turn);
         }
@@ -355,7 +355,11 @@ impl Daemon {
             return Ok(None);
         };
         let open = if reminders {
-            let mut open = self.store.open_asks(peer).await.map_err(ops::store_error)?;
+            let mut open = self
+                .store
+                .open_asks(peer)
+                .await
+                .map_err(errors::store_error)?;
             open.retain(|row| {
                 serde_json::from_str::<Message>(&row.body).map_or(true, |m| !past_deadline(&m))
             });
@@ -363,7 +367,7 @@ impl Daemon {
         } else {
             Vec::new()
         };
-        let queued = self.store.queued(peer).await.map_err(ops::store_error)?;
+        let queued = self.store.queued(peer).await.map_err(errors::store_error)?;
         if queued.is_empty() && open.is_empty() {
             return Ok(None);
         }
@@ -400,7 +404,7 @@ impl Daemon {
                 .store
                 .wake_reasons(peer)
                 .await
-                .map_err(ops::store_error)?
+                .map_err(errors::store_error)?
                 .into_iter()
                 .map(|(id, why)| {
                     let how = format!("handed over {via}, not typed into the pane ({why})");

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::ops::store_error;
+use super::errors::store_error;
 use super::store::SessionRow;
 use super::{CLI_SESSION, Daemon, RELAY_TIMEOUT};
 use crate::api::ApiError;

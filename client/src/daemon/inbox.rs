@@ -10,7 +10,7 @@ use repowire_protocol::{Message, ReceiptState};
 use serde_json::{Value, json};
 
 use super::Daemon;
-use super::ops::store_error;
+use super::errors::store_error;
 use super::store::InboxEntry;
 use crate::api::{ApiError, InboxQuery};
 

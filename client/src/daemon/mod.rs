@@ -10,10 +10,12 @@
 //!   context. [`questions`]: waiting for answers, blocking questions, `@approvers`.
 //!   [`approval`]: the PreToolUse gate. [`embedded`]: the in-process relay used when none is
 //!   configured.
+//! - [`errors`]: failures as API errors. `outbox`: frames sent again, re-minted, refreshed.
 
 pub mod approval;
 pub mod bindings;
 pub mod embedded;
+pub mod errors;
 pub mod files;
 pub mod frames;
 pub mod hooks;
@@ -21,6 +23,7 @@ pub mod identity;
 pub mod inbox;
 pub mod link;
 pub mod ops;
+mod outbox;
 pub mod panes;
 pub mod questions;
 pub mod render;
@@ -267,7 +270,7 @@ impl Daemon {
             .store
             .session(&session.session_id)
             .await
-            .map_err(ops::store_error)?
+            .map_err(errors::store_error)?
             .unwrap_or_else(|| session.clone());
         let connection = self.link.epoch();
         if session.peer_id.is_some()
@@ -289,11 +292,11 @@ impl Daemon {
             .link
             .request(frame, timeout)
             .await
-            .map_err(|e| ops::link_error(&e))?;
+            .map_err(|e| errors::link_error(&e))?;
         let registered = match answer.body {
             Body::Registered(r) => r,
-            Body::Error(e) => return Err(ops::relay_error(&e)),
-            other => return Err(ops::unexpected(&other)),
+            Body::Error(e) => return Err(errors::relay_error(&e)),
+            other => return Err(errors::unexpected(&other)),
         };
         let peer = registered.peer;
         self.store
@@ -304,7 +307,7 @@ impl Daemon {
                 &peer.circle,
             )
             .await
-            .map_err(ops::store_error)?;
+            .map_err(errors::store_error)?;
         if let Some(conn) = connection {
             self.registered_on
                 .lock()
@@ -368,121 +371,13 @@ impl Daemon {
         })));
     }
 
-    /// Frames queued by a peer whose reclaim was refused get new ids and the new sender: the
-    /// relay would refuse the old sender, and the old ids must not be reused for new content.
-    async fn remint_outbox(&self, old: &str, new: &PeerId) {
-        let Ok(rows) = self.store.outbox().await else {
-            return;
-        };
-        for (frame_id, _, text) in rows.into_iter().filter(|(_, p, _)| p == old) {
-            let Ok(mut frame) = serde_json::from_str::<Frame>(&text) else {
-                continue;
-            };
-            match &mut frame.body {
-                Body::Ask(a) => a.from = new.clone(),
-                Body::Notify(n) => n.from = new.clone(),
-                Body::Broadcast(b) => b.from = new.clone(),
-                Body::Ack(a) => a.from = new.clone(),
-                Body::Answer(a) => a.from = new.clone(),
-                _ => continue,
-            }
-            frame.id = repowire_protocol::MessageId::new();
-            if let Err(error) = self
-                .store
-                .remint(
-                    &frame_id,
-                    &frame.id.to_string(),
-                    new.as_str(),
-                    &repowire_protocol::encode(&frame),
-                )
-                .await
-            {
-                tracing::error!(%error, frame = %frame_id, "could not re-mint an outbox frame");
-            }
-        }
-    }
-
-    /// Sends unanswered message-creating frames again, unchanged (same ids): all of them, or
-    /// one sender's.
-    pub async fn resend_outbox(&self, sender: Option<&str>) {
-        let Ok(rows) = self.store.outbox().await else {
-            return;
-        };
-        for (_, peer, text) in rows {
-            if sender.is_some_and(|s| s != peer) {
-                continue;
-            }
-            if let Ok(frame) = serde_json::from_str::<Frame>(&text)
-                && !self.link.send(&frame)
-            {
-                return;
-            }
-        }
-    }
-
-    /// Asks the relay for the outcome of messages still open: `delivery` frames are not kept
-    /// for a sender that was offline (§13.4).
-    async fn refresh_sent(&self) {
-        let since = store::now_ms() - 7 * 24 * 3600 * 1000;
-        let Ok(open) = self.store.open_sent(since).await else {
-            return;
-        };
-        for row in open {
-            let Ok(message_id) = row.message_id.parse() else {
-                continue;
-            };
-            let query = Frame::new(Body::StatusQuery(repowire_protocol::StatusQuery {
-                peer_id: PeerId(row.peer_id.clone()),
-                message_id: Some(message_id),
-                correlation_id: None,
-            }));
-            let Ok(Frame {
-                body: Body::Status(status),
-                ..
-            }) = self.link.request(query, RELAY_TIMEOUT).await
-            else {
-                continue;
-            };
-            let events = self
-                .store
-                .sent(&row.message_id)
-                .await
-                .ok()
-                .flatten()
-                .map(|(_, e)| e)
-                .unwrap_or_default();
-            for r in status.recipients {
-                let known = events.iter().any(|e| {
-                    e.recipient.as_deref() == Some(r.peer_id.as_str())
-                        && e.state == r.state.as_str()
-                });
-                if !known && r.state != repowire_protocol::DeliveryState::Accepted {
-                    let _ = self
-                        .store
-                        .sent_delivery(
-                            &row.message_id,
-                            r.peer_id.as_str(),
-                            r.state.as_str(),
-                            r.reason.as_deref(),
-                        )
-                        .await;
-                }
-            }
-            if let Some(reply) = status.reply
-                && let Some(cid) = &row.correlation_id
-            {
-                let _ = self.store.sent_reply(cid, &reply).await;
-            }
-        }
-    }
-
     /// Ends a session: unregisters its peer and fails what can no longer reach its agent.
     pub async fn end_session(&self, session: &SessionRow) -> Result<(), crate::api::ApiError> {
         // Ended first: a message arriving from now on is refused at once (`on_deliver`).
         self.store
             .end_session(&session.session_id)
             .await
-            .map_err(ops::store_error)?;
+            .map_err(errors::store_error)?;
         let Some(peer) = &session.peer_id else {
             return Ok(());
         };
@@ -492,7 +387,7 @@ impl Daemon {
             .store
             .fail_queued(peer, reason)
             .await
-            .map_err(ops::store_error)?
+            .map_err(errors::store_error)?
         {
             self.receipt(peer, &id, ReceiptState::Failed, Some(reason.into()), None)
                 .await;
@@ -501,7 +396,7 @@ impl Daemon {
             .store
             .drop_outbox_of(peer)
             .await
-            .map_err(ops::store_error)?
+            .map_err(errors::store_error)?
         {
             let _ = self
                 .store

@@ -2,61 +2,15 @@
 //! notifications through the outbox, close asks, list peers, report delivery states.
 
 use repowire_protocol::{
-    Ack, Ask, Body, Broadcast, CorrelationId, ErrorFrame, Frame, ListPeers, Notify, PeerId,
+    Ack, Ask, Body, Broadcast, CorrelationId, Frame, ListPeers, Notify, PeerId,
 };
 use serde_json::{Value, json};
 
+use super::errors::{link_error, relay_error, stopped_error, store_error, unexpected};
 use super::link::LinkError;
 use super::store::{SentRow, SessionRow, now_ms};
 use super::{Daemon, RELAY_TIMEOUT};
 use crate::api::{ApiError, Outgoing, SendKind};
-
-/// An error from the relay as an API error (keeps the protocol code and the candidates).
-pub fn relay_error(e: &ErrorFrame) -> ApiError {
-    let mut err = ApiError::new(e.code.as_str(), e.message.clone());
-    err.candidates = e
-        .candidates
-        .iter()
-        .filter_map(|c| serde_json::to_value(c).ok())
-        .collect();
-    if !e.candidates.is_empty() {
-        err.hint = Some("address the peer by its peer id, or pass --circle".into());
-    }
-    err
-}
-
-/// A link failure as an API error.
-pub fn link_error(e: &LinkError) -> ApiError {
-    match e {
-        LinkError::Down => ApiError::new("relay_unreachable", e.to_string())
-            .hint("`repowire daemon status` shows the relay link; it reconnects by itself"),
-        LinkError::Timeout => ApiError::new(
-            "relay_timeout",
-            "the relay did not answer in time: the request may or may not have taken effect",
-        )
-        .hint("check with a read (e.g. `repowire peer list`) before repeating it"),
-    }
-}
-
-/// An answer of the wrong type (a relay bug) as an API error.
-pub(super) fn unexpected(body: &Body) -> ApiError {
-    ApiError::new(
-        "daemon_protocol",
-        format!("unexpected answer: {}", body.type_name()),
-    )
-}
-
-/// What a request that needs the relay answers once the link has given up for good.
-pub fn stopped_error(reason: &str, key_refused: bool) -> ApiError {
-    let error = ApiError::new("relay_refused", format!("not sent: {reason}"));
-    if key_refused {
-        error.hint(
-            "the API key is revoked or unknown: get a new one, run `repowire setup --relay-url URL --api-key rw_live_…`, then `repowire daemon stop && repowire daemon start`",
-        )
-    } else {
-        error.hint("see `repowire daemon status`; restart the daemon once fixed")
-    }
-}
 
 /// A send's answer with the peer it was sent as (`peer ask` and friends print it).
 pub(super) fn with_sender(mut sent: Value, session: &SessionRow) -> Value {
@@ -66,11 +20,6 @@ pub(super) fn with_sender(mut sent: Value, session: &SessionRow) -> Value {
         "session_id": session.session_id,
     });
     sent
-}
-
-/// A state.db failure as an API error.
-pub fn store_error(e: sqlx::Error) -> ApiError {
-    ApiError::new("daemon_storage", format!("local state database: {e}"))
 }
 
 impl Daemon {
@@ -437,38 +386,6 @@ impl Daemon {
     }
 
     /// Daemon status.
-    /// Queued messages per relay identity: the current one's go out as the link allows;
-    /// another's stay until the daemon works with that relay and tenant again, or are dropped.
-    pub async fn outbox(&self) -> Result<Value, ApiError> {
-        let realm = self.store.realm();
-        let realms = self.store.outbox_by_realm().await.map_err(store_error)?;
-        Ok(json!({
-            "realm": realm,
-            "realms": realms.into_iter().map(|r| json!({
-                "realm": r.realm,
-                "current": r.realm == realm,
-                "messages": r.messages,
-                "oldest_ms": r.oldest_ms,
-            })).collect::<Vec<_>>(),
-        }))
-    }
-
-    /// Drops what is queued for another relay identity (never the current one's).
-    pub async fn drop_outbox(&self, realm: &str) -> Result<Value, ApiError> {
-        if realm == self.store.realm() {
-            return Err(ApiError::new(
-                "invalid_request",
-                "that is the relay this daemon works with now: its queued messages are being sent",
-            ));
-        }
-        let dropped = self
-            .store
-            .drop_outbox_of_realm(realm)
-            .await
-            .map_err(store_error)?;
-        Ok(json!({ "realm": realm, "dropped": dropped }))
-    }
-
     pub async fn status(&self) -> Result<Value, ApiError> {
         let sessions = self.store.active_sessions().await.map_err(store_error)?;
         let outbox = self.store.outbox_len().await.map_err(store_error)?;

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::store::SessionRow;
-use super::{Daemon, ops};
+use super::{Daemon, errors};
 use crate::api::ApiError;
 use crate::tmux;
 
@@ -33,7 +33,7 @@ impl Daemon {
             .store
             .active_sessions()
             .await
-            .map_err(ops::store_error)?;
+            .map_err(errors::store_error)?;
         let mut out = Vec::new();
         for p in panes {
             let session = sessions.iter().find(|s| {
@@ -98,7 +98,7 @@ impl Daemon {
             .store
             .active_sessions()
             .await
-            .map_err(ops::store_error)?;
+            .map_err(errors::store_error)?;
         if let Some(s) = sessions
             .iter()
             .find(|s| s.agent_pid == Some(i64::from(agent)))
@@ -130,7 +130,7 @@ impl Daemon {
         self.store
             .upsert_session(&row)
             .await
-            .map_err(ops::store_error)?;
+            .map_err(errors::store_error)?;
         match self.register(&row, super::RELAY_TIMEOUT).await {
             Ok(row) => Ok(json!(row)),
             Err(e) => {

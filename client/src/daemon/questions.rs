@@ -15,8 +15,9 @@ use std::time::Duration;
 use repowire_protocol::{Body, CorrelationId, Frame, PeerId, Status};
 use serde_json::{Value, json};
 
+use super::errors::store_error;
 use super::hooks::AfterWrite;
-use super::ops::{store_error, with_sender};
+use super::ops::with_sender;
 use super::store::{InboxRow, SentEvent, SentRow};
 use super::{Daemon, RELAY_TIMEOUT};
 use crate::api::{ApiError, Outgoing, SendKind};
@@ -320,7 +321,7 @@ impl Daemon {
         self.validated(&frame)?;
         match self.ask_relay(frame).await? {
             Body::Questions(q) => Ok(json!(q.questions)),
-            other => Err(super::ops::unexpected(&other)),
+            other => Err(super::errors::unexpected(&other)),
         }
     }
 }

@@ -239,7 +239,7 @@ async fn handle(
                 .store
                 .active_sessions()
                 .await
-                .map_err(super::ops::store_error)?;
+                .map_err(super::errors::store_error)?;
             Ok(plain(json!(sessions)))
         }
         Request::Panes { tmux } => daemon

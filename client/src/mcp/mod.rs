@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{ErrorData, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use serde_json::{Value, json};
 
 use crate::api::text as s;
-use crate::api::{self, CallError, Outgoing, Request, SendKind};
+use crate::api::{self, Outgoing, Request, SendKind};
 
 /// The longest `wait_on_ack` may block.
 const MAX_WAIT_SECS: u64 = 600;
@@ -25,7 +25,10 @@ const MAX_WAIT_SECS: u64 = 600;
 const DEFAULT_WAIT_SECS: u64 = 50;
 
 mod args;
+mod results;
+
 pub use args::*;
+use results::{describe_error, error_result, sent_text, text_result};
 
 /// The MCP server.
 #[derive(Debug, Clone)]
@@ -33,42 +36,6 @@ pub struct RepowireMcp {
     socket: PathBuf,
     tmux_pane: Option<String>,
     tool_router: ToolRouter<Self>,
-}
-
-fn text_result(text: String, structured: Value) -> CallToolResult {
-    let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
-    r.structured_content = Some(structured);
-    r
-}
-
-fn error_result(text: String) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(text)])
-}
-
-fn describe_error(e: CallError) -> String {
-    match e {
-        CallError::NotRunning(_) => {
-            "The repowire daemon is not running. Start it with `repowire daemon start` \
-             (or check the installation with `repowire doctor`)."
-                .into()
-        }
-        CallError::Api(e) => {
-            let mut text = format!("{} ({})", e.message, e.code);
-            for c in &e.candidates {
-                text.push_str(&format!(
-                    "\n- candidate: {} (peer id {}, circle {})",
-                    c["name"].as_str().unwrap_or("?"),
-                    c["peer_id"].as_str().unwrap_or("?"),
-                    c["circle"].as_str().unwrap_or("?"),
-                ));
-            }
-            if let Some(h) = e.hint {
-                text.push_str(&format!("\nHint: {h}"));
-            }
-            text
-        }
-        other => other.to_string(),
-    }
 }
 
 impl RepowireMcp {
@@ -133,31 +100,6 @@ impl RepowireMcp {
             Duration::from_secs(15),
         )
         .await
-    }
-}
-
-fn sent_text(what: &str, v: &Value) -> String {
-    match v["state"].as_str() {
-        Some("accepted") => {
-            let to: Vec<String> = v["recipients"]
-                .as_array()
-                .map(|r| r.iter().map(|p| format!("@{}", s(p, "name"))).collect())
-                .unwrap_or_default();
-            format!(
-                "{what} accepted: {} → {}",
-                v["correlation_id"].as_str().unwrap_or(""),
-                if to.is_empty() {
-                    "(no recipients)".into()
-                } else {
-                    to.join(", ")
-                }
-            )
-        }
-        _ => format!(
-            "{what} queued (message {}): {}",
-            s(v, "message_id"),
-            s(v, "reason")
-        ),
     }
 }
 
@@ -324,70 +266,7 @@ impl RepowireMcp {
             _ = cancelled.cancelled() => Err("cancelled; the reply (if any) will arrive as a message".into()),
         };
         Ok(match result {
-            Ok(v) if v["state"] == "replied" && v["reply"].get("answer").is_some() => {
-                let reply = &v["reply"];
-                let from = reply.get("from").map(|f| s(f, "name")).unwrap_or_default();
-                let answer = crate::sanitize::for_context(&crate::api::answer_text(
-                    &reply["answer"],
-                    &s(reply, "text"),
-                ));
-                text_result(
-                    format!("@{from} answered {}: {answer}", a.correlation_id),
-                    v,
-                )
-            }
-            Ok(v) if v["state"] == "replied" => {
-                let reply = &v["reply"];
-                let from = reply.get("from").map(|f| s(f, "name")).unwrap_or_default();
-                text_result(
-                    format!(
-                        "@{from} replied to {}:\n{}",
-                        a.correlation_id,
-                        crate::sanitize::for_context(&s(reply, "text"))
-                    ),
-                    v,
-                )
-            }
-            Ok(v) if v["state"] == "closed" && v["timed_out"] == true => {
-                let taken = match v["answer"]["option_id"].as_str() {
-                    Some(option) => format!(
-                        "; its default `{}` ({}) was taken",
-                        crate::sanitize::for_context(option),
-                        crate::sanitize::for_context(&s(&v, "reply_text"))
-                    ),
-                    None => "; it closed unanswered".to_owned(),
-                };
-                text_result(
-                    format!(
-                        "Nobody answered {} within its timeout{taken}.",
-                        a.correlation_id
-                    ),
-                    v,
-                )
-            }
-            Ok(v) if v["state"] == "closed" => text_result(
-                format!(
-                    "{} was closed ({}) without a reply.",
-                    a.correlation_id,
-                    s(&v, "outcome")
-                ),
-                v,
-            ),
-            Ok(v) if v["state"] == "failed" => text_result(
-                format!(
-                    "{} did not reach its recipient: {}",
-                    a.correlation_id,
-                    s(&v, "reason")
-                ),
-                v,
-            ),
-            Ok(v) => text_result(
-                format!(
-                    "No reply to {} within {secs} s; the ask stays open.",
-                    a.correlation_id
-                ),
-                v,
-            ),
+            Ok(v) => text_result(crate::replies::wait_outcome(&a.correlation_id, &v, secs), v),
             Err(e) => error_result(e),
         })
     }

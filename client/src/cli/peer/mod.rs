@@ -10,6 +10,9 @@ use crate::api::text as s;
 use crate::api::{Outgoing, Request, SendKind};
 use crate::config::Config;
 
+mod show;
+use show::{print_peers, t};
+
 /// Peer commands.
 #[derive(Debug, Clone, Subcommand)]
 pub enum PeerCommand {
@@ -173,93 +176,7 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
                 print_peers(&peers);
             }
         }
-        PeerCommand::Describe { id, json, from } => {
-            let peers = super::call(
-                config,
-                &Request::Peers {
-                    from,
-                    include_offline: true,
-                    all_circles: true,
-                    circle: None,
-                },
-                TIMEOUT,
-            )?;
-            let matches: Vec<&Value> = peers
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter(|p| s(p, "peer_id") == id || s(p, "name") == id)
-                        .collect()
-                })
-                .unwrap_or_default();
-            match matches.as_slice() {
-                [] => anyhow::bail!(
-                    "no peer `{id}`\nhint: `repowire peer list --all` shows every peer"
-                ),
-                [one] => {
-                    // The work stream it executes (or last executed), if bound.
-                    let sessions = super::call(
-                        config,
-                        &Request::WorkSessions {
-                            from: None,
-                            all: true,
-                        },
-                        TIMEOUT,
-                    )?;
-                    let session = sessions.as_array().and_then(|l| {
-                        l.iter()
-                            .find(|x| x["executor"]["peer_id"] == one["peer_id"])
-                            .cloned()
-                    });
-                    if json {
-                        let mut shown = (*one).clone();
-                        shown["session"] = session.unwrap_or(Value::Null);
-                        println!("{}", serde_json::to_string_pretty(&shown)?);
-                    } else {
-                        for key in [
-                            "name",
-                            "peer_id",
-                            "circle",
-                            "backend",
-                            "role",
-                            "status",
-                            "turn_state",
-                            "path",
-                            "machine",
-                            "description",
-                        ] {
-                            println!("{key:<12} {}", t(one, key));
-                        }
-                        if let Some(x) = session {
-                            println!(
-                                "{:<12} {} ({}), runtime {}",
-                                "session",
-                                t(&x, "session_id"),
-                                t(&x, "status"),
-                                x["runtime_session_ids"]
-                                    .as_array()
-                                    .and_then(|r| r.last())
-                                    .and_then(Value::as_str)
-                                    .map(crate::sanitize::for_terminal)
-                                    .unwrap_or("-".into())
-                            );
-                            println!("{:<12} {}", "transcript", t(&x["transcript"], "path"));
-                        }
-                    }
-                }
-                many => {
-                    let ids: Vec<String> = many
-                        .iter()
-                        .map(|p| format!("{} ({})", t(p, "peer_id"), t(p, "circle")))
-                        .collect();
-                    anyhow::bail!(
-                        "`{id}` names {} peers: {}\nhint: use the peer id",
-                        many.len(),
-                        ids.join(", ")
-                    );
-                }
-            }
-        }
+        PeerCommand::Describe { id, json, from } => show::describe(config, &id, json, from)?,
         PeerCommand::Ask {
             name,
             text,
@@ -326,36 +243,8 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
                         && !reply["answer"].is_null());
                 if json {
                     println!("{}", serde_json::to_string_pretty(&reply)?);
-                } else if state == "replied" {
-                    let m = reply.get("reply").cloned().unwrap_or(Value::Null);
-                    let from = m.get("from").map(|f| t(f, "name")).unwrap_or_default();
-                    match m.get("answer") {
-                        Some(answer) => println!(
-                            "@{from} answered {cid}: {}",
-                            crate::sanitize::for_context(&crate::api::answer_text(
-                                answer,
-                                &s(&m, "text")
-                            ))
-                        ),
-                        None => println!(
-                            "@{from} replied to {cid}:\n{}",
-                            crate::sanitize::for_context(&s(&m, "text"))
-                        ),
-                    }
                 } else {
-                    let said = |k: &str| crate::sanitize::for_context(&s(&reply, k));
-                    match state.as_str() {
-                        "closed" if reply["timed_out"] == true => {
-                            println!("nobody answered {cid} in time: {}", said("reason"))
-                        }
-                        "closed" => {
-                            println!("{cid} was closed ({}) without a reply", said("outcome"))
-                        }
-                        "failed" => {
-                            println!("{cid} did not reach its recipient: {}", said("reason"))
-                        }
-                        _ => println!("no reply to {cid} within {timeout} s; the ask stays open"),
-                    }
+                    println!("{}", crate::replies::wait_outcome(&cid, &reply, timeout));
                 }
                 if !answered {
                     return Ok(ExitCode::from(2));
@@ -438,43 +327,7 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
             )?;
             print_sent(&sent, json, "broadcast")?;
         }
-        PeerCommand::Status { id, json } => {
-            let status = super::call(config, &Request::MessageStatus { id }, TIMEOUT)?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&status)?);
-            } else {
-                let m = status.get("message").cloned().unwrap_or(Value::Null);
-                println!(
-                    "{} {} → {}  state: {}",
-                    s(&m, "kind"),
-                    s(&m, "message_id"),
-                    t(&m, "to_name"),
-                    s(&m, "state")
-                );
-                if let Some(cid) = m.get("correlation_id").and_then(Value::as_str) {
-                    println!("id       {cid}");
-                }
-                if let Some(reply) = m.get("reply").and_then(Value::as_str) {
-                    println!("reply    {}", crate::sanitize::for_context(reply));
-                }
-                for e in status
-                    .get("events")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default()
-                {
-                    println!(
-                        "  {:<10} {} {}",
-                        s(&e, "state"),
-                        s(&e, "recipient"),
-                        // Written by the recipient's daemon: remote text.
-                        crate::sanitize::for_terminal(
-                            e.get("reason").and_then(Value::as_str).unwrap_or("")
-                        )
-                    );
-                }
-            }
-        }
+        PeerCommand::Status { id, json } => show::status(config, id, json)?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -514,47 +367,12 @@ pub(super) fn print_sent(sent: &Value, json: bool, what: &str) -> anyhow::Result
     Ok(())
 }
 
-/// A field from the relay (other peers' names, paths, descriptions), safe to print.
-fn t(v: &Value, key: &str) -> String {
-    crate::sanitize::for_terminal(&s(v, key))
-}
-
 /// The peer a send went out as: `@name`, or the session when it has no name yet.
 fn sender(sent: &Value) -> String {
     let from = &sent["from"];
     match from["name"].as_str() {
         Some(name) => format!("@{}", crate::sanitize::for_terminal(name)),
         None => format!("session {}", s(from, "session_id")),
-    }
-}
-
-fn print_peers(peers: &Value) {
-    let list = peers.as_array().cloned().unwrap_or_default();
-    if list.is_empty() {
-        println!("no peers");
-        return;
-    }
-    println!(
-        "{:<20} {:<12} {:<8} {:<8} {:<12} {:<16} {:<22} PATH",
-        "NAME", "CIRCLE", "STATUS", "TURN", "BACKEND", "MACHINE", "PEER ID"
-    );
-    for p in list {
-        let machine = t(&p, "machine");
-        println!(
-            "{:<20} {:<12} {:<8} {:<8} {:<12} {:<16} {:<22} {}",
-            t(&p, "name"),
-            t(&p, "circle"),
-            t(&p, "status"),
-            t(&p, "turn_state"),
-            t(&p, "backend"),
-            if machine.is_empty() {
-                "-".to_owned()
-            } else {
-                machine
-            },
-            t(&p, "peer_id"),
-            t(&p, "path")
-        );
     }
 }
 
