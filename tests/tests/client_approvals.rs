@@ -349,6 +349,70 @@ async fn an_allow_given_while_the_asking_daemon_is_cut_off_reaches_its_hook_afte
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_denied_while_the_relay_is_unreachable_is_on_that_machines_record() {
+    let db = TempDatabase::create("repowire_approvals_local");
+    let redis = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let prefix = format!("repowire-test-{}", uuid::Uuid::new_v4().simple());
+    let pod = RelayProcess::start_pod(&db.url(), &redis, &prefix, "pod-a", &[]).await;
+    let (tmux, laptop, desk, app) = machines(&pod, &pod, 60).await;
+
+    // The relay goes away: nobody can be asked, so the call is denied without waiting.
+    let addr = pod.http.trim_start_matches("http://").to_owned();
+    pod.signal("KILL");
+    let _ = pod.wait(Duration::from_secs(10)).await;
+    eventually("the laptop's link down", || {
+        (laptop.link_state() != "connected").then_some(())
+    })
+    .await;
+    app.submit(&tmux, "/run touch offline.txt");
+    let decided = permission(&app, 1).await;
+    assert_eq!(decided["decision"], "deny", "{decided}");
+    assert!(
+        decided["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("could not ask for approval")),
+        "{decided}"
+    );
+    assert!(!ran(&app, "touch offline.txt"));
+
+    // Back online, the laptop's record of decisions has it; the relay never heard of it, so
+    // the desk's record has not.
+    let _pod = RelayProcess::start_pod_on(&addr, &db.url(), &redis, &prefix, "pod-a", &[]).await;
+    eventually("the laptop's link up", || {
+        (laptop.link_state() == "connected").then_some(())
+    })
+    .await;
+    let history = laptop.json(&["approvals", "history"]);
+    let here = &history[0];
+    assert_eq!(here["state"], "denied_here", "{history}");
+    assert_eq!(here["local"], true, "{history}");
+    assert!(here["correlation_id"].is_null(), "{history}");
+    assert!(here["from"]["peer_id"].is_string(), "{history}");
+    assert!(
+        here["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("touch offline.txt")),
+        "{history}"
+    );
+    assert_eq!(
+        here["reason"],
+        decided["reason"]
+            .as_str()
+            .unwrap_or("")
+            .trim_start_matches("Repowire approvals: ")
+    );
+    let printed = stdout(&laptop.in_terminal(&["approvals", "history"]));
+    assert!(printed.contains("denied on this machine"), "{printed}");
+    let elsewhere = desk.json(&["approvals", "history"]);
+    assert!(
+        elsewhere
+            .as_array()
+            .is_some_and(|a| a.iter().all(|q| q["local"] != true)),
+        "{elsewhere}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_script_blocks_on_a_question_until_the_agent_answers_or_the_default_is_taken() {
     let data = tempfile::tempdir().expect("data");
     let dir = data.path().to_str().expect("utf8").to_owned();

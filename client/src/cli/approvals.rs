@@ -66,7 +66,8 @@ pub enum ApprovalsCommand {
         #[arg(long)]
         from: Option<String>,
     },
-    /// Decisions made, newest first: who allowed or denied what, when; and timeouts.
+    /// Decisions made, newest first: who allowed or denied what, when; timeouts; and the calls
+    /// this machine denied without asking anyone (relay unreachable, no answer in time).
     History {
         /// At most this many (1–200).
         #[arg(long, default_value_t = 50)]
@@ -279,6 +280,7 @@ fn decided(q: &Value) -> String {
         (Some("answered"), "allow") => "allowed".to_owned(),
         (Some("answered"), "deny") => "denied".to_owned(),
         (Some("answered"), other) => format!("answered `{}`", sanitize::for_terminal(other)),
+        (Some("denied_here"), _) => "denied on this machine".to_owned(),
         (Some(state), _) => sanitize::for_terminal(state),
         (None, _) => "?".to_owned(),
     };
@@ -292,10 +294,17 @@ fn decided(q: &Value) -> String {
         .map(|t| format!(": {}", sanitize::for_terminal(t)))
         .unwrap_or_default();
     let when = q["closed_at_ms"].as_i64().map(utc).unwrap_or_default();
+    let asker = match (q["local"] == true, q["from"]["name"].as_str()) {
+        // Denied before its session had a peer: named by its runtime session.
+        (true, None) => format!(
+            "session {}",
+            sanitize::for_terminal(q["session_id"].as_str().unwrap_or("?"))
+        ),
+        _ => peer(&q["from"]),
+    };
     format!(
-        "{when}  {}  {what} {by}{comment} — asked by {}\n{}",
-        sanitize::for_terminal(q["correlation_id"].as_str().unwrap_or("?")),
-        peer(&q["from"]),
+        "{when}  {}  {what} {by}{comment} — asked by {asker}\n{}",
+        sanitize::for_terminal(q["correlation_id"].as_str().unwrap_or("(not asked)")),
         body(q)
     )
 }

@@ -17,6 +17,7 @@ use super::Daemon;
 use super::errors::store_error;
 use super::hooks::{AfterWrite, HookCall};
 use super::questions::{MAX_BLOCKING, VERDICT_GRACE, answer_of};
+use super::store::LocalDecision;
 use crate::api::{ApiError, Outgoing, SendKind};
 use crate::sanitize;
 
@@ -36,7 +37,9 @@ pub fn deny(reason: &str) -> Value {
 
 impl Daemon {
     /// The PreToolUse hook of a gated tool: ask `@approvers`, wait, decide. Never an error:
-    /// whatever goes wrong denies.
+    /// whatever goes wrong denies. A denial made here, without an approver's decision or the
+    /// question's timeout (which the relay records), is recorded in state.db for
+    /// `repowire approvals history`.
     pub(super) async fn pre_tool_use(
         self: &Arc<Self>,
         session_id: &str,
@@ -49,27 +52,38 @@ impl Daemon {
             .unwrap_or(self.settings.approvals.timeout)
             .clamp(Duration::from_secs(1), MAX_BLOCKING);
         let deadline = tokio::time::Instant::now() + timeout + VERDICT_GRACE;
-        let Some(tool) = call.payload.get("tool_name").and_then(Value::as_str) else {
-            return (deny("the hook payload names no tool; denied"), None);
-        };
-        let session = match self.known_session(session_id, call).await {
-            Ok(s) => s,
-            Err(e) => return (deny(&format!("this session is not known: {e}")), None),
-        };
-        let Some(peer) = session.peer_id.clone() else {
+        let tool = call.payload.get("tool_name").and_then(Value::as_str);
+        let input = call.payload.get("tool_input").unwrap_or(&Value::Null);
+        let cwd = call.payload.get("cwd").and_then(Value::as_str);
+        let shown = describe(tool.unwrap_or("(no tool named)"), input, cwd);
+        let mut local = LocalDecision::now(session_id, shown.clone(), String::new());
+        let Some(tool) = tool else {
             return (
-                deny("the relay is not reachable, so nobody could be asked to approve this call"),
+                self.denied_here(local, "the hook payload names no tool; denied")
+                    .await,
                 None,
             );
         };
-        let input = call.payload.get("tool_input").unwrap_or(&Value::Null);
-        let cwd = call.payload.get("cwd").and_then(Value::as_str);
+        let session = match self.known_session(session_id, call).await {
+            Ok(s) => s,
+            Err(e) => {
+                let why = format!("this session is not known: {}", e.message);
+                return (self.denied_here(local, &why).await, None);
+            }
+        };
+        local.peer_id = session.peer_id.clone();
+        local.name = session.name.clone();
+        local.circle = Some(session.circle.clone());
+        let Some(peer) = session.peer_id.clone() else {
+            let why = "the relay is not reachable, so nobody could be asked to approve this call";
+            return (self.denied_here(local, why).await, None);
+        };
         let out = Outgoing {
             from: None,
             kind: SendKind::Ask,
             to: Some(APPROVERS.into()),
             circle: None,
-            text: describe(tool, input, cwd),
+            text: shown,
             reply_to: None,
             question: Some(Question::tool_permission(
                 u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
@@ -81,22 +95,36 @@ impl Daemon {
             Err(e) => {
                 let why = format!("could not ask for approval ({}); denied", e.message);
                 tracing::warn!(session = session_id, tool, error = %e.message, "approval not asked; denied");
-                return (deny(&why), None);
+                return (self.denied_here(local, &why).await, None);
             }
         };
         let (allow, reason) = verdict(&outcome, timeout);
+        let cid = outcome["correlation_id"].as_str();
         tracing::info!(
             session = session_id,
             tool,
             allow,
-            cid = outcome["correlation_id"].as_str().unwrap_or("-"),
+            cid = cid.unwrap_or("-"),
             waited_ms = started.elapsed().as_millis() as u64,
             "tool call decided"
         );
+        if !allow && !decided_by_relay(&outcome) {
+            local.correlation_id = cid.map(str::to_owned);
+            return (self.denied_here(local, &reason).await, after);
+        }
         (
             decision(allow, &format!("Repowire approvals: {reason}")),
             after,
         )
+    }
+
+    /// Denies a call without an approver's decision, and records that it did.
+    async fn denied_here(&self, mut local: LocalDecision, reason: &str) -> Value {
+        local.reason = reason.to_owned();
+        if let Err(error) = self.store.record_local_decision(&local).await {
+            tracing::error!(%error, session = %local.session_id, "could not record a local denial");
+        }
+        deny(reason)
     }
 
     /// `repowire approvals allow|deny ID`: answers a question to `@approvers` as the actor.
@@ -153,6 +181,16 @@ impl Daemon {
             )));
         }
         Ok(())
+    }
+}
+
+/// Whether the relay holds the decision of this outcome: an approver's answer, or the
+/// question's timeout. Anything else was decided on this machine.
+fn decided_by_relay(outcome: &Value) -> bool {
+    match outcome["state"].as_str() {
+        Some("replied") => answer_of(outcome).is_some(),
+        Some("closed") => outcome["timed_out"].as_bool() == Some(true),
+        _ => false,
     }
 }
 
@@ -414,5 +452,17 @@ mod tests {
         assert!(!verdict(&json!({ "state": "no_verdict", "reason": "x" }), t).0);
         assert!(!verdict(&json!({ "state": "failed", "reason": "x" }), t).0);
         assert!(!verdict(&json!({ "state": "waiting" }), t).0);
+        // Which denials the relay records, and which only this machine can.
+        for relays in [&allow, &deny_, &timed] {
+            assert!(decided_by_relay(relays), "{relays}");
+        }
+        for here in [
+            json!({ "state": "no_verdict", "reason": "x" }),
+            json!({ "state": "failed", "reason": "x" }),
+            json!({ "state": "closed", "outcome": "acked" }),
+            json!({ "state": "waiting" }),
+        ] {
+            assert!(!decided_by_relay(&here), "{here}");
+        }
     }
 }

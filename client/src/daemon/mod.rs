@@ -18,6 +18,7 @@ pub mod embedded;
 pub mod errors;
 pub mod files;
 pub mod frames;
+mod history;
 pub mod hooks;
 pub mod identity;
 pub mod inbox;

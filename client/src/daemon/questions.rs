@@ -312,17 +312,31 @@ impl Daemon {
         closed: bool,
         limit: Option<u32>,
     ) -> Result<Value, ApiError> {
-        let (_, peer) = self.registered_actor(from, caller_pid).await?;
+        let (session, peer) = self.registered_actor(from, caller_pid).await?;
         let frame = Frame::new(Body::ListQuestions(repowire_protocol::ListQuestions {
             peer_id: PeerId(peer),
             closed,
             limit,
         }));
         self.validated(&frame)?;
-        match self.ask_relay(frame).await? {
-            Body::Questions(q) => Ok(json!(q.questions)),
-            other => Err(super::errors::unexpected(&other)),
+        let questions = match self.ask_relay(frame).await? {
+            Body::Questions(q) => q.questions,
+            other => return Err(super::errors::unexpected(&other)),
+        };
+        if !closed {
+            return Ok(json!(questions));
         }
+        // The record of decisions: the relay's, and the calls denied on this machine without
+        // one (the person at this machine sees all of those, an agent its own).
+        let limit = limit.unwrap_or(repowire_protocol::DEFAULT_QUESTIONS_LISTED);
+        let whose =
+            (session.session_id != super::CLI_SESSION).then_some(session.session_id.as_str());
+        let local = self
+            .store
+            .local_decisions(whose, limit)
+            .await
+            .map_err(store_error)?;
+        Ok(super::history::merged(questions, local, limit))
     }
 }
 

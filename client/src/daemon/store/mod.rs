@@ -249,7 +249,14 @@ impl Store {
         let provisional = realm_of(relay_url, None, key_fingerprint);
         let known = realm_of(relay_url, Some(tenant_id), key_fingerprint);
         let mut tx = self.pool.begin().await?;
-        for table in ["sessions", "inbox", "outbox", "sent", "session_identities"] {
+        for table in [
+            "sessions",
+            "inbox",
+            "outbox",
+            "sent",
+            "session_identities",
+            "local_decisions",
+        ] {
             sqlx::query(&format!(
                 "UPDATE OR IGNORE {table} SET realm = ? WHERE realm = ?"
             ))
@@ -461,6 +468,8 @@ impl Store {
     }
 }
 
+mod decisions;
+pub use decisions::LocalDecision;
 mod inbox;
 pub use inbox::InboxEntry;
 mod outbox;

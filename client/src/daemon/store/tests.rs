@@ -178,3 +178,81 @@ async fn state_db_is_readable_by_its_owner_only() {
     let mode = std::fs::metadata(&path).expect("meta").permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
 }
+
+fn denial(session: &str, text: &str, at: i64) -> LocalDecision {
+    LocalDecision {
+        decided_at_ms: at,
+        ..LocalDecision::now(session, text.into(), "could not ask for approval".into())
+    }
+}
+
+/// Local denials stay in their relay identity (a provisional one joins the key's tenant), list
+/// newest first, per session when asked, and only the newest [`decisions::KEPT`] are kept.
+#[tokio::test]
+async fn local_denials_keep_to_their_realm_and_the_newest_are_kept() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = Store::open(&dir.path().join("state.db"))
+        .await
+        .expect("open");
+    let provisional = store
+        .known_realm("http://relay", "fp1")
+        .await
+        .expect("realm");
+    store.enter_realm(&provisional).await.expect("enter");
+    store
+        .record_local_decision(&denial("s1", "Bash: make", 10))
+        .await
+        .expect("recorded");
+    store
+        .learn_tenant("http://relay", "fp1", "tnt-1")
+        .await
+        .expect("learn");
+    store
+        .record_local_decision(&denial("s2", "Bash: ls", 20))
+        .await
+        .expect("recorded");
+    let all = store.local_decisions(None, 10).await.expect("list");
+    let texts: Vec<&str> = all.iter().map(|d| d.text.as_str()).collect();
+    assert_eq!(texts, ["Bash: ls", "Bash: make"]);
+    let one = store.local_decisions(Some("s1"), 10).await.expect("list");
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0].session_id, "s1");
+    assert_eq!(store.local_decisions(None, 1).await.expect("list").len(), 1);
+
+    // Another tenant's daemon state shows none of them.
+    store
+        .learn_tenant("http://relay", "fp2", "tnt-2")
+        .await
+        .expect("learn");
+    assert!(
+        store
+            .local_decisions(None, 10)
+            .await
+            .expect("list")
+            .is_empty()
+    );
+
+    // The oldest go once more than KEPT are recorded.
+    sqlx::query(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+         INSERT INTO local_decisions (realm, decided_at_ms, session_id, text, reason)
+         SELECT ?, 100 + i, 's3', 'old ' || i, 'r' FROM n",
+    )
+    .bind(decisions::KEPT)
+    .bind(store.realm())
+    .execute(&store.pool)
+    .await
+    .expect("filled");
+    store
+        .record_local_decision(&denial("s3", "newest", 1_000_000))
+        .await
+        .expect("recorded");
+    let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM local_decisions")
+        .fetch_one(&store.pool)
+        .await
+        .expect("count");
+    assert_eq!(left, decisions::KEPT);
+    let newest = store.local_decisions(None, 2).await.expect("list");
+    assert_eq!(newest[0].text, "newest");
+    assert_eq!(newest[1].text, format!("old {}", decisions::KEPT));
+}
