@@ -93,8 +93,21 @@ fn lock_holder(home: &std::path::Path) -> Option<u32> {
 fn start(config: &Config) -> anyhow::Result<ExitCode> {
     use std::os::unix::process::CommandExt;
     let home = config.home();
-    if let Some(pid) = running_pid(config) {
-        anyhow::bail!("{}", crate::daemon::already_running(&home, Some(pid)));
+    if let Ok(status) = api::call(
+        &crate::config::socket_path(&home),
+        &Request::Status,
+        Duration::from_secs(2),
+    ) {
+        let pid = status["pid"].as_u64().and_then(|p| u32::try_from(p).ok());
+        let mut refused = crate::daemon::already_running(&home, pid);
+        if let Some(daemon) = super::version_drift(&status) {
+            refused.push_str(&format!(
+                "\nit runs {}, not this binary's {}: `repowire daemon stop && repowire daemon start` runs this one",
+                crate::sanitize::for_terminal(&daemon),
+                crate::VERSION
+            ));
+        }
+        anyhow::bail!("{refused}");
     }
     config.settings()?; // fail here, not in the background, on a bad configuration
     crate::config::ensure_home(&home)?;
@@ -220,6 +233,15 @@ fn print_status(status: &Value) {
         .and_then(Value::as_bool)
         .unwrap_or(false);
     println!("daemon   pid {}", status.get("pid").unwrap_or(&Value::Null));
+    match super::version_drift(status) {
+        None => println!("version  {}", crate::VERSION),
+        Some(daemon) => println!(
+            "version  DIFFERS: the daemon runs {}, this binary is {}: {}",
+            crate::sanitize::for_terminal(&daemon),
+            crate::VERSION,
+            super::RESTART_HINT
+        ),
+    }
     println!(
         "relay    {}{}",
         s(status, "relay"),

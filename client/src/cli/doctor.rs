@@ -73,6 +73,7 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
     let mcp = mcp_installed();
     let daemon = super::call(config, &Request::Status, Duration::from_secs(5)).ok();
     let drift = daemon.as_ref().and_then(|d| super::relay_drift(config, d));
+    let version_drift = daemon.as_ref().and_then(super::version_drift);
     if json {
         let report = json!({
             "hooks": {
@@ -90,6 +91,7 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
                 "queued_elsewhere": d["queued_elsewhere"],
             })),
             "relay_drift": drift.as_ref().map(|(daemon, shell)| json!({"daemon": daemon, "shell": shell})),
+            "version_drift": version_drift.as_ref().map(|daemon| json!({"daemon": daemon, "this": crate::VERSION})),
         });
         println!("{report:#}");
         return Ok(ExitCode::SUCCESS);
@@ -128,6 +130,14 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
             if let Some((daemon, shell)) = &drift {
                 println!(
                     "relay    DIFFERS: the running daemon uses {daemon}; this shell's settings say {shell}\n         {}",
+                    super::RESTART_HINT
+                );
+            }
+            if let Some(daemon) = &version_drift {
+                println!(
+                    "version  DIFFERS: the running daemon is {}, this binary {}\n         {}",
+                    crate::sanitize::for_terminal(daemon),
+                    crate::VERSION,
                     super::RESTART_HINT
                 );
             }
@@ -216,6 +226,20 @@ pub fn doctor(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
     match super::call(config, &Request::Status, Duration::from_secs(5)) {
         Ok(status) => {
             c.check(true, "daemon is running", "");
+            let other_build = super::version_drift(&status);
+            c.check(
+                other_build.is_none(),
+                &format!("the running daemon is this binary's version ({})", crate::VERSION),
+                &other_build
+                    .map(|daemon| {
+                        format!(
+                            "it runs {}, so hooks, CLI and MCP server of this version may ask for what it does not know; {}",
+                            crate::sanitize::for_terminal(&daemon),
+                            super::RESTART_HINT
+                        )
+                    })
+                    .unwrap_or_default(),
+            );
             let drift = super::relay_drift(config, &status);
             c.check(
                 drift.is_none(),

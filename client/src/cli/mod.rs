@@ -47,6 +47,18 @@ pub fn relay_drift(config: &Config, status: &Value) -> Option<(String, String)> 
     (daemon != shell).then_some((daemon, shell))
 }
 
+/// When the running daemon is another build than this binary (the binary was upgraded while it
+/// ran): the daemon's version. A daemon from before daemons reported one is another build too.
+/// The daemon and the hooks, CLI and MCP server that talk to it then speak different versions
+/// of the local API, and an older daemon ignores what it does not know.
+pub fn version_drift(status: &Value) -> Option<String> {
+    let daemon = status
+        .get("version")
+        .and_then(Value::as_str)
+        .unwrap_or("an older build that does not report its version");
+    (daemon != crate::VERSION).then(|| daemon.to_owned())
+}
+
 /// What to do about a drift.
 pub const RESTART_HINT: &str =
     "restart it from this shell to use them: `repowire daemon stop && repowire daemon start`";

@@ -400,6 +400,8 @@ impl Daemon {
             .collect();
         Ok(json!({
             "pid": std::process::id(),
+            // What a CLI of another build compares with its own (`cli::version_drift`).
+            "version": crate::VERSION,
             "home": self.settings.home,
             "relay": self.relay_base,
             "realm": realm,
