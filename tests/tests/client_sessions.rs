@@ -217,8 +217,9 @@ async fn a_resumed_session_keeps_its_id_and_gets_what_was_sent_while_it_was_deta
         .as_array()
         .and_then(|m| m.iter().find(|e| e["message_id"] == message.as_str()))
         .unwrap_or_else(|| panic!("the message in app's inbox: {inbox}"));
-    assert_eq!(got["to_session_id"], id.as_str(), "{got}");
-    assert!(got["from_session_id"].is_null(), "{got}");
+    assert_eq!(got["to_repowire_session_id"], id.as_str(), "{got}");
+    assert_eq!(inbox["peer"]["repowire_session_id"], id.as_str(), "{inbox}");
+    assert!(got["from_repowire_session_id"].is_null(), "{got}");
     drop(tmux);
 }
 

@@ -67,6 +67,8 @@ impl Daemon {
                 "peer_id": peer,
                 "name": session.name,
                 "circle": session.circle,
+                // The Repowire session (work stream) this peer executes now, if bound.
+                "repowire_session_id": session.repowire_session_id,
             },
             "messages": messages,
         }))
@@ -126,8 +128,8 @@ fn entry_json(row: &InboxEntry) -> Value {
         "question": message.as_ref().and_then(|m| m.question.as_ref()).map(|q| json!(q)),
         "reply_to": message.as_ref().and_then(|m| m.reply_to.as_ref()).map(|c| c.as_str().to_owned()),
         // The Repowire sessions (work streams) of sender and recipient, when the relay knew
-        // them: the seed's `from_repowire_session_id` / `to_repowire_session_id`.
-        "from_session_id": message.as_ref().and_then(|m| m.from_session_id.clone()),
-        "to_session_id": message.as_ref().and_then(|m| m.to_session_id.clone()),
+        // them, under the seed's names.
+        "from_repowire_session_id": message.as_ref().and_then(|m| m.from_session_id.clone()),
+        "to_repowire_session_id": message.as_ref().and_then(|m| m.to_session_id.clone()),
     })
 }

@@ -730,12 +730,25 @@ pub struct Message {
     /// A typed answer (replies to structured asks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<AnswerValue>,
-    /// The Repowire session the sender was bound to when it sent this, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The Repowire session the sender was bound to when it sent this, if any. On the wire
+    /// `from_repowire_session_id`, the seed's name; `from_session_id` (its first spelling) is
+    /// read too.
+    #[serde(
+        default,
+        rename = "from_repowire_session_id",
+        alias = "from_session_id",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub from_session_id: Option<String>,
     /// The Repowire session it was addressed to, or the recipient's when the relay knew it at
-    /// accept time; absent otherwise (and for broadcasts).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// accept time; absent otherwise (and for broadcasts). On the wire
+    /// `to_repowire_session_id`; `to_session_id` is read too.
+    #[serde(
+        default,
+        rename = "to_repowire_session_id",
+        alias = "to_session_id",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub to_session_id: Option<String>,
     /// When the relay accepted it, milliseconds since the Unix epoch.
     pub created_at_ms: i64,

@@ -180,3 +180,34 @@ fn the_deliver_of_the_largest_message_fits_the_frame_limit() {
     assert!(encoded.len() <= MAX_FRAME_BYTES, "{} bytes", encoded.len());
     assert_eq!(decode(&encoded).expect("decodes"), deliver);
 }
+
+/// The session pointers go out under the seed's names, and their first spelling
+/// (`from_session_id` / `to_session_id`, relays of 2026-11-25) is read as the same fields.
+#[test]
+fn session_pointers_use_the_seeds_names_and_read_their_first_spelling() {
+    let now = include_str!("fixtures/valid/deliver_with_sessions.json");
+    let Body::Deliver(d) = decode(now).expect("decodes").body else {
+        panic!("a deliver")
+    };
+    assert_eq!(
+        d.message.from_session_id.as_deref(),
+        Some("rs-4m8q2w6e0r3tp5vk")
+    );
+    assert_eq!(
+        d.message.to_session_id.as_deref(),
+        Some("rs-9z7x5c3v1b8nq2wd")
+    );
+    let encoded = encode(&decode(now).expect("decodes"));
+    assert!(
+        encoded.contains("\"from_repowire_session_id\":\"rs-4m8q2w6e0r3tp5vk\""),
+        "{encoded}"
+    );
+    assert!(!encoded.contains("\"from_session_id\""), "{encoded}");
+    let first = now
+        .replace("from_repowire_session_id", "from_session_id")
+        .replace("to_repowire_session_id", "to_session_id");
+    let Body::Deliver(old) = decode(&first).expect("the first spelling decodes").body else {
+        panic!("a deliver")
+    };
+    assert_eq!(old.message, d.message);
+}
