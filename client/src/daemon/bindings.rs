@@ -12,7 +12,7 @@ use repowire_protocol::{
 };
 use serde_json::{Value, json};
 
-use super::errors::unexpected;
+use super::errors::{store_error, unexpected};
 use super::store::SessionRow;
 use super::{CLI_SESSION, Daemon, RELAY_TIMEOUT};
 use crate::api::ApiError;
@@ -126,6 +126,22 @@ impl Daemon {
             })?;
         let (runtime, project) = resume_plan(&s, &self.settings.machine, |p| Path::new(p).is_dir())
             .map_err(|why| ApiError::new("not_resumable", why))?;
+        // The relay calls it detached, but right after a reconnect it may not have heard again
+        // from a session that still runs here: a second agent must not resume the same
+        // transcript.
+        let rows = self.store.active_sessions().await.map_err(store_error)?;
+        if let Some(running) = running_here(&s, &rows, agent_alive) {
+            return Err(ApiError::new(
+                "not_resumable",
+                format!(
+                    "{session} still runs on this machine (runtime session {}, agent pid {}); resume only a session whose agent has ended",
+                    running.session_id,
+                    running
+                        .agent_pid
+                        .map_or("unknown".into(), |p| p.to_string())
+                ),
+            ));
+        }
         let line = format!("{command} --resume {runtime}");
         if dry_run {
             return Ok(json!({ "session": s, "command": line, "cwd": project, "started": false }));
@@ -210,9 +226,67 @@ fn resume_plan(
     Ok((runtime.clone(), project))
 }
 
+/// The session of this machine's state, if any, that still executes `target` (bound to it, or
+/// running one of its runtime ids) with its agent alive.
+fn running_here<'a>(
+    target: &SessionInfo,
+    rows: &'a [SessionRow],
+    alive: impl Fn(&SessionRow) -> bool,
+) -> Option<&'a SessionRow> {
+    rows.iter().find(|r| {
+        r.active
+            && (r.repowire_session_id.as_deref() == Some(target.session_id.as_str())
+                || target.runtime_session_ids.contains(&r.session_id))
+            && alive(r)
+    })
+}
+
+/// Whether the agent process of a session still runs: its pid, started when it was recorded.
+/// A session whose agent is not known counts as running.
+fn agent_alive(row: &SessionRow) -> bool {
+    let Some(pid) = row.agent_pid.and_then(|p| u32::try_from(p).ok()) else {
+        return true;
+    };
+    crate::procinfo::same_process(pid, row.agent_start)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_still_running_here_is_found_by_its_binding_or_its_runtime_id() {
+        let target = detached();
+        let row = |id: &str, bound: Option<&str>, active: bool| SessionRow {
+            repowire_session_id: bound.map(str::to_owned),
+            active,
+            ..SessionRow::new(id.into(), "claude-code", "agent", "default")
+        };
+        let bound = [row("other-9", Some("rs-0123456789abcdef"), true)];
+        assert!(running_here(&target, &bound, |_| true).is_some());
+        assert!(
+            running_here(&target, &bound, |_| false).is_none(),
+            "its agent ended"
+        );
+        let by_runtime = [row("cur-2", None, true)];
+        assert!(running_here(&target, &by_runtime, |_| true).is_some());
+        let ended = [row("cur-2", Some("rs-0123456789abcdef"), false)];
+        assert!(running_here(&target, &ended, |_| true).is_none());
+        let unrelated = [row("x-1", Some("rs-ffffffffffffffff"), true)];
+        assert!(running_here(&target, &unrelated, |_| true).is_none());
+    }
+
+    #[test]
+    fn an_agent_is_alive_while_its_pid_runs_the_process_that_was_recorded() {
+        let mut me = SessionRow::new("s".into(), "claude-code", "agent", "default");
+        assert!(agent_alive(&me), "unknown agent: taken as running");
+        let pid = std::process::id();
+        me.agent_pid = Some(i64::from(pid));
+        me.agent_start = crate::procinfo::start_time(pid);
+        assert!(agent_alive(&me));
+        me.agent_start = me.agent_start.map(|s| s + 1);
+        assert!(!agent_alive(&me), "the pid was reused by another process");
+    }
 
     fn detached() -> SessionInfo {
         SessionInfo {
