@@ -165,6 +165,16 @@ pub enum Request {
         #[serde(default)]
         limit: Option<u32>,
     },
+    /// The tool calls this machine denied without an approver's decision, as `Questions` with
+    /// `closed` lists them beside the relay's record: for when the relay cannot be reached.
+    LocalDecisions {
+        /// Act as this local peer.
+        #[serde(default)]
+        from: Option<String>,
+        /// At most this many.
+        #[serde(default)]
+        limit: Option<u32>,
+    },
     /// Allow or deny a tool call waiting at `@approvers`, as the person at this terminal.
     Decide {
         /// Act as this local peer.

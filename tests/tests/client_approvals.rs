@@ -375,6 +375,18 @@ async fn a_call_denied_while_the_relay_is_unreachable_is_on_that_machines_record
     );
     assert!(!ran(&app, "touch offline.txt"));
 
+    // Meanwhile the laptop's history shows its own denials, says the relay's record is
+    // missing, and fails.
+    let partial = laptop.repowire(&["approvals", "history", "--json"]);
+    assert_eq!(partial.status.code(), Some(1), "{}", stderr(&partial));
+    assert!(
+        stderr(&partial).contains("record of decisions is not available"),
+        "{}",
+        stderr(&partial)
+    );
+    let listed: Value = serde_json::from_slice(&partial.stdout).expect("a JSON list");
+    assert_eq!(listed[0]["state"], "denied_here", "{listed}");
+
     // Back online, the laptop's record of decisions has it; the relay never heard of it, so
     // the desk's record has not.
     let _pod = RelayProcess::start_pod_on(&addr, &db.url(), &redis, &prefix, "pod-a", &[]).await;

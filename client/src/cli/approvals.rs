@@ -161,25 +161,44 @@ pub fn run(config: &Config, command: ApprovalsCommand) -> anyhow::Result<ExitCod
             from,
         } => return decide(config, id, false, reason, json, from),
         ApprovalsCommand::History { limit, json, from } => {
-            let questions = super::call(
-                config,
-                &Request::Questions {
-                    from,
-                    closed: true,
-                    limit: Some(limit),
-                },
-                TIMEOUT,
-            )?;
+            let socket = crate::config::socket_path(&config.home());
+            let record = Request::Questions {
+                from: from.clone(),
+                closed: true,
+                limit: Some(limit),
+            };
+            // Without the relay, this machine's own denials (those it made because the relay
+            // could not be reached among them) are still shown, and the gap is said.
+            let (questions, partial) = match crate::api::call(&socket, &record, TIMEOUT) {
+                Ok(all) => (all, None),
+                Err(crate::api::CallError::Api(e)) if e.code.starts_with("relay_") => {
+                    let local = Request::LocalDecisions {
+                        from,
+                        limit: Some(limit),
+                    };
+                    (super::call(config, &local, TIMEOUT)?, Some(e))
+                }
+                Err(e) => return Err(super::call_error(e)),
+            };
+            if let Some(e) = &partial {
+                eprintln!(
+                    "the relay's record of decisions is not available ({}): only the calls this machine denied by itself are shown",
+                    sanitize::for_context(&e.message)
+                );
+            }
             if json {
                 println!("{}", serde_json::to_string_pretty(&questions)?);
-                return Ok(ExitCode::SUCCESS);
+            } else {
+                let items = questions.as_array().cloned().unwrap_or_default();
+                if items.is_empty() {
+                    println!("no decisions yet");
+                }
+                for q in &items {
+                    println!("{}", decided(q));
+                }
             }
-            let items = questions.as_array().cloned().unwrap_or_default();
-            if items.is_empty() {
-                println!("no decisions yet");
-            }
-            for q in &items {
-                println!("{}", decided(q));
+            if partial.is_some() {
+                return Ok(ExitCode::FAILURE);
             }
         }
     }

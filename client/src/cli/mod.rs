@@ -66,12 +66,16 @@ pub const RESTART_HINT: &str =
 /// Calls the daemon, turning "not running" into an error with a hint.
 pub fn call(config: &Config, request: &Request, timeout: Duration) -> anyhow::Result<Value> {
     let socket = crate::config::socket_path(&config.home());
-    match api::call(&socket, request, timeout) {
-        Ok(v) => Ok(v),
-        Err(CallError::NotRunning(why)) => Err(anyhow::anyhow!(
+    api::call(&socket, request, timeout).map_err(call_error)
+}
+
+/// A failed daemon call as the CLI says it: remote text made safe, with the daemon's hint.
+pub fn call_error(e: CallError) -> anyhow::Error {
+    match e {
+        CallError::NotRunning(why) => anyhow::anyhow!(
             "the repowire daemon is not running ({why})\nhint: start it with `repowire daemon start`"
-        )),
-        Err(CallError::Api(e)) => {
+        ),
+        CallError::Api(e) => {
             // The message may quote remote text (a relay's, a peer's): shown, never obeyed.
             let mut text = format!(
                 "{} ({})",
@@ -92,8 +96,8 @@ pub fn call(config: &Config, request: &Request, timeout: Duration) -> anyhow::Re
             if let Some(h) = e.hint {
                 text.push_str(&format!("\nhint: {}", crate::sanitize::for_context(&h)));
             }
-            Err(anyhow::anyhow!(text))
+            anyhow::anyhow!(text)
         }
-        Err(e) => Err(e.into()),
+        e => e.into(),
     }
 }

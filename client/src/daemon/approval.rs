@@ -121,6 +121,7 @@ impl Daemon {
     /// Denies a call without an approver's decision, and records that it did.
     async fn denied_here(&self, mut local: LocalDecision, reason: &str) -> Value {
         local.reason = reason.to_owned();
+        local.decided_at_ms = super::store::now_ms();
         if let Err(error) = self.store.record_local_decision(&local).await {
             tracing::error!(%error, session = %local.session_id, "could not record a local denial");
         }

@@ -48,17 +48,11 @@ impl Daemon {
         self.submit(frame, peer, kind, to, text).await
     }
 
-    /// Sends `out` as `peer` once, without the outbox (see [`Daemon::submit_once`]).
-    pub(super) async fn send_once(&self, peer: &str, out: Outgoing) -> Result<Value, ApiError> {
-        let (frame, kind, to, text) = frame_of(peer, out)?;
-        self.submit_once(frame, peer, kind, to, text).await
-    }
-
     /// Sends a frame once, without the outbox, for a blocking question: one that reached the
     /// relay only after its asker stopped waiting could be answered for nothing. Refused at once
     /// when the link is down or the relay refuses it (also with a retryable error); `unknown`
     /// when the relay did not answer in time (it may have it: its `accepted` still counts).
-    async fn submit_once(
+    pub(super) async fn submit_once(
         &self,
         frame: Frame,
         peer: &str,
@@ -72,6 +66,12 @@ impl Daemon {
         }
         let id = frame.id.to_string();
         self.record_sent(&frame, peer, kind, to, text).await?;
+        // Its caller waits for the answer from now on: one that arrives before this call
+        // returns (an approver quicker than this task) is for the caller, not the agent.
+        self.store
+            .set_blocking(&id, "waiting")
+            .await
+            .map_err(store_error)?;
         let refused = |why: String| {
             let id = id.clone();
             async move {
@@ -417,7 +417,7 @@ impl Daemon {
 
 /// The frame `out` is as `peer` sends it, with its kind's name, recipient and text (for the
 /// `sent` record).
-fn frame_of(
+pub(super) fn frame_of(
     peer: &str,
     out: Outgoing,
 ) -> Result<(Frame, &'static str, Option<String>, String), ApiError> {

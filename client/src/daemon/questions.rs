@@ -217,25 +217,25 @@ impl Daemon {
         out.kind = SendKind::Ask;
         let deadline =
             deadline.unwrap_or_else(|| tokio::time::Instant::now() + timeout + VERDICT_GRACE);
-        let sent = match tokio::time::timeout_at(deadline, self.send_once(peer, out)).await {
-            Ok(sent) => sent?,
+        let (frame, kind, to, text) = super::ops::frame_of(peer, out)?;
+        let message_id = frame.id.to_string();
+        // Armed before the question leaves: whenever its caller stops waiting without an
+        // outcome (also while it is being sent), an answer arriving later counts for nothing.
+        let mut guard = Abandon {
+            daemon: self.clone(),
+            message_id: message_id.clone(),
+            armed: true,
+        };
+        let sending = self.submit_once(frame, peer, kind, to, text);
+        match tokio::time::timeout_at(deadline, sending).await {
+            Ok(sent) => drop(sent?),
             Err(_) => {
                 return Ok((
                     json!({ "state": "no_verdict", "reason": "the relay did not take the question in time" }),
                     None,
                 ));
             }
-        };
-        let message_id = sent["message_id"].as_str().unwrap_or_default().to_owned();
-        self.store
-            .set_blocking(&message_id, "waiting")
-            .await
-            .map_err(store_error)?;
-        let mut guard = Abandon {
-            daemon: self.clone(),
-            message_id: message_id.clone(),
-            armed: true,
-        };
+        }
         let mut reply_expected = false;
         loop {
             let notified = self.replies.notified();
@@ -271,7 +271,21 @@ impl Daemon {
                         .ok()??;
                     from_status(cid, st)
                 };
-                if let Some(decided) = last_word.await {
+                let said = last_word.await;
+                // A reply that reached this machine meanwhile waits for this caller: it is the
+                // outcome, and is consumed with it rather than handed to the agent later.
+                if let Some(cid) = cid.as_deref()
+                    && let Some(reply) =
+                        self.store.reply_for(peer, cid).await.map_err(store_error)?
+                {
+                    guard.armed = false;
+                    self.store
+                        .set_blocking(&message_id, "decided")
+                        .await
+                        .map_err(store_error)?;
+                    return Ok(waited(cid, Outcome::Replied(reply)));
+                }
+                if let Some(decided) = said {
                     guard.armed = false;
                     self.store
                         .set_blocking(&message_id, "decided")
@@ -327,16 +341,39 @@ impl Daemon {
             return Ok(json!(questions));
         }
         // The record of decisions: the relay's, and the calls denied on this machine without
-        // one (the person at this machine sees all of those, an agent its own).
+        // one.
         let limit = limit.unwrap_or(repowire_protocol::DEFAULT_QUESTIONS_LISTED);
+        let local = self.local_of(&session, limit).await?;
+        Ok(super::history::merged(questions, local, limit))
+    }
+
+    /// The calls this machine denied without an approver's decision, as the record of
+    /// decisions lists them; no relay needed.
+    pub async fn local_decisions(
+        &self,
+        from: Option<&str>,
+        caller_pid: Option<u32>,
+        limit: Option<u32>,
+    ) -> Result<Value, ApiError> {
+        let session = self.actor(from, caller_pid).await?;
+        let limit = limit.unwrap_or(repowire_protocol::DEFAULT_QUESTIONS_LISTED);
+        let local = self.local_of(&session, limit).await?;
+        Ok(super::history::merged(Vec::new(), local, limit))
+    }
+
+    /// Local denials `session` may see: the person at this machine every session's, an agent
+    /// its own.
+    async fn local_of(
+        &self,
+        session: &super::store::SessionRow,
+        limit: u32,
+    ) -> Result<Vec<super::store::LocalDecision>, ApiError> {
         let whose =
             (session.session_id != super::CLI_SESSION).then_some(session.session_id.as_str());
-        let local = self
-            .store
+        self.store
             .local_decisions(whose, limit)
             .await
-            .map_err(store_error)?;
-        Ok(super::history::merged(questions, local, limit))
+            .map_err(store_error)
     }
 }
 

@@ -143,6 +143,10 @@ async fn handle(
             .questions(from.as_deref(), pid, closed, limit)
             .await
             .map(plain),
+        Request::LocalDecisions { from, limit } => daemon
+            .local_decisions(from.as_deref(), pid, limit)
+            .await
+            .map(plain),
         Request::Decide {
             from,
             correlation_id,

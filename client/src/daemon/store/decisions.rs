@@ -2,7 +2,7 @@
 
 use super::{Result, Store, now_ms};
 
-/// How many local decisions are kept per database: the newest.
+/// How many local decisions are kept per realm: the newest.
 pub(super) const KEPT: i64 = 1000;
 
 /// One tool call the gate denied here.
@@ -22,7 +22,8 @@ pub struct LocalDecision {
 }
 
 impl Store {
-    /// Records a local denial in the current realm, forgetting the oldest beyond [`KEPT`].
+    /// Records a local denial in the current realm, forgetting that realm's oldest beyond
+    /// [`KEPT`].
     pub async fn record_local_decision(&self, d: &LocalDecision) -> Result<()> {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
@@ -41,8 +42,10 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         sqlx::query(
-            "DELETE FROM local_decisions WHERE id <= (SELECT MAX(id) FROM local_decisions) - ?",
+            "DELETE FROM local_decisions WHERE realm = ?1 AND id NOT IN
+             (SELECT id FROM local_decisions WHERE realm = ?1 ORDER BY id DESC LIMIT ?2)",
         )
+        .bind(self.realm())
         .bind(KEPT)
         .execute(&mut *tx)
         .await?;

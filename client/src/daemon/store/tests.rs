@@ -247,11 +247,18 @@ async fn local_denials_keep_to_their_realm_and_the_newest_are_kept() {
         .record_local_decision(&denial("s3", "newest", 1_000_000))
         .await
         .expect("recorded");
-    let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM local_decisions")
+    let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM local_decisions WHERE realm = ?")
+        .bind(store.realm())
         .fetch_one(&store.pool)
         .await
         .expect("count");
     assert_eq!(left, decisions::KEPT);
+    // Another realm's keep their own count.
+    let all: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM local_decisions")
+        .fetch_one(&store.pool)
+        .await
+        .expect("count");
+    assert_eq!(all, decisions::KEPT + 2);
     let newest = store.local_decisions(None, 2).await.expect("list");
     assert_eq!(newest[0].text, "newest");
     assert_eq!(newest[1].text, format!("old {}", decisions::KEPT));
