@@ -189,8 +189,9 @@ impl Store {
         ))
     }
 
-    /// Works in `realm` from now on. Sessions take the peer identity they had in it (none if
-    /// they never registered there); the identity they had elsewhere is kept for a switch back.
+    /// Works in `realm` from now on. Sessions take the peer identity and Repowire session they
+    /// had in it (none if they never registered there); those they had elsewhere are kept for a
+    /// switch back.
     /// Rows from before realms existed ('') join this one.
     #[allow(clippy::unwrap_used)] // see `realm`
     pub async fn enter_realm(&self, realm: &str) -> Result<()> {
@@ -202,8 +203,9 @@ impl Store {
                 .await?;
         }
         sqlx::query(
-            "INSERT OR REPLACE INTO session_identities (session_id, realm, peer_id, name)
-             SELECT session_id, realm, peer_id, name FROM sessions WHERE realm <> ? AND peer_id IS NOT NULL",
+            "INSERT OR REPLACE INTO session_identities (session_id, realm, peer_id, name, repowire_session_id)
+             SELECT session_id, realm, peer_id, name, repowire_session_id FROM sessions
+             WHERE realm <> ? AND peer_id IS NOT NULL",
         )
         .bind(realm)
         .execute(&mut *tx)
@@ -212,6 +214,8 @@ impl Store {
             "UPDATE sessions SET
                peer_id = (SELECT i.peer_id FROM session_identities i WHERE i.session_id = sessions.session_id AND i.realm = ?1),
                name = (SELECT i.name FROM session_identities i WHERE i.session_id = sessions.session_id AND i.realm = ?1),
+               repowire_session_id = (SELECT i.repowire_session_id FROM session_identities i
+                                      WHERE i.session_id = sessions.session_id AND i.realm = ?1),
                realm = ?1
              WHERE realm <> ?1",
         )

@@ -78,6 +78,10 @@ async fn frames_queued_for_one_relay_never_leave_under_another() {
         .await
         .expect("identity");
     store
+        .set_repowire_session("s1", "rs-of-tenant-a")
+        .await
+        .expect("bound");
+    store
         .insert_sent(&sent("f1", "peer-on-a"))
         .await
         .expect("sent");
@@ -93,6 +97,10 @@ async fn frames_queued_for_one_relay_never_leave_under_another() {
     assert_eq!(
         on_b.peer_id, None,
         "relay a's peer id is not used on relay b"
+    );
+    assert_eq!(
+        on_b.repowire_session_id, None,
+        "nor tenant a's Repowire session"
     );
     let listed = store.outbox_by_realm().await.expect("list");
     assert_eq!(
@@ -110,6 +118,7 @@ async fn frames_queued_for_one_relay_never_leave_under_another() {
     store.enter_realm(a).await.expect("back to a");
     let back = store.session("s1").await.expect("db").expect("session");
     assert_eq!(back.peer_id.as_deref(), Some("peer-on-a"));
+    assert_eq!(back.repowire_session_id.as_deref(), Some("rs-of-tenant-a"));
     assert_eq!(store.outbox().await.expect("outbox").len(), 1);
     assert!(
         store
