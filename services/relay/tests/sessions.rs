@@ -12,6 +12,7 @@ both_backends!(
     a_session_outlives_clear_and_resume_and_a_relay_restart,
     a_detached_session_gets_its_messages_when_it_is_resumed,
     sessions_are_seen_by_circle_and_never_across_tenants,
+    two_binders_that_found_one_detached_session_do_not_both_get_it,
 );
 
 fn notify_to(from: &PeerInfo, to: &str, text: &str) -> Body {
@@ -238,4 +239,94 @@ async fn sessions_are_seen_by_circle_and_never_across_tenants(db: Db) {
         .await;
     assert_ne!(own.session_id, dev_session.session_id);
     relay.stop().await;
+}
+
+/// Two resumes that found the same detached session at once (find and bind are separate
+/// steps): the first to bind continues it, the second gets a session of its own, and the
+/// runtime id keeps leading to the continued one.
+async fn two_binders_that_found_one_detached_session_do_not_both_get_it(db: Db) {
+    use repowire_relay::store::SessionBind;
+    let relay = TestRelay::start(&db).await;
+    let (tenant, _) = relay.tenant("acme").await;
+    let store = relay.state.store.clone();
+    let bind =
+        |peer: &str, session: Option<&str>, expected: Option<&str>, runtime: &str, id: &str| {
+            SessionBind {
+                tenant_id: tenant.clone(),
+                session_id: session.map(str::to_owned),
+                expected_executor: expected.map(str::to_owned),
+                runtime_session_id: runtime.into(),
+                peer_id: peer.into(),
+                backend: "claude-code".into(),
+                circle: "dev".into(),
+                project_path: Some("/work/api".into()),
+                machine: Some("laptop".into()),
+                transcript_path: None,
+                transcript_cursor: None,
+                new_session_id: id.into(),
+                claim_runtime: true,
+                now_ms: 1_000,
+            }
+        };
+    let (first, _) = store
+        .bind_session(&bind(
+            "peer-old",
+            None,
+            None,
+            "run-1",
+            "rs-aaaaaaaaaaaaaaaa",
+        ))
+        .await
+        .expect("bound");
+    assert_eq!(first.session_id, "rs-aaaaaaaaaaaaaaaa");
+    // Both found it executed by peer-old, gone; peer-b binds first.
+    let (won, _) = store
+        .bind_session(&bind(
+            "peer-b",
+            Some(&first.session_id),
+            Some("peer-old"),
+            "run-1",
+            "rs-bbbbbbbbbbbbbbbb",
+        ))
+        .await
+        .expect("bound");
+    assert_eq!(won.session_id, first.session_id);
+    assert_eq!(won.executor_peer_id.as_deref(), Some("peer-b"));
+    let (lost, runtimes) = store
+        .bind_session(&bind(
+            "peer-c",
+            Some(&first.session_id),
+            Some("peer-old"),
+            "run-1",
+            "rs-cccccccccccccccc",
+        ))
+        .await
+        .expect("bound");
+    assert_eq!(
+        lost.session_id, "rs-cccccccccccccccc",
+        "a session of its own"
+    );
+    assert!(
+        runtimes.is_empty(),
+        "run-1 still leads to the continued session: {runtimes:?}"
+    );
+    let found = store
+        .find_session(&tenant, None, "run-1", "claude-code")
+        .await
+        .expect("find")
+        .expect("found");
+    assert_eq!(found.session_id, first.session_id);
+    assert_eq!(found.executor_peer_id.as_deref(), Some("peer-b"));
+    // The executor binding its own session again (a `/clear`) continues it.
+    let (again, _) = store
+        .bind_session(&bind(
+            "peer-b",
+            Some(&first.session_id),
+            Some("peer-b"),
+            "run-2",
+            "rs-dddddddddddddddd",
+        ))
+        .await
+        .expect("bound");
+    assert_eq!(again.session_id, first.session_id);
 }

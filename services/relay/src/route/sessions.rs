@@ -33,13 +33,15 @@ pub(super) async fn bind(s: &Session, id: MessageId, b: BindSession) -> Handled 
     let refused = found.is_some();
     let target = match found {
         Some(found) => match found.executor_peer_id.as_deref() {
-            Some(executor) if executor == record.peer_id => Some(found.session_id),
+            Some(executor) if executor == record.peer_id => {
+                Some((found.session_id, executor.to_owned()))
+            }
             Some(executor)
                 if found.machine == record.machine
                     && found.project_path == record.path
                     && !is_live(s, executor).await =>
             {
-                Some(found.session_id)
+                Some((found.session_id, executor.to_owned()))
             }
             executor => {
                 tracing::warn!(
@@ -55,9 +57,11 @@ pub(super) async fn bind(s: &Session, id: MessageId, b: BindSession) -> Handled 
         None => None,
     };
     let claim_runtime = target.is_some() || !refused;
+    let (session_id, expected_executor) = target.unzip();
     let bind = SessionBind {
         tenant_id: s.tenant_id.clone(),
-        session_id: target,
+        session_id,
+        expected_executor,
         runtime_session_id: b.runtime_session_id,
         peer_id: record.peer_id.clone(),
         backend: record.backend.clone(),

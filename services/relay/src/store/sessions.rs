@@ -37,6 +37,11 @@ pub struct SessionBind {
     /// The session to bind (found by the caller, see [`super::Store::find_session`]); `None`:
     /// a new one, `new_session_id`.
     pub session_id: Option<String>,
+    /// The executor the caller found `session_id` with, which it judged may be replaced (the
+    /// binder itself, or a peer no longer live). Bound only if that is still its executor;
+    /// otherwise (another binder came first) a new session is bound instead, and the runtime id
+    /// keeps leading to the other.
+    pub expected_executor: Option<String>,
     /// The runtime's id of the session it runs now.
     pub runtime_session_id: String,
     /// The executor peer.

@@ -9,32 +9,68 @@ macro_rules! impl_sessions {
                 const COLS: &str = "tenant_id, session_id, backend, circle, project_path, machine, executor_peer_id, \
                                     transcript_path, transcript_cursor, created_at_ms, last_seen_ms";
                 let mut tx = pool.begin().await?;
-                let session_id = b.session_id.clone().unwrap_or_else(|| b.new_session_id.clone());
-                sqlx::query(
-                    "INSERT INTO work_sessions (tenant_id, session_id, backend, circle, project_path, machine, \
-                     executor_peer_id, transcript_path, transcript_cursor, created_at_ms, last_seen_ms) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) \
-                     ON CONFLICT (tenant_id, session_id) DO UPDATE SET circle = excluded.circle, \
-                     project_path = COALESCE(excluded.project_path, work_sessions.project_path), \
-                     machine = COALESCE(excluded.machine, work_sessions.machine), \
-                     executor_peer_id = excluded.executor_peer_id, \
-                     transcript_path = COALESCE(excluded.transcript_path, work_sessions.transcript_path), \
-                     transcript_cursor = CASE WHEN excluded.transcript_path IS NULL \
-                         THEN work_sessions.transcript_cursor ELSE excluded.transcript_cursor END, \
-                     last_seen_ms = excluded.last_seen_ms",
-                )
-                .bind(&b.tenant_id)
-                .bind(&session_id)
-                .bind(&b.backend)
-                .bind(&b.circle)
-                .bind(&b.project_path)
-                .bind(&b.machine)
-                .bind(&b.peer_id)
-                .bind(&b.transcript_path)
-                .bind(b.transcript_cursor)
-                .bind(b.now_ms)
-                .execute(&mut *tx)
-                .await?;
+                // Continue the found session only if its executor is still the one the caller
+                // judged replaceable: two binders that found it at once do not both get it.
+                let mut claim_runtime = b.claim_runtime;
+                let continued = match &b.session_id {
+                    Some(found) => {
+                        let done = sqlx::query(
+                            "UPDATE work_sessions SET circle = $3, \
+                             project_path = COALESCE($4, project_path), machine = COALESCE($5, machine), \
+                             executor_peer_id = $6, transcript_path = COALESCE($7, transcript_path), \
+                             transcript_cursor = CASE WHEN CAST($7 AS TEXT) IS NULL THEN transcript_cursor ELSE $8 END, \
+                             last_seen_ms = $9 \
+                             WHERE tenant_id = $1 AND session_id = $2 AND executor_peer_id = $10",
+                        )
+                        .bind(&b.tenant_id)
+                        .bind(found)
+                        .bind(&b.circle)
+                        .bind(&b.project_path)
+                        .bind(&b.machine)
+                        .bind(&b.peer_id)
+                        .bind(&b.transcript_path)
+                        .bind(b.transcript_cursor)
+                        .bind(b.now_ms)
+                        .bind(&b.expected_executor)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                        if done == 0 {
+                            claim_runtime = false;
+                            tracing::warn!(
+                                tenant = %b.tenant_id,
+                                peer = %b.peer_id,
+                                session = %found,
+                                "the session got another executor meanwhile; binding a new one"
+                            );
+                        }
+                        (done == 1).then(|| found.clone())
+                    }
+                    None => None,
+                };
+                let session_id = match continued {
+                    Some(found) => found,
+                    None => {
+                        sqlx::query(
+                            "INSERT INTO work_sessions (tenant_id, session_id, backend, circle, project_path, machine, \
+                             executor_peer_id, transcript_path, transcript_cursor, created_at_ms, last_seen_ms) \
+                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
+                        )
+                        .bind(&b.tenant_id)
+                        .bind(&b.new_session_id)
+                        .bind(&b.backend)
+                        .bind(&b.circle)
+                        .bind(&b.project_path)
+                        .bind(&b.machine)
+                        .bind(&b.peer_id)
+                        .bind(&b.transcript_path)
+                        .bind(b.transcript_cursor)
+                        .bind(b.now_ms)
+                        .execute(&mut *tx)
+                        .await?;
+                        b.new_session_id.clone()
+                    }
+                };
                 // The current runtime id is the newest of the session's, also when binds come
                 // within one millisecond (the session's row is written, and locked, above).
                 let newest: Option<i64> = sqlx::query_scalar(
@@ -47,7 +83,7 @@ macro_rules! impl_sessions {
                 let seen_at = newest.map_or(b.now_ms, |n| b.now_ms.max(n.saturating_add(1)));
                 // The runtime id leads here from now on (also one that led elsewhere before), unless
                 // the binder was refused that other session.
-                let on_conflict = if b.claim_runtime {
+                let on_conflict = if claim_runtime {
                     "DO UPDATE SET session_id = excluded.session_id, seen_at_ms = excluded.seen_at_ms"
                 } else {
                     "DO NOTHING"
