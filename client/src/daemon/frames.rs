@@ -198,20 +198,7 @@ impl Daemon {
                 // Its caller decided without it (the question's deadline passed with no word
                 // from the relay): it counts for nothing, and its sender must know.
                 Ok(Some(b)) if b == "abandoned" => {
-                    let _ = self
-                        .store
-                        .take_queued(to, std::slice::from_ref(&message_id), "consumed")
-                        .await;
-                    let reason = "the answer arrived after the asker had stopped waiting for it \
-                                  (it decided without an answer at the question's deadline)";
-                    self.receipt(
-                        to,
-                        &message_id,
-                        ReceiptState::Failed,
-                        Some(reason.into()),
-                        trace,
-                    )
-                    .await;
+                    self.refuse_late_reply(to, &message_id, trace).await;
                     return;
                 }
                 // A blocked caller takes it; the agent is not woken for it.
@@ -232,6 +219,28 @@ impl Daemon {
             }
         }
         self.clone().maybe_wake(to).await;
+    }
+
+    /// A reply to a blocking ask whose caller stopped waiting without it: it counts for
+    /// nothing, is not handed to the agent, and its sender is told it failed.
+    pub(super) async fn refuse_late_reply(&self, to: &str, message_id: &str, trace: Option<&str>) {
+        let taken = self
+            .store
+            .take_queued(to, &[message_id.to_owned()], "consumed")
+            .await;
+        if !matches!(&taken, Ok(moved) if !moved.is_empty()) {
+            return; // handed over already, or refused by the delivery path
+        }
+        let reason = "the answer arrived after the asker had stopped waiting for it \
+                      (it decided without an answer at the question's deadline)";
+        self.receipt(
+            to,
+            message_id,
+            ReceiptState::Failed,
+            Some(reason.into()),
+            trace,
+        )
+        .await;
     }
 
     /// Sends a receipt (idempotent; no answer on success). An `injected` or `failed` receipt

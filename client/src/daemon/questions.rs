@@ -294,12 +294,18 @@ impl Daemon {
                     return Ok((decided, None));
                 }
                 // Abandoned before answering, so that a reply arriving now already finds it so
-                // (and is not handed to the agent); `guard` would do it too, but later.
+                // (and is not handed to the agent); `guard` would do it too, but later. One that
+                // arrived since the check above (while still `waiting`) is refused the same way.
                 guard.armed = false;
                 self.store
                     .set_blocking(&message_id, "abandoned")
                     .await
                     .map_err(store_error)?;
+                if let Some(cid) = cid.as_deref()
+                    && let Ok(Some(late)) = self.store.reply_for(peer, cid).await
+                {
+                    self.refuse_late_reply(peer, &late.message_id, None).await;
+                }
                 return Ok((
                     json!({
                         "state": "no_verdict",
