@@ -252,6 +252,19 @@ impl Store {
         .await?;
         let provisional = realm_of(relay_url, None, key_fingerprint);
         let known = realm_of(relay_url, Some(tenant_id), key_fingerprint);
+        self.adopt_rows(&provisional, &known).await?;
+        if self.realm() != known {
+            self.enter_realm(&known).await?;
+            // A write that read the provisional realm just before the switch and landed after
+            // the move above: moved now, or at the latest on the next connection (this runs
+            // on each).
+            self.adopt_rows(&provisional, &known).await?;
+        }
+        Ok(known)
+    }
+
+    /// Moves every row of realm `from` to realm `to` (rows `to` already has stay as they are).
+    async fn adopt_rows(&self, from: &str, to: &str) -> Result<()> {
         let mut tx = self.pool.begin().await?;
         for table in [
             "sessions",
@@ -264,16 +277,13 @@ impl Store {
             sqlx::query(&format!(
                 "UPDATE OR IGNORE {table} SET realm = ? WHERE realm = ?"
             ))
-            .bind(&known)
-            .bind(&provisional)
+            .bind(to)
+            .bind(from)
             .execute(&mut *tx)
             .await?;
         }
         tx.commit().await?;
-        if self.realm() != known {
-            self.enter_realm(&known).await?;
-        }
-        Ok(known)
+        Ok(())
     }
 
     /// Queued frames per relay identity, the current one first.

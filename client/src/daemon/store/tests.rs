@@ -170,6 +170,21 @@ async fn a_provisional_realm_becomes_the_keys_tenant() {
     assert_eq!(store.realm(), known);
     assert_eq!(store.outbox().await.expect("outbox").len(), 1);
     assert_eq!(store.known_realm(url, "fp1").await.expect("realm"), known);
+    // A frame stamped with the provisional realm after the move (a write that read the realm
+    // just before the switch) joins the tenant's at the next connection.
+    sqlx::query(
+        "INSERT INTO outbox (frame_id, peer_id, frame, created_at_ms, realm) VALUES ('f2', 'p', '{}', 2, ?)",
+    )
+    .bind(&first)
+    .execute(&store.pool)
+    .await
+    .expect("straggler");
+    assert_eq!(store.outbox().await.expect("outbox").len(), 1);
+    store
+        .learn_tenant(url, "fp1", "tnt-1")
+        .await
+        .expect("learn again");
+    assert_eq!(store.outbox().await.expect("outbox").len(), 2);
 
     let other = store
         .learn_tenant(url, "fp2", "tnt-2")
