@@ -167,6 +167,16 @@ impl Daemon {
         api::call(&self.socket(), request, Duration::from_secs(10)).expect("daemon call")
     }
 
+    /// Waits until the daemon's relay link is up (its embedded relay answers a few ms after
+    /// the daemon does): sessions registered before would join the mesh only later.
+    fn wait_linked(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.call(&Request::Status)["link"]["state"] != "connected" {
+            assert!(Instant::now() < deadline, "the daemon's relay link did not come up");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     fn rss_kib(&self) -> u64 {
         let status =
             std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("status");
@@ -221,6 +231,7 @@ fn main() {
     report("mcp start → initialize + tools/list", &mcp);
 
     let (d, _) = Daemon::start();
+    d.wait_linked();
     let a_dir = d.home.path().join("alpha");
     let b_dir = d.home.path().join("beta");
     let a = session(&d, "bench-alpha", &a_dir);
