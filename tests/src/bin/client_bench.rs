@@ -172,7 +172,10 @@ impl Daemon {
     fn wait_linked(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.call(&Request::Status)["link"]["state"] != "connected" {
-            assert!(Instant::now() < deadline, "the daemon's relay link did not come up");
+            assert!(
+                Instant::now() < deadline,
+                "the daemon's relay link did not come up"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
     }
