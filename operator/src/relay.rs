@@ -255,7 +255,8 @@ impl AdminClient {
         Self::decode(v)
     }
 
-    /// `GET /tenants/{tenant}` (id or name).
+    /// `GET /tenants/{tenant}`: a `tnt-…` text is looked up as an id, anything else as a name.
+    /// An answer for another tenant than the id asked for is refused, never acted on.
     pub async fn get_tenant(&self, tenant: &str) -> Result<RelayTenant, RelayError> {
         let (_, v) = self
             .call(
@@ -265,7 +266,14 @@ impl AdminClient {
                 None,
             )
             .await?;
-        Self::decode(v)
+        let found: RelayTenant = Self::decode(v)?;
+        if tenant.starts_with("tnt-") && found.id != tenant {
+            return Err(RelayError::Decode(format!(
+                "asked for tenant {tenant}, the relay answered with tenant {}",
+                found.id
+            )));
+        }
+        Ok(found)
     }
 
     /// `PATCH /tenants/{tenant}`.

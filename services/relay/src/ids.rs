@@ -1,5 +1,8 @@
 //! Relay-minted identifiers: tenants (`tnt-…`), keys (`key-…`), peers, correlation ids.
 
+/// The prefix of every tenant id; no tenant name may start with it (in any case).
+pub const TENANT_ID_PREFIX: &str = "tnt-";
+
 /// 16 random lowercase base-32 characters (80 bits).
 pub fn random_suffix() -> String {
     repowire_protocol::PeerId::from_random(rand::random())

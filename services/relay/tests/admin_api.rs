@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Db, TestRelay};
+use common::{ADMIN, Admin, Db, TestRelay};
 use repowire_relay::admin;
 use serde_json::{Value, json};
 
@@ -613,67 +613,6 @@ async fn a_deleted_tenant_serves_nothing_until_it_is_purged(db: Db) {
     );
     assert_eq!(admin.get("/tenants/other").await.0, 404);
     relay.stop().await;
-}
-
-const ADMIN: &str = "test-admin-token";
-
-struct Admin {
-    http: reqwest::Client,
-    base: String,
-}
-
-impl Admin {
-    fn new(relay: &TestRelay) -> Self {
-        Self {
-            http: reqwest::Client::new(),
-            base: format!("{}/admin/v1", relay.http),
-        }
-    }
-
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut req = self
-            .http
-            .request(method, format!("{}{path}", self.base))
-            .bearer_auth(ADMIN);
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let resp = req.send().await.expect("send");
-        let status = resp.status().as_u16();
-        let text = resp.text().await.expect("body");
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-    }
-
-    async fn get(&self, path: &str) -> (u16, Value) {
-        self.call(reqwest::Method::GET, path, None).await
-    }
-    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        self.call(reqwest::Method::POST, path, Some(body)).await
-    }
-    async fn patch(&self, path: &str, body: Value) -> (u16, Value) {
-        self.call(reqwest::Method::PATCH, path, Some(body)).await
-    }
-
-    /// `POST /tenants/{tenant}/keys` with an `Idempotency-Key`.
-    async fn create_key(&self, tenant: &str, idempotency: &str, body: Value) -> (u16, Value) {
-        let resp = self
-            .http
-            .post(format!("{}/tenants/{tenant}/keys", self.base))
-            .bearer_auth(ADMIN)
-            .header("idempotency-key", idempotency)
-            .json(&body)
-            .send()
-            .await
-            .expect("send");
-        let status = resp.status().as_u16();
-        (status, resp.json().await.unwrap_or(Value::Null))
-    }
-
-    async fn key_count(&self, tenant: &str) -> usize {
-        self.get(&format!("/tenants/{tenant}/keys")).await.1["items"]
-            .as_array()
-            .map_or(0, Vec::len)
-    }
 }
 
 /// The operator retries a creation whose answer it lost: one key, the same text, and a

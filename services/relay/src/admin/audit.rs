@@ -120,7 +120,7 @@ pub async fn list(store: &dyn Store, query: AuditQuery) -> Result<AuditPage, Adm
     }
     // A purged tenant's events stay: its id still selects them.
     let tenant_id = match query.tenant {
-        Some(t) => Some(match store.find_tenant(&t).await? {
+        Some(t) => Some(match store.find_tenant(super::tenant_key(&t)).await? {
             Some(found) => found.id,
             None => t,
         }),

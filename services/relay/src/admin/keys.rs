@@ -10,7 +10,7 @@ use super::{AdminError, tenant};
 use crate::apikey::{self, KeyMode, MintedKey};
 use crate::hub::Hub;
 use crate::ids::now_ms;
-use crate::store::{ApiKeyRecord, Store};
+use crate::store::{ApiKeyRecord, Store, TenantKey};
 use crate::token::Tokens;
 
 /// Longest key lifetime, in days (protocol.md §3.6).
@@ -79,7 +79,7 @@ pub async fn create_key_until(
     let expires = key_expiry(now, None, expires_at_ms)?;
     let scopes = new_key_scopes(scopes)?;
     // A deleted tenant's keys were revoked with it; it gets no new ones (409).
-    let tenant = live_tenant(store, tenant_ref).await?;
+    let tenant = live_tenant(store, super::tenant_key(tenant_ref)).await?;
     let mut minted = apikey::mint(&tenant.id, mode, label, now, expires);
     minted.record.scopes = scopes;
     store.insert_api_key(&minted.record).await?;
@@ -234,7 +234,7 @@ pub async fn create_key_once(
     let now = now_ms();
     let expires = key_expiry(now, request.expires_in_days, request.expires_at_ms)?;
     let scopes = new_key_scopes(request.scopes.as_deref())?;
-    let tenant = live_tenant(store, tenant_ref).await?;
+    let tenant = live_tenant(store, super::tenant_key(tenant_ref)).await?;
     let request_hash = format!(
         "{:x}",
         Sha256::digest(
@@ -305,7 +305,7 @@ pub async fn rotate_key(
         )));
     }
     let old = get_key(store, key_id).await?;
-    live_tenant(store, &old.tenant_id).await?;
+    live_tenant(store, TenantKey::Id(&old.tenant_id)).await?;
     let now = now_ms();
     if !old.usable_at(now) {
         return Err(AdminError::Invalid(format!(

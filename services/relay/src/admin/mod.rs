@@ -21,8 +21,8 @@ pub use tenants::{NewTenant, TenantDetail, TenantPatch, create_tenant, get_tenan
 use crate::apikey::{self, KeyMode, MintedKey};
 use crate::error::AppError;
 
-use crate::ids::{now_ms, random_suffix};
-use crate::store::{Store, StoreError, TenantRecord};
+use crate::ids::{TENANT_ID_PREFIX, now_ms, random_suffix};
+use crate::store::{Store, StoreError, TenantKey, TenantRecord};
 
 /// Why an admin operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -50,14 +50,36 @@ impl From<AdminError> for AppError {
     }
 }
 
+/// What a `{tenant}` in a path or a CLI argument means: a text with the id prefix (`tnt-`) is
+/// an id and is looked up only as an id; any other text is a name. A name can never have the
+/// id's shape ([`tenants::create_tenant`] refuses it), so no text can mean two tenants.
+pub fn tenant_key(tenant_ref: &str) -> TenantKey<'_> {
+    if tenant_ref.starts_with(TENANT_ID_PREFIX) {
+        TenantKey::Id(tenant_ref)
+    } else {
+        TenantKey::Name(tenant_ref)
+    }
+}
+
+/// The tenant a `{tenant}` reference names (see [`tenant_key`]).
 pub(crate) async fn tenant(
     store: &dyn Store,
-    id_or_name: &str,
+    tenant_ref: &str,
 ) -> Result<TenantRecord, AdminError> {
-    store
-        .find_tenant(id_or_name)
-        .await?
-        .ok_or_else(|| AdminError::NotFound(format!("no tenant `{id_or_name}`")))
+    tenant_by(store, tenant_key(tenant_ref)).await
+}
+
+/// The tenant a key names, or `NotFound`.
+pub(crate) async fn tenant_by(
+    store: &dyn Store,
+    key: TenantKey<'_>,
+) -> Result<TenantRecord, AdminError> {
+    store.find_tenant(key).await?.ok_or_else(|| {
+        AdminError::NotFound(match key {
+            TenantKey::Id(id) => format!("no tenant with id `{id}`"),
+            TenantKey::Name(name) => format!("no tenant named `{name}`"),
+        })
+    })
 }
 
 /// The `default` tenant and its first key, minted but not stored: the caller keeps the key
@@ -65,7 +87,7 @@ pub(crate) async fn tenant(
 pub fn default_tenant() -> (TenantRecord, MintedKey) {
     // The local machine's own relay: no plan limits.
     let tenant = TenantRecord {
-        id: format!("tnt-{}", random_suffix()),
+        id: format!("{TENANT_ID_PREFIX}{}", random_suffix()),
         name: "default".into(),
         plan: "unlimited".into(),
         created_at_ms: now_ms(),

@@ -4,9 +4,11 @@ use serde::{Deserialize, Serialize};
 
 use super::page::{PageQuery, next_cursor};
 use super::{AdminError, plans};
-use crate::ids::{now_ms, random_suffix};
+use crate::ids::{TENANT_ID_PREFIX, now_ms, random_suffix};
 use crate::limits::{self, LimitsPatch};
-use crate::store::{Limits, PlanRecord, Store, TenantFilter, TenantRecord, TenantStatus};
+use crate::store::{
+    Limits, PlanRecord, Store, TenantFilter, TenantKey, TenantRecord, TenantStatus,
+};
 
 /// Longest display name, bytes.
 pub const MAX_DISPLAY_NAME_BYTES: usize = 128;
@@ -19,7 +21,8 @@ pub const DEFAULT_PLAN: &str = "free";
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NewTenant {
-    /// Unique name (1–64 bytes of letters, digits, `.`, `_`, `-`).
+    /// Unique name (1–64 bytes of letters, digits, `.`, `_`, `-`; never starting with `tnt-`,
+    /// which is how tenant ids start).
     pub name: String,
     /// Its plan (default `free`).
     #[serde(default)]
@@ -72,6 +75,25 @@ async fn plan_named(store: &dyn Store, name: &str) -> Result<PlanRecord, AdminEr
     })
 }
 
+/// A tenant name: 1–64 letters, digits, `.`, `_`, `-`, and never the shape of a tenant id
+/// (`tnt-…`, in any case), so that a `{tenant}` reference can always tell an id from a name.
+pub(crate) fn check_name(name: &str) -> Result<(), AdminError> {
+    if !repowire_protocol::validate::is_valid_name(name) {
+        return Err(AdminError::Invalid(
+            "a tenant name is 1-64 characters of letters, digits, '.', '_' or '-'".into(),
+        ));
+    }
+    if name
+        .get(..TENANT_ID_PREFIX.len())
+        .is_some_and(|lead| lead.eq_ignore_ascii_case(TENANT_ID_PREFIX))
+    {
+        return Err(AdminError::Invalid(format!(
+            "a tenant name may not start with `{TENANT_ID_PREFIX}`: that is how tenant ids start"
+        )));
+    }
+    Ok(())
+}
+
 fn check_display_name(name: Option<&str>) -> Result<(), AdminError> {
     match name {
         Some(n) => plans::check_text("display name", n, MAX_DISPLAY_NAME_BYTES),
@@ -81,16 +103,12 @@ fn check_display_name(name: Option<&str>) -> Result<(), AdminError> {
 
 /// Creates a tenant. Everything is checked before anything is stored.
 pub async fn create_tenant(store: &dyn Store, new: NewTenant) -> Result<TenantRecord, AdminError> {
-    if !repowire_protocol::validate::is_valid_name(&new.name) {
-        return Err(AdminError::Invalid(
-            "a tenant name is 1-64 characters of letters, digits, '.', '_' or '-'".into(),
-        ));
-    }
+    check_name(&new.name)?;
     check_display_name(new.display_name.as_deref())?;
     limits::validate(&new.overrides).map_err(AdminError::Invalid)?;
     let plan = plan_named(store, new.plan.as_deref().unwrap_or(DEFAULT_PLAN)).await?;
     let tenant = TenantRecord {
-        id: format!("tnt-{}", random_suffix()),
+        id: format!("{TENANT_ID_PREFIX}{}", random_suffix()),
         name: new.name,
         plan: plan.name,
         created_at_ms: now_ms(),
@@ -105,7 +123,15 @@ pub async fn create_tenant(store: &dyn Store, new: NewTenant) -> Result<TenantRe
 
 /// A tenant (by id or name) with the limits in effect.
 pub async fn get_tenant(store: &dyn Store, tenant_ref: &str) -> Result<TenantDetail, AdminError> {
-    let tenant = super::tenant(store, tenant_ref).await?;
+    get_tenant_by(store, super::tenant_key(tenant_ref)).await
+}
+
+/// A tenant (by the key given) with the limits in effect.
+pub(crate) async fn get_tenant_by(
+    store: &dyn Store,
+    key: TenantKey<'_>,
+) -> Result<TenantDetail, AdminError> {
+    let tenant = super::tenant_by(store, key).await?;
     let plan = store.get_plan(&tenant.plan).await?.ok_or_else(|| {
         AdminError::Store(crate::store::StoreError::Corrupt(format!(
             "tenant {} is on plan `{}`, which does not exist",
@@ -121,12 +147,12 @@ pub async fn get_tenant(store: &dyn Store, tenant_ref: &str) -> Result<TenantDet
 /// A tenant that is not deleted (a deleted one can only be read or purged).
 pub(crate) async fn live_tenant(
     store: &dyn Store,
-    tenant_ref: &str,
+    key: TenantKey<'_>,
 ) -> Result<TenantRecord, AdminError> {
-    let tenant = super::tenant(store, tenant_ref).await?;
+    let tenant = super::tenant_by(store, key).await?;
     if tenant.deleted_at_ms.is_some() {
         return Err(AdminError::Store(crate::store::StoreError::Conflict(
-            format!("tenant `{tenant_ref}` is deleted; it can only be purged"),
+            format!("tenant `{}` is deleted; it can only be purged", tenant.id),
         )));
     }
     Ok(tenant)
@@ -139,7 +165,7 @@ pub async fn update_tenant(
     tenant_ref: &str,
     patch: TenantPatch,
 ) -> Result<TenantDetail, AdminError> {
-    let mut tenant = live_tenant(store, tenant_ref).await?;
+    let mut tenant = live_tenant(store, super::tenant_key(tenant_ref)).await?;
     if let Some(plan) = &patch.plan {
         tenant.plan = plan_named(store, plan).await?.name;
     }
@@ -154,7 +180,7 @@ pub async fn update_tenant(
     if !store.update_tenant(&tenant).await? {
         return Err(AdminError::NotFound(format!("no tenant `{tenant_ref}`")));
     }
-    get_tenant(store, &tenant.id).await
+    get_tenant_by(store, TenantKey::Id(&tenant.id)).await
 }
 
 /// Suspends (`true`) or resumes (`false`) a tenant. A suspended tenant's token exchanges and
@@ -165,7 +191,7 @@ pub async fn set_suspended(
     tenant_ref: &str,
     suspended: bool,
 ) -> Result<TenantDetail, AdminError> {
-    let tenant = live_tenant(store, tenant_ref).await?;
+    let tenant = live_tenant(store, super::tenant_key(tenant_ref)).await?;
     let at = match (suspended, tenant.suspended_at_ms) {
         (true, Some(since)) => Some(since),
         (true, None) => Some(now_ms()),
@@ -174,7 +200,7 @@ pub async fn set_suspended(
     if !store.set_tenant_suspended(&tenant.id, at).await? {
         return Err(AdminError::NotFound(format!("no tenant `{tenant_ref}`")));
     }
-    get_tenant(store, &tenant.id).await
+    get_tenant_by(store, TenantKey::Id(&tenant.id)).await
 }
 
 /// `GET /tenants` filters.
@@ -228,9 +254,9 @@ pub async fn delete_tenant(
     store: &dyn Store,
     tenant_ref: &str,
 ) -> Result<TenantDetail, AdminError> {
-    let tenant = live_tenant(store, tenant_ref).await?;
+    let tenant = live_tenant(store, super::tenant_key(tenant_ref)).await?;
     store.delete_tenant(&tenant.id, now_ms()).await?;
-    get_tenant(store, &tenant.id).await
+    get_tenant_by(store, TenantKey::Id(&tenant.id)).await
 }
 
 /// Removes every row of a deleted tenant (peers, messages, inboxes, shared state, keys, the

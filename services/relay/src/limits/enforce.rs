@@ -29,7 +29,7 @@ use crate::bus::Bus;
 use crate::gcra::Rate;
 use crate::ids::now_ms;
 use crate::metrics::{LimitLabel, Metrics};
-use crate::store::{Limits, Store, StoreError};
+use crate::store::{Limits, Store, StoreError, TenantKey};
 use crate::usage::calendar;
 
 /// How long tokens taken from the cluster bucket may be spent by this pod.
@@ -199,7 +199,7 @@ impl Enforcer {
     async fn read(&self, tenant_id: &str) -> Result<Snapshot, StoreError> {
         let read_at = Instant::now();
         let month = calendar::month_start(now_ms());
-        let Some(tenant) = self.store.find_tenant(tenant_id).await? else {
+        let Some(tenant) = self.store.find_tenant(TenantKey::Id(tenant_id)).await? else {
             // Deleted and purged while connected: its keys are revoked, nothing to limit.
             return Ok(Snapshot {
                 plan: String::new(),

@@ -28,6 +28,15 @@ pub use records::*;
 pub use sessions::*;
 pub(crate) use sql::INBOX_FULL_REASON;
 
+/// How a tenant is looked up: each lookup says which column it means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TenantKey<'a> {
+    /// By id (`tnt-…`).
+    Id(&'a str),
+    /// By name.
+    Name(&'a str),
+}
+
 /// Storage failures. Expected outcomes (duplicates, full inboxes, unknown asks) are not errors:
 /// they are variants of the operation's outcome.
 #[derive(Debug, thiserror::Error)]
@@ -119,8 +128,9 @@ pub trait Store: Send + Sync + 'static {
     -> Result<()>;
     /// All tenants, oldest first.
     async fn list_tenants(&self) -> Result<Vec<TenantRecord>>;
-    /// One tenant by id or by name.
-    async fn find_tenant(&self, id_or_name: &str) -> Result<Option<TenantRecord>>;
+    /// One tenant, by id or by name as the key says (never either: a name could be another
+    /// tenant's id).
+    async fn find_tenant(&self, key: TenantKey<'_>) -> Result<Option<TenantRecord>>;
 
     /// Replaces a tenant's plan, display name and overrides; false if there is no such tenant.
     async fn update_tenant(&self, tenant: &TenantRecord) -> Result<bool>;

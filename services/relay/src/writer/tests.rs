@@ -160,7 +160,10 @@ impl Store for PoisonStore {
     async fn update_plan(&self, _: &crate::store::PlanRecord) -> crate::store::Result<bool> {
         unused()
     }
-    async fn find_tenant(&self, _: &str) -> crate::store::Result<Option<TenantRecord>> {
+    async fn find_tenant(
+        &self,
+        _: crate::store::TenantKey<'_>,
+    ) -> crate::store::Result<Option<TenantRecord>> {
         unused()
     }
     async fn insert_api_key(&self, _: &ApiKeyRecord) -> crate::store::Result<()> {

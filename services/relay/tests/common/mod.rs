@@ -19,6 +19,8 @@ use repowire_relay::{AppState, RelayConfig, admin};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+mod admin_http;
+pub use admin_http::{ADMIN, Admin};
 pub use repowire_e2e::WAIT;
 pub use repowire_e2e::client::{self, TestClient};
 

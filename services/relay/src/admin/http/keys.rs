@@ -24,7 +24,7 @@ use crate::store::ApiKeyRecord;
 
 #[cfg_attr(feature = "openapi", utoipa::path(
     operation_id = "create_key", post, path = "/admin/v1/tenants/{tenant}/keys", tag = "keys", request_body = KeyRequestBody,
-    params(("tenant" = String, Path, description = "Tenant id or name"),
+    params(("tenant" = String, Path, description = "Tenant id (`tnt-…`: looked up as an id) or name"),
            ("Idempotency-Key" = Option<String>, Header, description = "1-255 printable ASCII characters: a retry with the same value makes no second key")),
     responses((status = 201, description = "The key; its text is shown only here", body = KeyCreated),
               (status = 200, description = "A retry of an earlier request with the same Idempotency-Key: that request's key (its text again within 10 minutes)", body = KeyCreated),
@@ -178,7 +178,7 @@ pub(super) async fn rotate_key_http(
 
 #[cfg_attr(feature = "openapi", utoipa::path(
     operation_id = "list_keys", get, path = "/admin/v1/tenants/{tenant}/keys", tag = "keys",
-    params(("tenant" = String, Path, description = "Tenant id or name"), PageQuery),
+    params(("tenant" = String, Path, description = "Tenant id (`tnt-…`: looked up as an id) or name"), PageQuery),
     responses((status = 200, description = "A page of the tenant's keys (never their text)", body = KeyPage),
               (status = 400, description = "Bad limit or cursor", body = ErrorBody),
               (status = 404, description = "No such tenant", body = ErrorBody))

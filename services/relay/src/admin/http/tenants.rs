@@ -65,7 +65,7 @@ pub(super) async fn list_tenants_http(
 
 #[cfg_attr(feature = "openapi", utoipa::path(
     operation_id = "delete_tenant", delete, path = "/admin/v1/tenants/{tenant}", tag = "tenants",
-    params(("tenant" = String, Path, description = "Tenant id or name")),
+    params(("tenant" = String, Path, description = "Tenant id (`tnt-…`: looked up as an id) or name")),
     responses((status = 200, description = "Deleted: keys revoked, connections closing, data kept until the purge", body = TenantDetail),
               (status = 404, description = "No such tenant", body = ErrorBody),
               (status = 409, description = "Deleted already", body = ErrorBody))
@@ -95,7 +95,7 @@ pub(super) async fn delete_tenant_http(
 
 #[cfg_attr(feature = "openapi", utoipa::path(
     operation_id = "purge_tenant", post, path = "/admin/v1/tenants/{tenant}/purge", tag = "tenants",
-    params(("tenant" = String, Path, description = "Tenant id or name")),
+    params(("tenant" = String, Path, description = "Tenant id (`tnt-…`: looked up as an id) or name")),
     responses((status = 204, description = "Every row of the deleted tenant is gone"),
               (status = 400, description = "The tenant is not deleted", body = ErrorBody),
               (status = 404, description = "No such tenant", body = ErrorBody))
@@ -124,7 +124,7 @@ pub(super) async fn purge_tenant_http(
 
 #[cfg_attr(feature = "openapi", utoipa::path(
     operation_id = "get_tenant", get, path = "/admin/v1/tenants/{tenant}", tag = "tenants",
-    params(("tenant" = String, Path, description = "Tenant id or name")),
+    params(("tenant" = String, Path, description = "Tenant id (`tnt-…`: looked up as an id) or name")),
     responses((status = 200, description = "The tenant with the limits in effect", body = TenantDetail),
               (status = 404, description = "No such tenant", body = ErrorBody))
 ))]
@@ -137,7 +137,7 @@ pub(super) async fn get_tenant_http(
 
 #[cfg_attr(feature = "openapi", utoipa::path(
     operation_id = "update_tenant", patch, path = "/admin/v1/tenants/{tenant}", tag = "tenants", request_body = TenantPatch,
-    params(("tenant" = String, Path, description = "Tenant id or name")),
+    params(("tenant" = String, Path, description = "Tenant id (`tnt-…`: looked up as an id) or name")),
     responses((status = 200, description = "The tenant as changed", body = TenantDetail),
               (status = 400, description = "Unknown plan, bad text or override; nothing changed", body = ErrorBody),
               (status = 404, description = "No such tenant", body = ErrorBody),
@@ -171,7 +171,7 @@ pub(super) async fn update_tenant_http(
 
 #[cfg_attr(feature = "openapi", utoipa::path(
     operation_id = "suspend_tenant", post, path = "/admin/v1/tenants/{tenant}/suspend", tag = "tenants",
-    params(("tenant" = String, Path, description = "Tenant id or name")),
+    params(("tenant" = String, Path, description = "Tenant id (`tnt-…`: looked up as an id) or name")),
     responses((status = 200, description = "Suspended (again); its connections close with 4010 on every relay process", body = TenantDetail),
               (status = 404, description = "No such tenant", body = ErrorBody),
               (status = 409, description = "The tenant is deleted", body = ErrorBody))
@@ -189,7 +189,7 @@ pub(super) async fn suspend_tenant_http(
 
 #[cfg_attr(feature = "openapi", utoipa::path(
     operation_id = "resume_tenant", post, path = "/admin/v1/tenants/{tenant}/resume", tag = "tenants",
-    params(("tenant" = String, Path, description = "Tenant id or name")),
+    params(("tenant" = String, Path, description = "Tenant id (`tnt-…`: looked up as an id) or name")),
     responses((status = 200, description = "Active (again)", body = TenantDetail),
               (status = 404, description = "No such tenant", body = ErrorBody),
               (status = 409, description = "The tenant is deleted", body = ErrorBody))

@@ -110,7 +110,10 @@ async fn answer(
             let mut names = BTreeMap::new();
             for p in &periods {
                 if !names.contains_key(&p.tenant_id)
-                    && let Some(t) = state.store.find_tenant(&p.tenant_id).await?
+                    && let Some(t) = state
+                        .store
+                        .find_tenant(crate::store::TenantKey::Id(&p.tenant_id))
+                        .await?
                 {
                     names.insert(t.id, t.name);
                 }
@@ -123,7 +126,7 @@ async fn answer(
 
 #[cfg_attr(feature = "openapi", utoipa::path(
     operation_id = "tenant_usage", get, path = "/admin/v1/tenants/{tenant}/usage", tag = "usage",
-    params(("tenant" = String, Path, description = "Tenant id or name"), TenantUsageQuery),
+    params(("tenant" = String, Path, description = "Tenant id (`tnt-…`: looked up as an id) or name"), TenantUsageQuery),
     responses((status = 200, description = "Usage by period (JSON, or CSV with format=csv)",
                content((UsageReport = "application/json"), (String = "text/csv"))),
               (status = 400, description = "Bad range, granularity or format", body = ErrorBody),

@@ -227,10 +227,14 @@ macro_rules! impl_store {
                 Ok(sqlx::query_as(&sql).fetch_all(&self.pool).await?)
             }
 
-            async fn find_tenant(&self, id_or_name: &str) -> Result<Option<TenantRecord>> {
-                let sql = format!("SELECT {TENANT_COLS} FROM tenants WHERE id = $1 OR name = $1");
+            async fn find_tenant(&self, key: TenantKey<'_>) -> Result<Option<TenantRecord>> {
+                let (column, value) = match key {
+                    TenantKey::Id(id) => ("id", id),
+                    TenantKey::Name(name) => ("name", name),
+                };
+                let sql = format!("SELECT {TENANT_COLS} FROM tenants WHERE {column} = $1");
                 Ok(sqlx::query_as(&sql)
-                    .bind(id_or_name)
+                    .bind(value)
                     .fetch_optional(&self.pool)
                     .await?)
             }
