@@ -75,10 +75,50 @@ pub async fn open_with_authorization(ws_url: &str, authorization: Option<&str>) 
     }
 }
 
+/// Opens the WebSocket over a socket whose receive buffer is `recv_buffer` bytes (as small as
+/// the kernel allows), so a client that stops reading stalls the relay's writes soon.
+pub async fn open_small_window(ws_url: &str, token: &str, recv_buffer: u32) -> Ws {
+    let mut request = ws_url.into_client_request().expect("request");
+    request.headers_mut().insert(
+        "authorization",
+        format!("Bearer {token}").parse().expect("header"),
+    );
+    let host = request.uri().authority().expect("authority").to_string();
+    let addr = tokio::net::lookup_host(host)
+        .await
+        .expect("resolve")
+        .next()
+        .expect("an address");
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(recv_buffer).expect("SO_RCVBUF");
+    let stream = socket.connect(addr).await.expect("connect");
+    let (ws, _) = tokio_tungstenite::client_async(request, MaybeTlsStream::Plain(stream))
+        .await
+        .expect("upgrade");
+    ws
+}
+
 impl TestClient {
     pub async fn connect(http: &str, ws_url: &str, api_key: &str) -> Self {
         let token = token(http, api_key).await.expect("token");
         let ws = open(ws_url, Some(&token.token)).await.expect("upgrade");
+        Self::hello(ws, token).await
+    }
+
+    /// Like [`TestClient::connect`], over a socket with a receive buffer of `recv_buffer`
+    /// bytes (see [`open_small_window`]).
+    pub async fn connect_small_window(
+        http: &str,
+        ws_url: &str,
+        api_key: &str,
+        recv_buffer: u32,
+    ) -> Self {
+        let token = token(http, api_key).await.expect("token");
+        let ws = open_small_window(ws_url, &token.token, recv_buffer).await;
+        Self::hello(ws, token).await
+    }
+
+    async fn hello(ws: Ws, token: TokenResponse) -> Self {
         let mut c = Self {
             ws,
             buffered: VecDeque::new(),

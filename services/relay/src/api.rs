@@ -39,6 +39,11 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::selfserve::router())
         .nest("/admin/v1", admin::router(state.clone()))
         .layer(middleware::from_fn_with_state(state.clone(), count_errors))
+        // A body that does not arrive in time ends the request (and its connection): a slow
+        // body holds no slot for long (issue 30). Headers are bounded in `serve`.
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+            std::time::Duration::from_secs(state.config.body_timeout_secs.max(1)),
+        ))
         .with_state(state)
 }
 
@@ -68,6 +73,10 @@ async fn readyz(State(state): State<AppState>) -> Response {
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
+    state
+        .metrics
+        .outbound_queued_bytes
+        .set(i64::try_from(state.outbound_budget.used()).unwrap_or(i64::MAX));
     (
         [(
             header::CONTENT_TYPE,

@@ -248,6 +248,30 @@ pub struct RelayConfig {
     /// Outbound frames queued per connection before it is closed as a slow consumer.
     #[arg(long, env = "REPOWIRE_OUTBOUND_QUEUE", default_value_t = 1024)]
     pub outbound_queue: usize,
+    /// Outbound bytes queued per connection before it is closed as a slow consumer (a frame
+    /// may be ~1 MiB, so frames alone do not bound memory); 0: no byte cap.
+    #[arg(long, env = "REPOWIRE_OUTBOUND_QUEUE_BYTES", default_value_t = 4 << 20)]
+    pub outbound_queue_bytes: usize,
+    /// Outbound bytes queued across every connection of this process; a push past it closes
+    /// the connection it was for as a slow consumer. 0: unbounded.
+    #[arg(long, env = "REPOWIRE_OUTBOUND_BUDGET_BYTES", default_value_t = 256 << 20)]
+    pub outbound_budget_bytes: usize,
+    /// A write to a connection's socket that does not finish within this many seconds (the
+    /// peer stopped reading) closes the connection as a slow consumer.
+    #[arg(long, env = "REPOWIRE_WRITE_TIMEOUT_SECS", default_value_t = 10)]
+    pub write_timeout_secs: u64,
+    /// Time a client has to send a request's headers, and the longest an HTTP connection may
+    /// sit idle before its first or next request (slow-loris and silent sockets), seconds.
+    #[arg(long, env = "REPOWIRE_HEADER_TIMEOUT_SECS", default_value_t = 10)]
+    pub header_timeout_secs: u64,
+    /// Time a client has to send a request's body once its headers are in, seconds.
+    #[arg(long, env = "REPOWIRE_BODY_TIMEOUT_SECS", default_value_t = 10)]
+    pub body_timeout_secs: u64,
+    /// Connections that have not become an authenticated WebSocket yet (plain HTTP, upgrades
+    /// in progress); past it a new connection is closed at once. Keep it and
+    /// `--max-connections` together below the process's file-descriptor limit.
+    #[arg(long, env = "REPOWIRE_MAX_PENDING_CONNECTIONS", default_value_t = 1024)]
+    pub max_pending_connections: usize,
     /// Message-creating frames (ask, notify, broadcast, ack, answer) one connection may send
     /// per second, sustained; 0 disables the limit. Over it: `rate_limited` with a retry time.
     #[arg(long, env = "REPOWIRE_SEND_RATE", default_value_t = 2000)]

@@ -3,6 +3,7 @@
 //! consumer, 4001 key revoked, 4009 idle). On exit its peers go offline.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
@@ -11,10 +12,11 @@ use governor::clock::{Clock, DefaultClock};
 use repowire_protocol::{
     Body, CloseCode, ErrorCode, ErrorFrame, Frame, Limits, Welcome, decode, limits,
 };
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::OwnedSemaphorePermit;
+use tokio_util::sync::CancellationToken;
 
 use crate::dispatch::frame_text;
-use crate::hub::{ConnHandle, ConnId, Kick, Outbound};
+use crate::hub::{ConnHandle, ConnId, Kick, OutReceiver, Outbound};
 use crate::limits::slots::ConnectionSlot;
 use crate::metrics::TypeLabel;
 use crate::route::{self, Session};
@@ -145,13 +147,18 @@ pub async fn serve(
     let (mut sink, mut stream) = socket.split();
     // Only the hello's id outlives this step: whatever is alive across an await below is part
     // of every idle connection's task.
+    // Before the halves start, every write has the same deadline as after.
+    let write_timeout = Duration::from_secs(state.config.write_timeout_secs.max(1));
     let hello_id = match hello(&state, &mut stream).await {
         Ok(frame) => frame.id,
         Err(refused) => {
-            if let Some(error) = refused.error {
-                let _ = sink.send(Message::Text(error)).await;
-            }
-            close(&mut sink, refused.close, refused.reason).await;
+            let _ = tokio::time::timeout(write_timeout, async {
+                if let Some(error) = refused.error {
+                    let _ = sink.send(Message::Text(error)).await;
+                }
+                close(&mut sink, refused.close, refused.reason).await;
+            })
+            .await;
             return;
         }
     };
@@ -162,11 +169,16 @@ pub async fn serve(
         server: concat!("repowire-relay/", env!("CARGO_PKG_VERSION")).to_owned(),
         limits: announced_limits(&state.config),
     })));
-    if sink.send(Message::Text(welcome.into())).await.is_err() {
-        return;
+    match tokio::time::timeout(write_timeout, sink.send(Message::Text(welcome.into()))).await {
+        Ok(Ok(())) => {}
+        _ => return,
     }
 
-    let (tx, mut rx) = mpsc::channel::<Outbound>(state.config.outbound_queue.max(1));
+    let (tx, rx) = crate::hub::queue(
+        state.config.outbound_queue,
+        state.config.outbound_queue_bytes,
+        state.outbound_budget.clone(),
+    );
     let kick = Arc::new(Kick::default());
     state.hub.add_conn(
         &auth.tenant_id,
@@ -188,78 +200,18 @@ pub async fn serve(
     let approves = auth.scopes.split(' ').any(|s| s == crate::apikey::APPROVE);
     let session = Session::new(state.clone(), auth.tenant_id.clone(), conn, approves);
 
-    let idle = Duration::from_secs(state.config.idle_timeout_secs);
-    let mut ping =
-        tokio::time::interval(Duration::from_secs(state.config.ping_interval_secs.max(1)));
-    ping.tick().await;
-    let mut last_heard = Instant::now();
-    // The frame being handled. Frames take effect one at a time, in order, so none is read
-    // while one is pending (a client that outruns its write permits is held back by TCP); but
-    // the outbound queue keeps draining meanwhile. A handler can wait long for a permit when
-    // storage is busy, and a connection that stopped writing for that long would be kicked as
-    // a slow consumer by the deliveries queued behind it: the relay's slowness, not the client's.
-    let (session, limiter) = (&session, limiter.as_ref());
-    let mut handling: Option<Pending<'_>> = None;
-    loop {
-        tokio::select! {
-            biased;
-            () = state.shutdown.cancelled() => {
-                close(&mut sink, CloseCode::GOING_AWAY, "relay shutting down; reconnect and resume").await;
-                break;
-            }
-            (code, reason) = kick.kicked() => {
-                if code == CloseCode::SLOW_CONSUMER {
-                    state.metrics.slow_consumers.inc();
-                    tracing::info!(tenant = %auth.tenant_id, conn, "closed as a slow consumer: its outbound queue was full");
-                }
-                close(&mut sink, code, &reason).await;
-                break;
-            }
-            Some(out) = rx.recv() => {
-                // Boxed: an idle connection's task keeps no room for a write in progress.
-                if Box::pin(write_queued(&mut sink, &mut rx, out)).await.is_err() {
-                    break;
-                }
-            }
-            () = async { handling.as_mut().expect("guarded by the condition").await }, if handling.is_some() => {
-                handling = None;
-            }
-            incoming = stream.next(), if handling.is_none() => {
-                last_heard = Instant::now();
-                match incoming {
-                    Some(Ok(Message::Text(text))) => {
-                        handling = Some(Box::pin(async move {
-                            on_text(session, limiter, text.as_str()).await;
-                        }));
-                    }
-                    Some(Ok(Message::Binary(_))) => session.refuse(None, route::Refusal::new(
-                        ErrorCode::MalformedFrame, "binary frames are not part of the protocol; send JSON text frames")),
-                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
-                    Some(Ok(Message::Close(_))) | None => break,
-                    Some(Err(error)) => {
-                        tracing::debug!(%error, conn, "connection read failed");
-                        close(&mut sink, CloseCode::TOO_BIG, "unreadable or oversized message").await;
-                        break;
-                    }
-                }
-            }
-            _ = ping.tick() => {
-                // While a frame is being handled the relay is the one not reading.
-                if handling.is_none() && last_heard.elapsed() > idle {
-                    close(&mut sink, CloseCode::IDLE_TIMEOUT, "no traffic within the idle timeout").await;
-                    break;
-                }
-                if sink.send(Message::Ping(Default::default())).await.is_err() {
-                    break;
-                }
-            }
-        }
-    }
-    // A frame still being handled when the loop ends (shutdown, a kick, a failed write) finishes
-    // as if the loop had awaited it in place: its write may be committed already.
-    if let Some(pending) = handling {
-        pending.await;
-    }
+    // Reading and writing are two halves of one task. The write half owns every close: a
+    // peer that stopped reading blocks only its own socket write, which races the control
+    // events (shutdown, a kick) and a deadline, so revocation, slow-consumer and shutdown
+    // closes never wait for the peer to read again.
+    let link = Link {
+        kick: &kick,
+        heard: Heard::new(),
+        ended: CancellationToken::new(),
+    };
+    let reading = read_half(&session, limiter.as_ref(), &mut stream, &link);
+    let writing = write_half(&state, &auth.tenant_id, conn, &mut sink, rx, &link);
+    tokio::join!(reading, writing);
 
     let gone = state.hub.remove_conn(&auth.tenant_id, conn);
     state.metrics.connections.dec();
@@ -270,15 +222,186 @@ pub async fn serve(
     tracing::debug!(tenant = %auth.tenant_id, conn, "connection closed");
 }
 
-/// A client frame being handled (see the loop in [`serve`]).
-type Pending<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
+/// What the two halves of a connection share.
+struct Link<'a> {
+    /// Closes from outside (revocation, slow consumer) and from the read half.
+    kick: &'a Kick,
+    /// When the peer was last heard from, for the idle timeout.
+    heard: Heard,
+    /// Cancelled when either half ends, so the other ends too.
+    ended: CancellationToken,
+}
+
+/// When the peer was last heard from, and whether a frame of it is being handled (then the
+/// relay is the one not reading, and the idle timeout does not run).
+struct Heard {
+    start: Instant,
+    last_ms: AtomicU64,
+    handling: AtomicBool,
+}
+
+impl Heard {
+    fn new() -> Self {
+        Self {
+            start: Instant::now(),
+            last_ms: AtomicU64::new(0),
+            handling: AtomicBool::new(false),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn touch(&self) {
+        self.last_ms.store(self.now_ms(), Ordering::Relaxed);
+    }
+
+    fn idle_longer_than(&self, idle: Duration) -> bool {
+        !self.handling.load(Ordering::Relaxed)
+            && self
+                .now_ms()
+                .saturating_sub(self.last_ms.load(Ordering::Relaxed))
+                > u64::try_from(idle.as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+/// Reads and handles the client's frames, one at a time and in order: none is read while one
+/// is being handled (a client that outruns its write permits is held back by TCP), while the
+/// write half keeps draining the outbound queue. A frame being handled when the connection
+/// ends is finished, as its write may be committed already.
+async fn read_half(
+    session: &Session,
+    limiter: Option<&Limiter>,
+    stream: &mut futures::stream::SplitStream<WebSocket>,
+    link: &Link<'_>,
+) {
+    loop {
+        let incoming = tokio::select! {
+            biased;
+            () = link.ended.cancelled() => break,
+            incoming = stream.next() => incoming,
+        };
+        link.heard.touch();
+        match incoming {
+            Some(Ok(Message::Text(text))) => {
+                link.heard.handling.store(true, Ordering::Relaxed);
+                // Boxed: an idle connection's task keeps no room for a frame being handled.
+                Box::pin(on_text(session, limiter, text.as_str())).await;
+                link.heard.touch();
+                link.heard.handling.store(false, Ordering::Relaxed);
+            }
+            Some(Ok(Message::Binary(_))) => session.refuse(
+                None,
+                route::Refusal::new(
+                    ErrorCode::MalformedFrame,
+                    "binary frames are not part of the protocol; send JSON text frames",
+                ),
+            ),
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+            Some(Ok(Message::Close(_))) | None => break,
+            Some(Err(error)) => {
+                tracing::debug!(%error, conn = session.conn, "connection read failed");
+                link.kick
+                    .kick(CloseCode::TOO_BIG, "unreadable or oversized message");
+                break;
+            }
+        }
+    }
+    link.ended.cancel();
+}
+
+/// Writes the outbound queue and pings, and closes the connection when told to (shutdown, a
+/// kick, the idle timeout) or when a write does not finish within the write timeout.
+async fn write_half(
+    state: &AppState,
+    tenant_id: &str,
+    conn: ConnId,
+    sink: &mut Sink,
+    mut rx: OutReceiver,
+    link: &Link<'_>,
+) {
+    let write_timeout = Duration::from_secs(state.config.write_timeout_secs.max(1));
+    let idle = Duration::from_secs(state.config.idle_timeout_secs);
+    let mut ping =
+        tokio::time::interval(Duration::from_secs(state.config.ping_interval_secs.max(1)));
+    ping.tick().await;
+    let shutting_down = || {
+        (
+            CloseCode::GOING_AWAY,
+            "relay shutting down; reconnect and resume".to_owned(),
+        )
+    };
+    let stalled = || {
+        (
+            CloseCode::SLOW_CONSUMER,
+            "writes to this connection stalled; read frames faster, reconnect and resume"
+                .to_owned(),
+        )
+    };
+    let closing: Option<(u16, String)> = loop {
+        tokio::select! {
+            biased;
+            () = state.shutdown.cancelled() => break Some(shutting_down()),
+            kicked = link.kick.kicked() => break Some(kicked),
+            () = link.ended.cancelled() => break None,
+            out = rx.recv() => {
+                let Some(out) = out else { break None };
+                // The write races the control events and a deadline: a peer that stopped
+                // reading holds back nothing but its own frames.
+                let outcome = tokio::select! {
+                    biased;
+                    () = state.shutdown.cancelled() => Err(Some(shutting_down())),
+                    kicked = link.kick.kicked() => Err(Some(kicked)),
+                    // Boxed: an idle connection's task keeps no room for a write in progress.
+                    written = tokio::time::timeout(write_timeout, Box::pin(write_queued(&mut *sink, &mut rx, out))) => match written {
+                        Ok(Ok(())) => Ok(()),
+                        Ok(Err(_)) => Err(None),
+                        Err(_) => Err(Some(stalled())),
+                    },
+                };
+                if let Err(closing) = outcome {
+                    break closing;
+                }
+            }
+            _ = ping.tick() => {
+                if link.heard.idle_longer_than(idle) {
+                    break Some((CloseCode::IDLE_TIMEOUT, "no traffic within the idle timeout".to_owned()));
+                }
+                match tokio::time::timeout(write_timeout, sink.send(Message::Ping(Default::default()))).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => break None,
+                    Err(_) => break Some(stalled()),
+                }
+            }
+        }
+    };
+    link.ended.cancel();
+    let Some((code, reason)) = closing else {
+        return;
+    };
+    if code == CloseCode::SLOW_CONSUMER {
+        state.metrics.slow_consumers.inc();
+        tracing::info!(tenant = %tenant_id, conn, %reason, "closed as a slow consumer");
+    }
+    // A peer that does not read cannot take a close frame either: the socket is dropped once
+    // the deadline passes, and the peer sees the connection end without one.
+    let _ = tokio::time::timeout(
+        write_timeout.min(CLOSE_DEADLINE),
+        close(sink, code, &reason),
+    )
+    .await;
+}
+
+/// The longest a close frame may take to leave before the socket is dropped without it.
+const CLOSE_DEADLINE: Duration = Duration::from_secs(1);
 
 /// Writes `first` and whatever else is already queued for this connection (up to
 /// [`WRITE_BATCH_BYTES`]) with one flush: under load a connection's frames leave in one system
 /// call instead of one each.
 async fn write_queued<S>(
     sink: &mut S,
-    rx: &mut mpsc::Receiver<Outbound>,
+    rx: &mut OutReceiver,
     first: Outbound,
 ) -> Result<(), S::Error>
 where
@@ -287,7 +410,7 @@ where
     let mut bytes = first.len();
     sink.feed(Message::Text(String::from(first).into())).await?;
     while bytes < WRITE_BATCH_BYTES {
-        let Ok(next) = rx.try_recv() else { break };
+        let Some(next) = rx.try_recv() else { break };
         bytes += next.len();
         sink.feed(Message::Text(String::from(next).into())).await?;
     }

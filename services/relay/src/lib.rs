@@ -15,7 +15,9 @@
 //! - [`datadir`]: the embedded relay's private data directory, its lock and secret files.
 //! - [`apikey`], [`token`]: API keys and the JWTs they are exchanged for.
 //! - [`keycheck`]: closes live connections whose key was revoked or expired, by any path.
-//! - [`metrics`], [`sweeper`] (message expiry), [`tls`] (optional rustls listener).
+//! - [`metrics`], [`sweeper`] (message expiry), [`tls`] (optional rustls listener); `serve`
+//!   serves HTTP with the bounds that hold before authentication (header and body deadlines,
+//!   a cap on pending connections).
 //!
 //! docs/architecture.md draws the layers and a message's path through them.
 //!
@@ -52,6 +54,7 @@ pub mod limits;
 pub mod metrics;
 pub mod route;
 pub mod selfserve;
+mod serve;
 pub mod state;
 pub mod store;
 pub mod sweeper;
@@ -95,7 +98,13 @@ pub async fn run_tls(
     state: AppState,
     writer_task: JoinHandle<()>,
 ) -> std::io::Result<()> {
-    serve_on(tls::TlsListener::new(listener, tls)?, state, writer_task).await
+    let pending = state.pending_slots.clone();
+    serve_on(
+        tls::TlsListener::new(listener, tls, pending)?,
+        state,
+        writer_task,
+    )
+    .await
 }
 
 async fn serve_on<L>(
@@ -112,14 +121,7 @@ where
     let catch_ups = tokio::spawn(route::run_catch_ups(state.clone()));
     let keycheck = tokio::spawn(keycheck::run(state.clone()));
     let flusher = tokio::spawn(flusher::run(state.clone()));
-    let shutdown = state.shutdown.clone();
-    let draining = state.clone();
-    axum::serve(listener, api::router(state.clone()))
-        .with_graceful_shutdown(async move {
-            shutdown.cancelled().await;
-            draining.start_draining();
-        })
-        .await?;
+    serve::serve(listener, api::router(state.clone()), &state).await;
     let drain = state.config.drain_timeout();
     state.tracker.close();
     if tokio::time::timeout(drain, state.tracker.wait())

@@ -67,6 +67,10 @@ pub struct Metrics {
     pub delivery_states: Family<StateLabel, Counter>,
     /// Connections closed for not keeping up.
     pub slow_consumers: Counter,
+    /// Connections closed at once because too many were not yet authenticated.
+    pub pending_refused: Counter,
+    /// Bytes queued to this process's connections (set when the metrics are read).
+    pub outbound_queued_bytes: Gauge,
     /// Write batches applied again after a concurrent transaction aborted them.
     pub write_conflicts: Counter,
     /// Catch-ups started because a live delivery skipped ahead of an entry not yet pushed.
@@ -106,6 +110,8 @@ impl Metrics {
             messages_accepted: Family::default(),
             delivery_states: Family::default(),
             slow_consumers: Counter::default(),
+            pending_refused: Counter::default(),
+            outbound_queued_bytes: Gauge::default(),
             write_conflicts: Counter::default(),
             order_catch_ups: Counter::default(),
             limit_refusals: Family::default(),
@@ -147,6 +153,16 @@ impl Metrics {
             "slow_consumers",
             "Connections closed as slow consumers",
             m.slow_consumers.clone(),
+        );
+        registry.register(
+            "pending_refused",
+            "Connections closed at once: too many were not yet authenticated",
+            m.pending_refused.clone(),
+        );
+        registry.register(
+            "outbound_queued_bytes",
+            "Bytes queued to this process's connections, not yet written",
+            m.outbound_queued_bytes.clone(),
         );
         registry.register(
             "write_conflicts",

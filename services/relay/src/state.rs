@@ -57,6 +57,11 @@ pub struct Inner {
     pub http_limit: crate::httplimit::HttpLimiter,
     /// Connection time and peaks measured here, until the next usage flush.
     pub meter: Arc<crate::usage::meter::Meter>,
+    /// Bytes queued to every connection of this process, against `--outbound-budget-bytes`.
+    pub outbound_budget: Arc<crate::hub::Budget>,
+    /// Connections not yet authenticated (HTTP requests, upgrades in progress), against
+    /// `--max-pending-connections`.
+    pub pending_slots: Arc<Semaphore>,
     draining: AtomicBool,
 }
 
@@ -119,6 +124,8 @@ impl AppState {
             config.write_batch,
         );
         let conn_slots = Arc::new(Semaphore::new(config.max_connections));
+        let outbound_budget = crate::hub::Budget::new(config.outbound_budget_bytes);
+        let pending_slots = Arc::new(Semaphore::new(config.max_pending_connections.max(1)));
         let http_limit =
             crate::httplimit::HttpLimiter::new(config.http_requests_per_minute, config.http_burst);
         let state = Self(Arc::new(Inner {
@@ -136,6 +143,8 @@ impl AppState {
             limits,
             meter: Arc::default(),
             http_limit,
+            outbound_budget,
+            pending_slots,
             draining: AtomicBool::new(false),
         }));
         (state, writer_task)

@@ -72,8 +72,14 @@ pub struct TlsListener {
 }
 
 impl TlsListener {
-    /// Starts accepting on `tcp`; handshakes run in background tasks.
-    pub fn new(tcp: TcpListener, config: Arc<ServerConfig>) -> std::io::Result<Self> {
+    /// Starts accepting on `tcp`; handshakes run in background tasks, each holding one of
+    /// `pending` (the connections not yet authenticated): past it a new connection is closed
+    /// before its handshake.
+    pub fn new(
+        tcp: TcpListener,
+        config: Arc<ServerConfig>,
+        pending: Arc<tokio::sync::Semaphore>,
+    ) -> std::io::Result<Self> {
         let local = tcp.local_addr()?;
         let acceptor = TlsAcceptor::from(config);
         let (tx, ready) = mpsc::channel(READY_QUEUE);
@@ -88,11 +94,16 @@ impl TlsListener {
                         continue;
                     }
                 };
+                let Ok(permit) = pending.clone().try_acquire_owned() else {
+                    tracing::debug!(%addr, "too many connections not yet authenticated: closed before the handshake");
+                    continue;
+                };
                 if let Err(error) = stream.set_nodelay(true) {
                     tracing::warn!(%error, "could not set TCP_NODELAY");
                 }
                 let (acceptor, done) = (acceptor.clone(), tx.clone());
                 tokio::spawn(async move {
+                    let _permit = permit;
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                         Ok(Ok(tls)) => {
                             let _ = done.send((tls, addr)).await;

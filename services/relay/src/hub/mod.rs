@@ -7,16 +7,18 @@
 //! its inbox on reconnect) instead of blocking everyone else.
 //!
 //! By what they own: this file has the state, connections, lookups, sends and revocations;
-//! [`binding`] binds peers to connections and chooses display names; [`order`] keeps each
+//! [`outbound`] bounds each connection's queue in frames and bytes; [`binding`] binds peers to connections and chooses display names; [`order`] keeps each
 //! peer's deliveries in `seq` order (catch-up, live pushes, replay); [`view`] renders peers for
 //! the wire.
 
 mod binding;
 mod order;
+mod outbound;
 mod view;
 
 pub use binding::{Bound, suffixed};
-pub use order::{CatchUp, Live, send_bulk};
+pub use order::{CatchUp, Live};
+pub use outbound::{Budget, OutReceiver, OutSender, PushError, queue};
 pub use view::{in_scope, parse_role, peer_info, summary};
 
 use std::collections::HashMap;
@@ -70,7 +72,7 @@ pub struct ConnHandle {
     /// API key behind it (revocation closes it).
     pub key_id: String,
     /// Outbound frames.
-    pub tx: mpsc::Sender<Outbound>,
+    pub tx: OutSender,
     /// Close from outside.
     pub kick: Arc<Kick>,
 }
@@ -280,16 +282,16 @@ impl Hub {
     }
 
     fn push(conn: &ConnHandle, frame: Outbound) -> bool {
-        match conn.tx.try_send(frame) {
+        match conn.tx.try_push(frame) {
             Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
+            Err(PushError::Full) => {
                 conn.kick.kick(
                     CloseCode::SLOW_CONSUMER,
                     "outbound queue full; reconnect and resume",
                 );
                 false
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
+            Err(PushError::Closed) => false,
         }
     }
 

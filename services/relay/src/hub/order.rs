@@ -17,26 +17,7 @@ use std::sync::atomic::Ordering;
 
 use tokio::sync::mpsc;
 
-use super::{ConnId, Hub, Outbound};
-
-/// Free slots a bulk sender (catch-up, replay) leaves in a connection's queue, so live frames
-/// pushed with `try_send` meanwhile do not find it full and kick the connection.
-const BULK_HEADROOM: usize = 64;
-
-/// Sends a frame from a bulk stream, first waiting until the queue has more than
-/// [`BULK_HEADROOM`] free slots. It polls rather than reserving: tokio's `reserve_many` would
-/// hold the slots it has gathered while waiting, starving the very pushes the headroom is for.
-/// False if the connection is gone.
-pub async fn send_bulk(tx: &mpsc::Sender<Outbound>, frame: Outbound) -> bool {
-    let headroom = BULK_HEADROOM.min(tx.max_capacity().saturating_sub(1));
-    while tx.capacity() <= headroom {
-        if tx.is_closed() {
-            return false;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-    }
-    tx.send(frame).await.is_ok()
-}
+use super::{ConnId, Hub, OutSender, Outbound};
 
 /// A catch-up to run: the pending inbox entries of `peer_id` with `seq > after_seq`, pushed
 /// in order on `conn` while binding `epoch` holds the peer (`route::catch_up`).
@@ -174,14 +155,14 @@ impl Hub {
     }
 
     /// The outbound queue of `conn`, while it holds the peer (in binding `epoch`, if given).
-    /// Catch-up and replay push through it with [`send_bulk`].
+    /// Catch-up and replay push through it with [`OutSender::send_bulk`].
     pub fn conn_sender(
         &self,
         tenant_id: &str,
         conn: ConnId,
         peer_id: &str,
         epoch: Option<u64>,
-    ) -> Option<mpsc::Sender<Outbound>> {
+    ) -> Option<OutSender> {
         let tenants = self.lock();
         let t = tenants.get(tenant_id)?;
         t.peers
@@ -192,7 +173,7 @@ impl Hub {
 
     /// The outbound queue for a catch-up of binding `epoch` about to push entry `seq`, which
     /// is recorded as pushed (the connection is gone if the push then fails).
-    pub fn catch_up_sender(&self, c: &CatchUp, seq: i64) -> Option<mpsc::Sender<Outbound>> {
+    pub fn catch_up_sender(&self, c: &CatchUp, seq: i64) -> Option<OutSender> {
         let mut tenants = self.lock();
         let t = tenants.get_mut(&c.tenant_id)?;
         let p = t

@@ -2,14 +2,7 @@
 
 use super::*;
 
-fn connect(
-    hub: &Hub,
-    tenant: &str,
-    id: ConnId,
-    key_id: &str,
-    tx: mpsc::Sender<Outbound>,
-    kick: Arc<Kick>,
-) {
+fn connect(hub: &Hub, tenant: &str, id: ConnId, key_id: &str, tx: OutSender, kick: Arc<Kick>) {
     hub.add_conn(
         tenant,
         ConnHandle {
@@ -54,7 +47,7 @@ fn colliding_names_in_one_circle_get_suffixes_but_other_circles_do_not() {
 #[test]
 fn live_deliveries_wait_for_catch_up_to_finish() {
     let hub = Hub::default();
-    let (tx, mut rx) = mpsc::channel(8);
+    let (tx, mut rx) = queue(8, 0, Budget::new(0));
     connect(&hub, "t", 1, "k", tx, Arc::default());
     let epoch = hub.bind_peer(1, record("p1", "a"), "api", 0).epoch;
     assert_eq!(
@@ -84,7 +77,7 @@ fn an_entry_that_skips_ahead_starts_a_catch_up_and_late_ones_are_not_pushed_agai
     let hub = Hub::default();
     let mut requests = hub.take_catch_up_requests().expect("first take");
     assert!(hub.take_catch_up_requests().is_none(), "taken once");
-    let (tx, mut rx) = mpsc::channel(8);
+    let (tx, mut rx) = queue(8, 0, Budget::new(0));
     connect(&hub, "t", 1, "k", tx, Arc::default());
     let epoch = hub.bind_peer(1, record("p1", "a"), "api", 0).epoch;
     assert_eq!(hub.finish_catch_up("t", "p1", epoch, 0), Some(true));
@@ -105,7 +98,7 @@ fn an_entry_that_skips_ahead_starts_a_catch_up_and_late_ones_are_not_pushed_agai
     // The late forward of entry 2 is not pushed again; entry 5 is.
     assert_eq!(hub.deliver_live("t", "p1", 2, || "m2".into()), Live::Held);
     assert_eq!(hub.deliver_live("t", "p1", 5, || "m5".into()), Live::Pushed);
-    let pushed: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok())
+    let pushed: Vec<String> = std::iter::from_fn(|| rx.try_recv())
         .map(String::from)
         .collect();
     assert_eq!(pushed, ["m1", "m5"], "2 to 4 went by the catch-up");
@@ -118,7 +111,7 @@ fn an_entry_that_skips_ahead_starts_a_catch_up_and_late_ones_are_not_pushed_agai
 fn live_delivery_continues_after_the_inbox_seq_of_the_registration() {
     let hub = Hub::default();
     let mut requests = hub.take_catch_up_requests().expect("requests");
-    let (tx, mut rx) = mpsc::channel(8);
+    let (tx, mut rx) = queue(8, 0, Budget::new(0));
     connect(&hub, "t", 1, "k", tx, Arc::default());
     let mut reclaimed = record("p1", "a");
     reclaimed.last_seq = 7;
@@ -134,7 +127,7 @@ fn live_delivery_continues_after_the_inbox_seq_of_the_registration() {
 #[test]
 fn a_restarted_catch_up_begins_after_what_was_pushed() {
     let hub = Hub::default();
-    let (tx, _rx) = mpsc::channel(8);
+    let (tx, _rx) = queue(8, 0, Budget::new(0));
     connect(&hub, "t", 1, "k", tx, Arc::default());
     let epoch = hub.bind_peer(1, record("p1", "a"), "api", 0).epoch;
     assert_eq!(hub.restart_catch_up("t", "p1"), None, "one is running");
@@ -149,7 +142,7 @@ fn a_restarted_catch_up_begins_after_what_was_pushed() {
 #[test]
 fn a_full_queue_kicks_the_connection_as_a_slow_consumer() {
     let hub = Hub::default();
-    let (tx, _rx) = mpsc::channel(1);
+    let (tx, _rx) = queue(1, 0, Budget::new(0));
     let kick = Arc::new(Kick::default());
     connect(&hub, "t", 1, "k", tx, kick.clone());
     assert!(hub.send_to_conn("t", 1, "a".into()));
@@ -161,10 +154,24 @@ fn a_full_queue_kicks_the_connection_as_a_slow_consumer() {
 }
 
 #[test]
+fn a_queue_past_its_byte_cap_kicks_the_connection_as_a_slow_consumer() {
+    let hub = Hub::default();
+    let (tx, _rx) = queue(1024, 1000, Budget::new(0));
+    let kick = Arc::new(Kick::default());
+    connect(&hub, "t", 1, "k", tx, kick.clone());
+    assert!(hub.send_to_conn("t", 1, "a".repeat(600).into()));
+    assert!(!hub.send_to_conn("t", 1, "b".repeat(600).into()));
+    assert_eq!(
+        kick.reason.get().map(|r| r.0),
+        Some(CloseCode::SLOW_CONSUMER)
+    );
+}
+
+#[test]
 fn revoking_a_key_kicks_only_its_connections() {
     let hub = Hub::default();
     let (a, b) = (Arc::new(Kick::default()), Arc::new(Kick::default()));
-    let (tx, _rx) = mpsc::channel(1);
+    let (tx, _rx) = queue(1, 0, Budget::new(0));
     connect(&hub, "t1", 1, "k1", tx.clone(), a.clone());
     connect(&hub, "t2", 2, "k2", tx, b.clone());
     assert_eq!(hub.kick_key("k1", CloseCode::KEY_REVOKED, "revoked"), 1);
@@ -174,7 +181,7 @@ fn revoking_a_key_kicks_only_its_connections() {
 #[test]
 fn a_rebind_makes_the_old_bindings_catch_up_stale() {
     let hub = Hub::default();
-    let (tx, _rx) = mpsc::channel(8);
+    let (tx, _rx) = queue(8, 0, Budget::new(0));
     connect(&hub, "t", 1, "k", tx, Arc::default());
     let first = hub.bind_peer(1, record("p1", "a"), "api", 0).epoch;
     let second = hub.bind_peer(1, record("p1", "a"), "api", 0).epoch;

@@ -9,7 +9,6 @@ use repowire_protocol::{
 
 use super::session::{Handled, Refusal, Session};
 use crate::dispatch::{deliver_stored, frame_text, to_wire};
-use crate::hub::send_bulk;
 use crate::ids::now_ms;
 use crate::store::{MessageKey, ReceiptOp, WriteOp};
 
@@ -35,7 +34,7 @@ pub(super) async fn receipt(s: &Session, id: MessageId, r: Receipt, started: Ins
 }
 
 /// Replays in a task: a long inbox must not hold up the connection's reader. Pushes wait for
-/// queue space and leave headroom ([`send_bulk`]), so live frames pushed meanwhile still fit.
+/// queue space and leave headroom ([`crate::hub::OutSender::send_bulk`]), so live frames pushed meanwhile still fit.
 pub(super) fn replay(s: &Session, id: MessageId, r: Replay) -> Handled {
     s.own(r.peer_id.as_str())?;
     let Some(epoch) = s
@@ -75,7 +74,7 @@ async fn replay_pages(s: &Session, id: MessageId, r: Replay) {
             let frame =
                 deliver_stored(&peer, e.seq, e.state != DeliveryState::Accepted, &e.message);
             match s.state.hub.conn_sender(&s.tenant_id, s.conn, &peer, None) {
-                Some(tx) if send_bulk(&tx, frame).await => {}
+                Some(tx) if tx.send_bulk(frame).await => {}
                 _ => return,
             }
             cursor = e.seq;
@@ -92,7 +91,7 @@ async fn replay_pages(s: &Session, id: MessageId, r: Replay) {
         count,
     };
     if let Some(tx) = s.state.hub.conn_sender(&s.tenant_id, s.conn, &peer, None) {
-        send_bulk(&tx, frame_text(Body::ReplayDone(done))).await;
+        tx.send_bulk(frame_text(Body::ReplayDone(done))).await;
     }
 }
 

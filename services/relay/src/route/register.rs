@@ -9,7 +9,7 @@ use repowire_protocol::{
 
 use super::session::{Handled, Refusal, Session};
 use crate::dispatch::{deliver_stored, frame_text};
-use crate::hub::{CatchUp, peer_info, send_bulk};
+use crate::hub::{CatchUp, peer_info};
 use crate::ids::now_ms;
 use crate::limits::enforce::Reason;
 use crate::state::AppState;
@@ -271,7 +271,7 @@ pub(crate) async fn catch_up(state: AppState, c: CatchUp) {
             for entry in &entries {
                 let frame = deliver_stored(&c.peer_id, entry.seq, false, &entry.message);
                 match hub.catch_up_sender(&c, entry.seq) {
-                    Some(tx) if send_bulk(&tx, frame).await => cursor = entry.seq,
+                    Some(tx) if tx.send_bulk(frame).await => cursor = entry.seq,
                     _ => return,
                 }
             }

@@ -1,0 +1,288 @@
+//! Clients that do not play along (issue 30, items 2 and 3): a peer that stops reading, and
+//! sockets that never authenticate. Reproductions from the issue, against a real relay on
+//! loopback: a stalled reader once held ~200 MB and stayed online after its key was deleted,
+//! and 1 100 silent sockets starved `/healthz`, `/v1/token` and new upgrades.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Admin, Db, TestRelay, WAIT, client::TestClient, counter};
+use repowire_relay::RelayConfig;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+both_backends!(
+    a_peer_that_stops_reading_is_closed_and_its_queue_stays_within_its_byte_cap,
+    revoking_the_key_of_a_peer_that_stops_reading_closes_it_at_once,
+);
+
+/// 32 KiB of control characters: a `deliver` of it is ~196 KB once JSON-escaped.
+fn heavy_text() -> String {
+    "\u{1}".repeat(repowire_protocol::limits::MAX_TEXT_BYTES)
+}
+
+/// Polls `done` (every 20 ms) until it holds, for at most [`WAIT`].
+async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !done() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not within {WAIT:?}: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn a_peer_that_stops_reading_is_closed_and_its_queue_stays_within_its_byte_cap(db: Db) {
+    let mut config = RelayConfig::for_tests();
+    config.write_timeout_secs = 1;
+    let cap = config.outbound_queue_bytes;
+    let relay = TestRelay::start_with(&db, config).await;
+    let (tenant, key) = relay.tenant("acme").await;
+    let mut sink = TestClient::connect_small_window(&relay.http, &relay.ws, &key, 4096).await;
+    let sink_peer = sink.peer("sink", "dev").await;
+    let mut sender = relay.client(&key).await;
+    let alice = sender.peer("alice", "dev").await;
+
+    // The sink reads nothing from here on.
+    let text = heavy_text();
+    let mut most_queued = 0;
+    for _ in 0..200 {
+        sender
+            .notify(&alice, "sink", &text)
+            .await
+            .expect("accepted");
+        let queued = relay.state.outbound_budget.used();
+        most_queued = most_queued.max(queued);
+        // The sender's own queue (its answers) is the rest of the process's total.
+        assert!(
+            queued <= cap + 64 * 1024,
+            "{queued} bytes queued, past the {cap}-byte cap of the sink's connection"
+        );
+        if relay
+            .state
+            .hub
+            .live_peer(&tenant, sink_peer.peer_id.as_str())
+            .is_none()
+        {
+            break;
+        }
+    }
+    eventually("the stalled sink is closed", || {
+        relay
+            .state
+            .hub
+            .live_peer(&tenant, sink_peer.peer_id.as_str())
+            .is_none()
+    })
+    .await;
+    assert!(
+        counter(&relay.metrics().await, "repowire_slow_consumers_total") >= 1.0,
+        "counted as a slow consumer"
+    );
+    eventually("nothing stays queued for the closed connection", || {
+        relay.state.outbound_budget.used() == 0
+    })
+    .await;
+    assert!(most_queued > 0, "the sink's queue was used at all");
+    // The sender's connection was never held back by the sink.
+    let bob = sender.peer("bob", "dev").await;
+    sender
+        .notify(&bob, "alice", "still here")
+        .await
+        .expect("a live connection");
+    drop(sink);
+    relay.stop().await;
+}
+
+async fn revoking_the_key_of_a_peer_that_stops_reading_closes_it_at_once(db: Db) {
+    let mut config = RelayConfig::for_tests();
+    // Neither the write deadline nor the byte cap may be what closes it here.
+    config.write_timeout_secs = 600;
+    config.outbound_queue_bytes = 0;
+    let relay = TestRelay::start_with(&db, config).await;
+    let admin = Admin::new(&relay);
+    let (tenant, key) = relay.tenant("acme").await;
+    let (_, sender_key) = admin
+        .post(
+            &format!("/tenants/{tenant}/keys"),
+            serde_json::json!({"label": "sender"}),
+        )
+        .await;
+    let sender_key = sender_key["api_key"].as_str().expect("key").to_owned();
+    let sink_key_id = relay.key_id(&key).await;
+    let mut sink = TestClient::connect_small_window(&relay.http, &relay.ws, &key, 4096).await;
+    let sink_peer = sink.peer("sink", "dev").await;
+    let mut sender = relay.client(&sender_key).await;
+    let alice = sender.peer("alice", "dev").await;
+
+    // Enough to fill the socket's buffers: the relay's write to the sink is now blocked, and
+    // frames wait behind it.
+    let text = heavy_text();
+    for _ in 0..100 {
+        sender
+            .notify(&alice, "sink", &text)
+            .await
+            .expect("accepted");
+    }
+    eventually("frames wait behind a blocked write", || {
+        relay.state.outbound_budget.used() > 1 << 20
+    })
+    .await;
+
+    let (status, body) = admin
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/keys/{sink_key_id}"),
+            None,
+        )
+        .await;
+    assert!(status < 300, "{status} {body}");
+    eventually("the revoked sink goes offline", || {
+        relay
+            .state
+            .hub
+            .live_peer(&tenant, sink_peer.peer_id.as_str())
+            .is_none()
+    })
+    .await;
+    eventually("its queue is given back", || {
+        relay.state.outbound_budget.used() == 0
+    })
+    .await;
+    drop(sink);
+    relay.stop().await;
+}
+
+/// Settings with short pre-authentication deadlines and a small cap on pending connections.
+fn strict() -> RelayConfig {
+    let mut config = RelayConfig::for_tests();
+    config.header_timeout_secs = 1;
+    config.body_timeout_secs = 1;
+    config.max_pending_connections = 16;
+    config
+}
+
+fn addr(relay: &TestRelay) -> String {
+    relay.http.trim_start_matches("http://").to_owned()
+}
+
+/// True if the relay ended the connection (EOF or reset) within [`WAIT`]; whatever it sent
+/// before (an error response) is read and dropped.
+async fn closed_by_relay(socket: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout(WAIT, socket.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => return true,
+            Ok(Ok(_)) => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+async fn healthy(relay: &TestRelay) -> bool {
+    matches!(
+        reqwest::Client::new()
+            .get(format!("{}/healthz", relay.http))
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await,
+        Ok(r) if r.status() == 200
+    )
+}
+
+#[tokio::test]
+async fn silent_sockets_slow_headers_and_slow_bodies_are_cut_while_real_clients_work() {
+    let db = Db::sqlite();
+    let relay = TestRelay::start_with(&db, strict()).await;
+    let (_, key) = relay.tenant("acme").await;
+
+    let mut silent = Vec::new();
+    for _ in 0..8 {
+        silent.push(TcpStream::connect(addr(&relay)).await.expect("connect"));
+    }
+    let mut slow_headers = TcpStream::connect(addr(&relay)).await.expect("connect");
+    slow_headers
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: relay\r\n")
+        .await
+        .expect("write");
+    let mut slow_body = TcpStream::connect(addr(&relay)).await.expect("connect");
+    slow_body
+        .write_all(
+            b"POST /v1/token HTTP/1.1\r\nHost: relay\r\nContent-Type: application/json\r\n\
+              Content-Length: 200\r\n\r\n{\"api_key\":",
+        )
+        .await
+        .expect("write");
+
+    // Real clients keep working beside them.
+    assert!(healthy(&relay).await, "/healthz answers");
+    let mut c = relay.client(&key).await;
+    c.peer("alice", "dev").await;
+
+    for (i, socket) in silent.iter_mut().enumerate() {
+        assert!(closed_by_relay(socket).await, "silent socket {i} is cut");
+    }
+    assert!(
+        closed_by_relay(&mut slow_headers).await,
+        "slow headers are cut"
+    );
+    assert!(closed_by_relay(&mut slow_body).await, "a slow body is cut");
+    // A connection that keeps talking is not cut: the authenticated one still works.
+    let bob = c.peer("bob", "dev").await;
+    c.notify(&bob, "alice", "hello").await.expect("accepted");
+    relay.stop().await;
+}
+
+#[tokio::test]
+async fn past_the_cap_of_pending_connections_a_new_one_is_closed_at_once_until_slots_free() {
+    let db = Db::sqlite();
+    let config = strict();
+    let cap = config.max_pending_connections;
+    let relay = TestRelay::start_with(&db, config).await;
+    let (_, key) = relay.tenant("acme").await;
+    // An authenticated connection holds no pending slot.
+    let mut c = relay.client(&key).await;
+    let alice = c.peer("alice", "dev").await;
+
+    let mut silent = Vec::new();
+    for _ in 0..cap {
+        silent.push(TcpStream::connect(addr(&relay)).await.expect("connect"));
+    }
+    // Every slot is taken: the next connection is accepted and closed at once, without an
+    // answer, and counted.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let mut extra = TcpStream::connect(addr(&relay)).await.expect("connect");
+        let _ = extra
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: r\r\n\r\n")
+            .await;
+        let mut buf = [0u8; 64];
+        let closed = matches!(
+            tokio::time::timeout(Duration::from_millis(500), extra.read(&mut buf)).await,
+            Ok(Ok(0) | Err(_))
+        );
+        if closed {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a connection past the cap was answered"
+        );
+    }
+    assert!(relay.state.metrics.pending_refused.get() >= 1);
+    // The live WebSocket is untouched meanwhile.
+    c.notify(&alice, "alice", "still here")
+        .await
+        .expect("accepted");
+    // The silent ones time out; then new clients are served again.
+    for socket in &mut silent {
+        assert!(closed_by_relay(socket).await);
+    }
+    assert!(
+        healthy(&relay).await,
+        "/healthz answers once slots are free"
+    );
+    relay.stop().await;
+}
