@@ -167,4 +167,127 @@ async fn minted_admin_tokens_have_scopes_and_stop_when_revoked(db: Db) {
     relay.stop().await;
 }
 
-both_backends!(minted_admin_tokens_have_scopes_and_stop_when_revoked);
+/// Issue 30 item 6: an `admin:write` token minted itself an `admin:read` token, read the audit
+/// log and revoked other admins' tokens. The whole matrix: who may mint, list and revoke, and
+/// which scopes each may give.
+async fn admin_tokens_give_only_scopes_they_hold_and_only_admin_tokens_manages_them(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let all = ["admin:read", "admin:write", "admin:tokens"];
+    let (victim_id, victim) = mint(&relay, &["admin:read"]).await;
+    let (_, writer) = mint(&relay, &["admin:write"]).await;
+    let (_, read_write) = mint(&relay, &["admin:read", "admin:write"]).await;
+    let (_, manager) = mint(&relay, &["admin:tokens", "admin:write"]).await;
+    let (_, root) = mint(&relay, &all).await;
+    let count = |relay: &TestRelay| {
+        let relay = relay.http.clone();
+        async move {
+            reqwest::Client::new()
+                .get(format!("{relay}/admin/v1/admin-tokens"))
+                .bearer_auth(BOOTSTRAP)
+                .send()
+                .await
+                .expect("send")
+                .json::<Value>()
+                .await
+                .expect("json")
+                .as_array()
+                .map_or(0, Vec::len)
+        }
+    };
+    let before = count(&relay).await;
+
+    // Without admin:tokens nothing under /admin-tokens is allowed, whatever the method.
+    for token in [&victim, &writer, &read_write] {
+        for scopes in [
+            vec!["admin:read"],
+            vec!["admin:write"],
+            vec!["admin:tokens"],
+        ] {
+            let (status, body) = post(
+                &relay,
+                token,
+                "/admin/v1/admin-tokens",
+                json!({ "scopes": scopes }),
+            )
+            .await;
+            assert_eq!(status, 403, "{scopes:?}: {body}");
+            assert!(
+                body["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("admin:tokens")),
+                "{body}"
+            );
+        }
+        assert_eq!(get(&relay, token, "/admin/v1/admin-tokens").await.0, 403);
+        let path = format!("/admin/v1/admin-tokens/{victim_id}");
+        assert_eq!(
+            call(&relay, token, reqwest::Method::DELETE, &path, None)
+                .await
+                .0,
+            403
+        );
+    }
+    // The reproduction: a write-only token cannot reach the audit log by any path.
+    assert_eq!(get(&relay, &writer, "/admin/v1/audit").await.0, 403);
+
+    // admin:tokens gives only what its holder has: write and tokens, never read.
+    for (scopes, allowed) in [
+        (vec!["admin:write"], true),
+        (vec!["admin:tokens"], true),
+        (vec!["admin:write", "admin:tokens"], true),
+        (vec!["admin:read"], false),
+        (vec!["admin:read", "admin:write"], false),
+    ] {
+        let (status, body) = post(
+            &relay,
+            &manager,
+            "/admin/v1/admin-tokens",
+            json!({ "scopes": scopes }),
+        )
+        .await;
+        assert_eq!(status == 201, allowed, "{scopes:?}: {status} {body}");
+        if !allowed {
+            assert_eq!(status, 403, "{body}");
+            assert!(
+                body["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("admin:read")),
+                "the refusal names the missing scope: {body}"
+            );
+        }
+    }
+    assert_eq!(
+        count(&relay).await,
+        before + 3,
+        "only the allowed ones were stored"
+    );
+    // A token holding every scope gives every scope; the bootstrap token too.
+    let (status, body) = post(
+        &relay,
+        &root,
+        "/admin/v1/admin-tokens",
+        json!({ "scopes": all }),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        body["admin_token"]["scopes"], "admin:read admin:write admin:tokens",
+        "{body}"
+    );
+    // admin:tokens lists and revokes.
+    assert_eq!(get(&relay, &manager, "/admin/v1/admin-tokens").await.0, 200);
+    let path = format!("/admin/v1/admin-tokens/{victim_id}");
+    assert_eq!(
+        call(&relay, &manager, reqwest::Method::DELETE, &path, None)
+            .await
+            .0,
+        204
+    );
+    assert_eq!(get(&relay, &victim, "/admin/v1/plans").await.0, 403);
+    relay.stop().await;
+}
+
+both_backends!(
+    minted_admin_tokens_have_scopes_and_stop_when_revoked,
+    admin_tokens_give_only_scopes_they_hold_and_only_admin_tokens_manages_them,
+);

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::AdminError;
 use super::page::{PageQuery, next_cursor};
 use crate::ids::now_ms;
-use crate::store::{AuditEvent, AuditFilter, Store};
+use crate::store::{AdminTokenRecord, AuditEvent, AuditFilter, Store};
 
 /// Who is acting and in which request.
 #[derive(Debug, Clone)]
@@ -16,6 +16,9 @@ pub struct AdminCtx {
     pub actor: String,
     /// A UUIDv7, answered as `x-request-id`.
     pub request_id: String,
+    /// The minted admin token behind the request; `None` for the bootstrap token and the CLI,
+    /// which hold every scope.
+    pub token: Option<AdminTokenRecord>,
 }
 
 impl AdminCtx {
@@ -24,14 +27,16 @@ impl AdminCtx {
         Self {
             actor: "admin-token".into(),
             request_id: uuid::Uuid::now_v7().to_string(),
+            token: None,
         }
     }
 
     /// A request authenticated with a minted admin token.
-    pub fn minted(token_id: &str) -> Self {
+    pub fn minted(token: AdminTokenRecord) -> Self {
         Self {
-            actor: format!("admin-token:{token_id}"),
+            actor: format!("admin-token:{}", token.id),
             request_id: uuid::Uuid::now_v7().to_string(),
+            token: Some(token),
         }
     }
 
@@ -40,6 +45,7 @@ impl AdminCtx {
         Self {
             actor: "cli".into(),
             request_id: uuid::Uuid::now_v7().to_string(),
+            token: None,
         }
     }
 }

@@ -33,6 +33,9 @@ pub enum AdminError {
     /// Bad input.
     #[error("{0}")]
     Invalid(String),
+    /// The credential may not do this.
+    #[error("{0}")]
+    Forbidden(String),
 
     /// Storage.
     #[error(transparent)]
@@ -44,6 +47,11 @@ impl From<AdminError> for AppError {
         match e {
             AdminError::NotFound(m) => AppError::not_found(m),
             AdminError::Invalid(m) => AppError::bad_request(m),
+            AdminError::Forbidden(m) => AppError::new(
+                axum::http::StatusCode::FORBIDDEN,
+                repowire_protocol::ErrorCode::Forbidden,
+                m,
+            ),
 
             AdminError::Store(s) => s.into(),
         }

@@ -1,6 +1,9 @@
 //! Admin tokens: credentials for the admin API minted, listed and revoked through it, each with
-//! scopes — `admin:read` (every `GET`) and `admin:write` (everything else). The bootstrap token
-//! of the relay's config holds both and cannot be revoked here. Like API keys, only the SHA-256
+//! scopes — `admin:read` (every `GET`), `admin:write` (everything else) and `admin:tokens`
+//! (minting, listing and revoking admin tokens, whatever the method). A token mints only
+//! scopes it holds itself, so no token can raise its own rights (issue 30 item 6: a write-only
+//! token minted itself a reader and read the audit log). The bootstrap token of the relay's
+//! config holds every scope and cannot be revoked here. Like API keys, only the SHA-256
 //! of a token is stored and its text is shown once.
 
 use serde::{Deserialize, Serialize};
@@ -15,6 +18,10 @@ pub const PREFIX: &str = "rw_admin_";
 pub const READ: &str = "admin:read";
 /// Write scope: every other method.
 pub const WRITE: &str = "admin:write";
+/// Managing admin tokens: `GET`, `POST` and `DELETE` of `/admin-tokens`.
+pub const TOKENS: &str = "admin:tokens";
+/// Every scope, in the order they are stored.
+pub const ALL: [&str; 3] = [READ, WRITE, TOKENS];
 
 /// `POST /admin-tokens`.
 #[derive(Debug, Deserialize)]
@@ -24,7 +31,8 @@ pub struct NewAdminToken {
     /// What it is for (at most 128 bytes, no control characters).
     #[serde(default)]
     pub label: String,
-    /// `admin:read`, `admin:write`, or both; at least one.
+    /// Some of `admin:read`, `admin:write` and `admin:tokens`; at least one, each held by
+    /// the token that mints it.
     pub scopes: Vec<String>,
     /// Days until it stops working (1–3650); absent: never.
     #[serde(default)]
@@ -41,25 +49,39 @@ pub struct MintedAdminToken {
     pub admin_token: AdminTokenRecord,
 }
 
-/// Mints and stores an admin token.
-pub async fn create(store: &dyn Store, new: NewAdminToken) -> Result<MintedAdminToken, AdminError> {
+/// Mints and stores an admin token with some of the scopes `holder` has (`None`: the bootstrap
+/// token or the CLI, which hold every scope).
+pub async fn create(
+    store: &dyn Store,
+    new: NewAdminToken,
+    holder: Option<&AdminTokenRecord>,
+) -> Result<MintedAdminToken, AdminError> {
     super::keys::check_new_key(&new.label, new.expires_in_days)?;
     if new.scopes.is_empty() {
         return Err(AdminError::Invalid(format!(
-            "scopes is empty; give `{READ}`, `{WRITE}` or both"
+            "scopes is empty; give some of `{READ}`, `{WRITE}` and `{TOKENS}`"
         )));
     }
     let mut scopes: Vec<&str> = Vec::new();
     for s in &new.scopes {
-        let known = [READ, WRITE].into_iter().find(|k| k == s).ok_or_else(|| {
+        let known = ALL.into_iter().find(|k| k == s).ok_or_else(|| {
             AdminError::Invalid(format!(
-                "unknown scope `{s}`; the scopes are `{READ}` and `{WRITE}`"
+                "unknown scope `{s}`; the scopes are `{READ}`, `{WRITE}` and `{TOKENS}`"
             ))
         })?;
         if !scopes.contains(&known) {
             scopes.push(known);
         }
     }
+    if let Some(holder) = holder
+        && let Some(missing) = scopes.iter().find(|s| !holder.has(s))
+    {
+        return Err(AdminError::Forbidden(format!(
+            "admin token {} does not hold `{missing}`, so it cannot give it",
+            holder.id
+        )));
+    }
+    scopes.sort_by_key(|s| ALL.iter().position(|k| k == s));
     // 192 random bits, as hex.
     let bytes: [u8; 24] = rand::random();
     let text = format!(

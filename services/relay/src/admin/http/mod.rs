@@ -157,7 +157,7 @@ impl utoipa::Modify for AdminCredential {
         );
         // Every route may answer 403: the credential is checked before the route runs.
         let forbidden = ResponseBuilder::new()
-            .description("No admin credential, a wrong one, or an admin token without the scope this method needs (admin:read for GET, admin:write otherwise)")
+            .description("No admin credential, a wrong one, or an admin token without the scope this request needs (admin:tokens for /admin-tokens, else admin:read for GET and admin:write otherwise)")
             .content(
                 "application/json",
                 Content::new(Some(Ref::from_schema_name("ErrorBody"))),
@@ -217,7 +217,9 @@ async fn require_admin(
             Ok(None) => return forbidden("admin credential required".into()),
             Err(e) => return AppError::from(e).into_response(),
         };
-        let needed = if matches!(*request.method(), Method::GET | Method::HEAD) {
+        let needed = if request.uri().path().starts_with("/admin-tokens") {
+            crate::admin::tokens::TOKENS
+        } else if matches!(*request.method(), Method::GET | Method::HEAD) {
             crate::admin::tokens::READ
         } else {
             crate::admin::tokens::WRITE
@@ -236,7 +238,7 @@ async fn require_admin(
         {
             tracing::warn!(%error, token = %token.id, "could not record an admin token's use");
         }
-        AdminCtx::minted(&token.id)
+        AdminCtx::minted(token)
     };
     let request_id = ctx.request_id.clone();
     let mut request = request;

@@ -17,7 +17,8 @@ use crate::store::AdminTokenRecord;
 #[cfg_attr(feature = "openapi", utoipa::path(
     operation_id = "create_admin_token", post, path = "/admin/v1/admin-tokens", tag = "admin tokens", request_body = NewAdminToken,
     responses((status = 201, description = "The token; its text is shown only here", body = MintedAdminToken),
-              (status = 400, description = "Bad label, lifetime or scopes; nothing stored", body = ErrorBody))
+              (status = 400, description = "Bad label, lifetime or scopes; nothing stored", body = ErrorBody),
+              (status = 403, description = "A scope the calling token does not hold; nothing stored", body = ErrorBody))
 ))]
 pub(super) async fn create_admin_token_http(
     State(state): State<AppState>,
@@ -26,7 +27,7 @@ pub(super) async fn create_admin_token_http(
 ) -> Result<(StatusCode, Json<MintedAdminToken>), AppError> {
     let new = body(new, "admin token (expected {\"scopes\": [\"admin:read\"]})")?;
     let store = state.store.as_ref();
-    let minted = tokens::create(store, new).await?;
+    let minted = tokens::create(store, new, ctx.token.as_ref()).await?;
     let id = minted.admin_token.id.clone();
     audit::record(
         store,
