@@ -270,6 +270,12 @@ fn decode_with_limit(text: &str, limit: usize) -> Result<Frame, DecodeError> {
             ));
         }
     }
+    if holds_escaped_nul(text) {
+        return Err(with_id(
+            ErrorCode::InvalidFrame,
+            "a string in a frame may not hold U+0000 (NUL, `\\u0000`)".into(),
+        ));
+    }
     let frame: Frame = serde_json::from_str(text).map_err(|e| {
         with_id(
             ErrorCode::InvalidFrame,
@@ -281,6 +287,28 @@ fn decode_with_limit(text: &str, limit: usize) -> Result<Frame, DecodeError> {
         e
     })?;
     Ok(frame)
+}
+
+/// True if a JSON text holds the escape `\u0000` in any string. JSON cannot hold a raw NUL in
+/// a string (control characters must be escaped) and has no backslash outside strings, so each
+/// backslash starts an escape, which this walks over whole: `\\u0000` is a backslash and the
+/// text `u0000`, not a NUL. Refused on every backend alike (Postgres text cannot hold NUL).
+fn holds_escaped_nul(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while let Some(at) = bytes[i..].iter().position(|&b| b == b'\\') {
+        let escape = i + at;
+        if bytes.get(escape + 1) == Some(&b'u')
+            && bytes.get(escape + 2..escape + 6) == Some(b"0000")
+        {
+            return true;
+        }
+        i = escape + 2;
+        if i >= bytes.len() {
+            return false;
+        }
+    }
+    false
 }
 
 /// Encodes a frame. Frames built from this crate's types always serialize.
@@ -308,6 +336,31 @@ mod tests {
             text: "build is green".into(),
         }));
         assert_eq!(decode(&encode(&frame)).expect("decodes"), frame);
+    }
+
+    #[test]
+    fn a_nul_in_any_string_is_invalid_with_re_and_an_escaped_backslash_is_not_one() {
+        let id = "019aa576-882a-7821-b3ab-48767734d7c1";
+        let notify = |text: &str| {
+            format!(
+                r#"{{"v":1,"type":"notify","id":"{id}","from":"peer-0000000000000000","to":"bob","text":"{text}"}}"#
+            )
+        };
+        for text in [r"a\u0000b", r"\u0000", r"x\\\u0000"] {
+            let e = decode(&notify(text)).expect_err(text);
+            assert_eq!(e.code, ErrorCode::InvalidFrame, "{text}");
+            assert_eq!(e.request_id.map(|r| r.to_string()).as_deref(), Some(id));
+        }
+        // In a field the relay does not know, too: no string may hold one.
+        let unknown = format!(
+            r#"{{"v":1,"type":"notify","id":"{id}","from":"peer-0000000000000000","to":"bob","text":"t","x":"\u0000"}}"#
+        );
+        assert_eq!(code_of(&unknown), ErrorCode::InvalidFrame);
+        // A backslash followed by the text `u0000` is no NUL; other escapes are fine.
+        for text in [r"\\u0000", r"\u0001\n\\", r"\\\\u0000", r"\u00001"] {
+            let expect_ok = !text.starts_with(r"\u0000");
+            assert_eq!(decode(&notify(text)).is_ok(), expect_ok, "{text}");
+        }
     }
 
     #[test]

@@ -25,6 +25,37 @@ pub fn is_valid_name(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
+/// True for a character that changes how the text around it is shown without showing itself:
+/// bidirectional controls (U+061C, U+200E–U+200F, U+202A–U+202E, U+2066–U+2069) and invisible
+/// or zero-width ones (U+00AD, U+180E, U+200B–U+200D, U+2060–U+2064, U+FEFF, U+FFF9–U+FFFB). In
+/// a text a person reads as an identity (a display name, a label, a description) they let
+/// `"\u{202e}gnp.exe"` read as `exe.png` or `"adm\u{200b}in"` pass for `admin`.
+pub fn is_deceptive(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00ad}'
+            | '\u{061c}'
+            | '\u{180e}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{feff}'
+            | '\u{fff9}'..='\u{fffb}'
+    )
+}
+
+/// Refuses control characters and [`is_deceptive`] ones in a text a person reads as an identity.
+fn plain(field: &str, value: &str) -> Result {
+    if value.chars().any(|c| c.is_control() || is_deceptive(c)) {
+        return Err(invalid(format!(
+            "`{field}` must not contain control characters, bidirectional controls or invisible \
+             characters"
+        )));
+    }
+    Ok(())
+}
+
 fn name(field: &str, value: &str) -> Result {
     if is_valid_name(value) {
         Ok(())
@@ -185,12 +216,14 @@ fn body(frame: &Frame) -> Result {
             }
             if let Some(m) = &r.machine {
                 bounded("machine", m, MAX_SHORT_BYTES)?;
+                plain("machine", m)?;
             }
             Ok(())
         }
         Body::UpdatePeer(u) => {
             if let Some(d) = &u.description {
                 bounded("description", d, MAX_DESCRIPTION_BYTES)?;
+                plain("description", d)?;
             }
             Ok(())
         }
@@ -298,6 +331,22 @@ fn body(frame: &Frame) -> Result {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identity_texts_refuse_bidi_controls_and_invisible_characters() {
+        for bad in [
+            "\u{202e}gnp.exe",
+            "adm\u{200b}in",
+            "x\u{2066}y",
+            "\u{feff}a",
+            "a\nb",
+        ] {
+            assert!(plain("description", bad).is_err(), "{bad:?}");
+        }
+        for good in ["reviewing PR #12 — café ✓", "日本語の説明", "emoji 🚀"] {
+            assert!(plain("description", good).is_ok(), "{good:?}");
+        }
+    }
 
     #[test]
     fn names_allow_the_documented_alphabet_only() {

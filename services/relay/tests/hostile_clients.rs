@@ -15,7 +15,45 @@ use tokio::net::TcpStream;
 both_backends!(
     a_peer_that_stops_reading_is_closed_and_its_queue_stays_within_its_byte_cap,
     revoking_the_key_of_a_peer_that_stops_reading_closes_it_at_once,
+    a_nul_or_a_deceptive_identity_text_is_invalid_and_stores_nothing,
 );
+
+/// Issue 30 items 8 and 11: a NUL in a text was stored on SQLite and answered `unavailable`
+/// (retry for ever) on Postgres; a description could hide or reorder itself.
+async fn a_nul_or_a_deceptive_identity_text_is_invalid_and_stores_nothing(db: Db) {
+    use repowire_protocol::{Body, ErrorCode, UpdatePeer};
+    let common::Duo {
+        relay,
+        mut a,
+        alice,
+        mut b,
+        bob,
+        ..
+    } = common::Duo::start(&db).await;
+    let id = repowire_protocol::MessageId::new();
+    a.send_raw(format!(
+        r#"{{"v":1,"type":"notify","id":"{id}","from":"{}","to":"bob","text":"a\u0000b"}}"#,
+        alice.peer_id
+    ))
+    .await;
+    let refused = a.answer(id).await.expect_err("refused");
+    assert_eq!(refused.code, ErrorCode::InvalidFrame, "{refused:?}");
+    for description in ["\u{202e}gnp.exe", "adm\u{200b}in"] {
+        let id = a
+            .send(Body::UpdatePeer(UpdatePeer {
+                peer_id: alice.peer_id.clone(),
+                turn_state: None,
+                description: Some(description.into()),
+            }))
+            .await;
+        let refused = a.answer(id).await.expect_err("refused");
+        assert_eq!(refused.code, ErrorCode::InvalidFrame, "{description:?}");
+    }
+    // Nothing was stored: the next message bob gets is the next valid one.
+    a.notify(&alice, "bob", "clean").await.expect("accepted");
+    assert_eq!(b.delivered_to(&bob.peer_id).await.message.text, "clean");
+    relay.stop().await;
+}
 
 /// 32 KiB of control characters: a `deliver` of it is ~196 KB once JSON-escaped.
 fn heavy_text() -> String {

@@ -28,17 +28,7 @@ pub(crate) fn check_new_key(label: &str, expires_in_days: Option<u32>) -> Result
             "expires_in_days is {days}; it must be 1 to {MAX_EXPIRES_IN_DAYS} (leave it out for a key that does not expire)"
         )));
     }
-    if label.len() > MAX_LABEL_BYTES {
-        return Err(AdminError::Invalid(format!(
-            "the label is {} bytes; the limit is {MAX_LABEL_BYTES}",
-            label.len()
-        )));
-    }
-    if label.chars().any(char::is_control) {
-        return Err(AdminError::Invalid(
-            "the label holds control characters".into(),
-        ));
-    }
+    super::plans::check_text("label", label, MAX_LABEL_BYTES)?;
     Ok(())
 }
 
@@ -243,13 +233,22 @@ pub async fn create_key_once(
                 .as_bytes()
         )
     );
-    let seed = tokens.seed("idempotent api key", &[&tenant.id, idempotency_key]);
+    // The seed names the moment the record is made, so a retry after the record was forgotten
+    // (7 days) makes a new key instead of the old one again (whose id is taken: that was a
+    // permanent 503), while a retry before it recomputes the same text from the stored time.
+    let seed_at = |at_ms: i64| {
+        tokens.seed(
+            "idempotent api key",
+            &[&tenant.id, idempotency_key, &at_ms.to_string()],
+        )
+    };
     let mode = if request.test {
         KeyMode::Test
     } else {
         KeyMode::Live
     };
-    let mut minted = apikey::mint_seeded(seed, &tenant.id, mode, &request.label, now, expires);
+    let mut minted =
+        apikey::mint_seeded(seed_at(now), &tenant.id, mode, &request.label, now, expires);
     minted.record.scopes = scopes;
     let Some(earlier) = store
         .insert_api_key_once(&minted.record, idempotency_key, &request_hash)
@@ -272,10 +271,18 @@ pub async fn create_key_once(
         .ok_or_else(|| AdminError::NotFound(format!("no key `{}`", earlier.key_id)))?;
     // The same seed makes the same text: shown again only while the window is open, and only
     // if it is the text of the stored key.
+    let again = apikey::mint_seeded(
+        seed_at(earlier.created_at_ms),
+        &tenant.id,
+        mode,
+        &request.label,
+        earlier.created_at_ms,
+        expires,
+    );
     let text = (now - earlier.created_at_ms < replay_window_ms
-        && key.id == minted.record.id
-        && key.hash == minted.record.hash)
-        .then_some(minted.text);
+        && key.id == again.record.id
+        && key.hash == again.record.hash)
+        .then_some(again.text);
     Ok(KeyCreated {
         api_key: text,
         key,

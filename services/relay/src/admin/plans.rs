@@ -52,6 +52,12 @@ pub(crate) fn check_text(what: &str, text: &str, max: usize) -> Result<(), Admin
             "the {what} holds control characters"
         )));
     }
+    // People read these as who or what a thing is: no text may hide or reorder itself.
+    if text.chars().any(repowire_protocol::validate::is_deceptive) {
+        return Err(AdminError::Invalid(format!(
+            "the {what} holds bidirectional controls or invisible characters"
+        )));
+    }
     Ok(())
 }
 

@@ -116,22 +116,53 @@ pub fn csv(
     let mut out = String::from(CSV_HEADER);
     out.push('\n');
     for p in periods {
-        let name = names.get(&p.tenant_id).map_or("", String::as_str);
+        let name = csv_cell(names.get(&p.tenant_id).map_or("", String::as_str));
+        let tenant = csv_cell(&p.tenant_id);
         for (metric, value) in &p.metrics {
             out.push_str(&format!(
-                "{},{name},{},{},{metric},{value}\n",
-                p.tenant_id,
+                "{tenant},{name},{},{},{},{value}\n",
                 p.start,
-                granularity.as_str()
+                granularity.as_str(),
+                csv_cell(metric)
             ));
         }
     }
     out
 }
 
+/// One CSV field, safe to open in a spreadsheet (OWASP, "CSV Injection"): a field that starts
+/// with `=`, `+`, `-`, `@`, a tab or a carriage return would be read as a formula, so it gets a
+/// leading `'` and is quoted; a field holding a comma, a quote or a line break is quoted, with
+/// its quotes doubled. Anything else is written as it is.
+fn csv_cell(field: &str) -> std::borrow::Cow<'_, str> {
+    let formula = field.starts_with(['=', '+', '-', '@', '\t', '\r']);
+    if !formula && !field.contains([',', '"', '\n', '\r']) {
+        return field.into();
+    }
+    let lead = if formula { "'" } else { "" };
+    format!("\"{lead}{}\"", field.replace('"', "\"\"")).into()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_csv_field_that_could_be_a_formula_is_neutralised_and_quoted() {
+        assert_eq!(csv_cell("acme"), "acme");
+        assert_eq!(csv_cell("tnt-14dr9gpqy77zxyyk"), "tnt-14dr9gpqy77zxyyk");
+        for (field, cell) in [
+            ("-2-1", "\"'-2-1\""),
+            ("=HYPERLINK(\"x\")", "\"'=HYPERLINK(\"\"x\"\")\""),
+            ("+1", "\"'+1\""),
+            ("@SUM(A1)", "\"'@SUM(A1)\""),
+            ("\tx", "\"'\tx\""),
+            ("\rx", "\"'\rx\""),
+            ("a,b", "\"a,b\""),
+        ] {
+            assert_eq!(csv_cell(field), cell, "{field:?}");
+        }
+    }
 
     fn row(tenant: &str, hour_ms: i64, metric: &str, value: i64) -> UsageRow {
         UsageRow {
