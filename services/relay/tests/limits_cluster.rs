@@ -252,3 +252,81 @@ async fn peaks_are_counted_across_pods(pool: sqlx::PgPool) {
     a.stop().await;
     b.stop().await;
 }
+
+/// Issue 30 item 4: a tenant deleted and purged through pod A kept its connection on pod B
+/// open (the key check reported only keys that still exist; deletion announced nothing), and
+/// that connection kept writing. With the key check slowed to an hour, only the announcement
+/// can close it here.
+#[sqlx::test(migrations = false)]
+async fn deleting_and_purging_a_tenant_on_one_pod_closes_its_connections_on_the_other(
+    pool: sqlx::PgPool,
+) {
+    let db = Db::Postgres(pool);
+    let mut config = RelayConfig::for_tests();
+    config.key_check_secs = 3600;
+    let (a, b) = pods(&db, config).await;
+    let (tenant, key) = a.tenant("zeta").await;
+    let mut on_b = b.client(&key).await;
+    let peer = on_b.peer("z", "dev").await;
+    let admin = common::Admin::new(&a);
+    let (status, body) = admin
+        .call(reqwest::Method::DELETE, "/tenants/zeta", None)
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = admin.post("/tenants/zeta/purge", json!({})).await;
+    assert_eq!(status, 204, "{body}");
+    let deadline = Instant::now() + WAIT;
+    while b
+        .state
+        .hub
+        .live_peer(&tenant, peer.peer_id.as_str())
+        .is_some()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the connection on pod B is still open"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    a.stop().await;
+    b.stop().await;
+}
+
+/// Without any announcement (the CLI writes the database directly), the key check closes the
+/// connections of a purged tenant too: a key that no longer exists counts as revoked.
+#[sqlx::test(migrations = false)]
+async fn the_key_check_closes_the_connections_of_a_tenant_purged_without_a_word(
+    pool: sqlx::PgPool,
+) {
+    let db = Db::Postgres(pool);
+    let (a, b) = pods(&db, RelayConfig::for_tests()).await;
+    let (tenant, key) = a.tenant("zeta").await;
+    let mut on_b = b.client(&key).await;
+    let peer = on_b.peer("z", "dev").await;
+    let store = a.state.store.clone();
+    store
+        .delete_tenant(&tenant, repowire_relay::ids::now_ms())
+        .await
+        .expect("delete");
+    assert!(store.purge_tenant(&tenant).await.expect("purge"));
+    assert_eq!(
+        repowire_relay::keycheck::close_unusable(&b.state).await,
+        1,
+        "the purged key's connection is closed by the check"
+    );
+    let deadline = Instant::now() + WAIT;
+    while b
+        .state
+        .hub
+        .live_peer(&tenant, peer.peer_id.as_str())
+        .is_some()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the connection on pod B is still open"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    a.stop().await;
+    b.stop().await;
+}

@@ -6,6 +6,7 @@ use axum::extract::Query;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use repowire_protocol::CloseCode;
 
 #[cfg(feature = "openapi")]
 use super::ErrorBody;
@@ -79,6 +80,7 @@ pub(super) async fn delete_tenant_http(
     let before = get_tenant(store, &tenant_ref).await?;
     let detail = crate::admin::tenants::delete_tenant(store, &tenant_ref).await?;
     let id = detail.tenant.id.as_str();
+    close_everywhere(&state, id).await;
     audit::record(
         store,
         &ctx,
@@ -89,8 +91,28 @@ pub(super) async fn delete_tenant_http(
         Some(&detail),
     )
     .await;
-    crate::keycheck::close_unusable(&state).await;
     Ok(Json(detail))
+}
+
+/// Closes every connection of a deleted (or purged) tenant on every relay process now: its
+/// keys are announced as revoked on the bus (this process included). The key check of each
+/// process closes whatever a lost announcement left open within its interval, purged keys
+/// included (a key that no longer exists counts as revoked).
+async fn close_everywhere(state: &AppState, tenant_id: &str) {
+    match state.store.list_api_keys(tenant_id).await {
+        Ok(keys) => {
+            for key in keys {
+                state
+                    .hub
+                    .kick_key(&key.id, CloseCode::KEY_REVOKED, "tenant deleted");
+                state.cluster.revoked(&key.id).await;
+            }
+        }
+        Err(error) => {
+            tracing::warn!(%error, tenant = %tenant_id, "could not list a deleted tenant's keys; the key check closes its connections");
+        }
+    }
+    crate::keycheck::close_unusable(state).await;
 }
 
 #[cfg_attr(feature = "openapi", utoipa::path(
@@ -107,8 +129,13 @@ pub(super) async fn purge_tenant_http(
 ) -> Result<StatusCode, AppError> {
     let store = state.store.as_ref();
     let before = get_tenant(store, &tenant_ref).await?;
-    crate::admin::tenants::purge_tenant(store, &tenant_ref).await?;
     let id = before.tenant.id.as_str();
+    // Announced before the rows go (the keys can be listed only while they exist), and again
+    // by every key check after: no connection of a purged tenant stays to write for it.
+    if before.tenant.deleted_at_ms.is_some() {
+        close_everywhere(&state, id).await;
+    }
+    crate::admin::tenants::purge_tenant(store, &tenant_ref).await?;
     audit::record(
         store,
         &ctx,

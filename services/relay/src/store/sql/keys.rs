@@ -9,20 +9,42 @@ macro_rules! impl_keys {
                 // Bounded statements: SQLite allows 32 766 parameters, and a pod may hold many keys.
                 for chunk in ids.chunks(500) {
                     let marks: Vec<String> = (2..chunk.len() + 2).map(|i| format!("${i}")).collect();
+                    // Every key found, with whether it still works; a key not found at all (its
+                    // tenant was purged) is unusable too.
                     let sql = format!(
-                        "SELECT k.id, (k.revoked_at_ms IS NULL AND (k.expires_at_ms IS NULL \
-                         OR k.expires_at_ms > $1)) AS tenant_suspended FROM api_keys k \
-                         JOIN tenants t ON t.id = k.tenant_id WHERE k.id IN ({}) \
-                         AND (k.revoked_at_ms IS NOT NULL \
-                         OR (k.expires_at_ms IS NOT NULL AND k.expires_at_ms <= $1) \
-                         OR t.disabled_at_ms IS NOT NULL)",
+                        "SELECT k.id, \
+                         (k.revoked_at_ms IS NULL AND (k.expires_at_ms IS NULL OR k.expires_at_ms > $1) \
+                          AND t.id IS NOT NULL AND t.deleted_at_ms IS NULL) AS tenant_suspended, \
+                         (k.revoked_at_ms IS NOT NULL \
+                          OR (k.expires_at_ms IS NOT NULL AND k.expires_at_ms <= $1) \
+                          OR t.id IS NULL OR t.disabled_at_ms IS NOT NULL \
+                          OR t.deleted_at_ms IS NOT NULL) AS dead \
+                         FROM api_keys k LEFT JOIN tenants t ON t.id = k.tenant_id WHERE k.id IN ({})",
                         marks.join(", ")
                     );
-                    let mut query = sqlx::query_as::<_, UnusableKey>(&sql).bind(now_ms);
+                    let mut query = sqlx::query_as::<_, (String, bool, bool)>(&sql).bind(now_ms);
                     for id in chunk {
                         query = query.bind(id);
                     }
-                    unusable.extend(query.fetch_all(&self.pool).await?);
+                    let found: HashMap<String, (bool, bool)> = query
+                        .fetch_all(&self.pool)
+                        .await?
+                        .into_iter()
+                        .map(|(id, suspended, dead)| (id, (suspended, dead)))
+                        .collect();
+                    for id in chunk {
+                        match found.get(id) {
+                            Some((_, false)) => {}
+                            Some((tenant_suspended, true)) => unusable.push(UnusableKey {
+                                id: id.clone(),
+                                tenant_suspended: *tenant_suspended,
+                            }),
+                            None => unusable.push(UnusableKey {
+                                id: id.clone(),
+                                tenant_suspended: false,
+                            }),
+                        }
+                    }
                 }
                 Ok(unusable)
             }
