@@ -121,6 +121,14 @@ async fn refresh(state: &AppState) {
             let_go(state, &tenant, &live.record.peer_id, None);
         }
     }
+    let mut peers: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for (tenant, live) in state.hub.all_live() {
+        peers.entry(tenant).or_default().push(live.record.peer_id);
+    }
+    state
+        .limits
+        .refresh_peers(peers.into_iter().collect())
+        .await;
     let open = state
         .limits
         .refresh_connections(state.hub.conns_by_tenant())

@@ -330,3 +330,81 @@ async fn the_key_check_closes_the_connections_of_a_tenant_purged_without_a_word(
     a.stop().await;
     b.stop().await;
 }
+
+/// Sends `register` on every client first, then reads every answer: the registrations reach
+/// the relays together. Returns how many were accepted; every other one must be refused with
+/// `limit_exceeded`.
+async fn register_together(clients: &mut [TestClient]) -> usize {
+    use repowire_protocol::{Body, Register};
+    let mut ids = Vec::new();
+    for (i, c) in clients.iter_mut().enumerate() {
+        ids.push(
+            c.send(Body::Register(Register {
+                name: Some(format!("p{i}")),
+                backend: "claude-code".into(),
+                ..Default::default()
+            }))
+            .await,
+        );
+    }
+    let mut accepted = 0;
+    for (c, id) in clients.iter_mut().zip(ids) {
+        match c.answer(id).await {
+            Ok(Body::Registered(_)) => accepted += 1,
+            Err(e) => assert_eq!(e.code, ErrorCode::LimitExceeded, "{e:?}"),
+            Ok(other) => panic!("unexpected answer {other:?}"),
+        }
+    }
+    accepted
+}
+
+/// Issue 30 item 5: with `max_peers = 3`, 50 registrations arriving together were all
+/// accepted on a Redis-backed relay (20 of 20 across two pods). Exactly the limit now, on one
+/// pod and on two.
+#[sqlx::test(migrations = false)]
+async fn registrations_arriving_together_never_pass_max_peers_on_one_pod_or_two(
+    pool: sqlx::PgPool,
+) {
+    let db = Db::Postgres(pool);
+    let (a, b) = pods(&db, RelayConfig::for_tests()).await;
+    let (_, key) = tenant_with(
+        &a,
+        Limits {
+            max_peers: Some(3),
+            ..Default::default()
+        },
+    )
+    .await;
+    // One pod.
+    let mut on_a = Vec::new();
+    for _ in 0..50 {
+        on_a.push(a.client(&key).await);
+    }
+    assert_eq!(register_together(&mut on_a).await, 3);
+    // Every slot is let go when the peers leave.
+    drop(on_a);
+    let deadline = Instant::now() + WAIT;
+    let mut across = Vec::new();
+    for i in 0..50 {
+        across.push(if i % 2 == 0 {
+            a.client(&key).await
+        } else {
+            b.client(&key).await
+        });
+    }
+    loop {
+        // The old connections' slots go as their tasks notice the close.
+        if a.state.metrics.peers.get() == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the first peers never went offline"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Two pods.
+    assert_eq!(register_together(&mut across).await, 3);
+    a.stop().await;
+    b.stop().await;
+}

@@ -146,6 +146,11 @@ pub enum Refreshed {
     Taken,
 }
 
+/// The slot set holding a tenant's live peers (tenant ids hold no `:`, so it is no tenant's).
+fn peer_slots(tenant_id: &str) -> String {
+    format!("{tenant_id}:peers")
+}
+
 /// What pods share.
 #[async_trait]
 pub trait Bus: Send + Sync + std::fmt::Debug {
@@ -222,6 +227,40 @@ pub trait Bus: Send + Sync + std::fmt::Debug {
     ) -> Result<u64>;
     /// Lets a connection slot go.
     async fn release_connection(&self, tenant_id: &str, slot: &str) -> Result<()>;
+    /// Holds the live-peer slot of `peer_id` until `expires_at_ms` unless the tenant has `max`
+    /// live peers already (one this peer holds counts as free, and is refreshed): the check and
+    /// the claim are one atomic step on every pod's shared bus, so registrations arriving
+    /// together never pass `max_peers`. Peer slots are connection slots of their own set (the
+    /// tenant id with `:peers`), so every bus gets them from the connection-slot operations.
+    async fn hold_peer(
+        &self,
+        tenant_id: &str,
+        peer_id: &str,
+        max: Option<u64>,
+        expires_at_ms: i64,
+    ) -> Result<Option<u64>> {
+        self.hold_connection(&peer_slots(tenant_id), peer_id, max, expires_at_ms)
+            .await
+    }
+    /// Holds (again) the slots of peers live on this pod until `expires_at_ms`: the heartbeat.
+    /// A slot lost meanwhile (a release racing a takeover) is taken again.
+    async fn refresh_peers(
+        &self,
+        tenant_id: &str,
+        peer_ids: &[String],
+        expires_at_ms: i64,
+    ) -> Result<()> {
+        for peer_id in peer_ids {
+            self.hold_connection(&peer_slots(tenant_id), peer_id, None, expires_at_ms)
+                .await?;
+        }
+        Ok(())
+    }
+    /// Lets a live-peer slot go (the peer went offline).
+    async fn release_peer(&self, tenant_id: &str, peer_id: &str) -> Result<()> {
+        self.release_connection(&peer_slots(tenant_id), peer_id)
+            .await
+    }
     /// Every live peer of a tenant, on any pod.
     async fn tenant_presence(&self, tenant_id: &str) -> Result<Vec<Presence>>;
     /// Claims a display name in a circle for `peer_id`, atomically across every pod: the first

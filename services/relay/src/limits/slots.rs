@@ -1,7 +1,8 @@
-//! A tenant's concurrent connections across the cluster: each open connection holds a slot on
-//! the bus (`{pod}:{conn}`), taken before the WebSocket upgrade and let go when the connection
-//! ends; the pod's heartbeat keeps its slots alive, so a dead pod's stop counting after the
-//! presence TTL.
+//! A tenant's concurrent connections and live peers across the cluster: each open connection
+//! holds a slot on the bus (`{pod}:{conn}`), taken before the WebSocket upgrade and let go when
+//! the connection ends, and each live peer a slot of its own (its peer id), taken atomically
+//! with the `max_peers` check at `register` and let go when the peer goes offline; the pod's
+//! heartbeat keeps its slots alive, so a dead pod's stop counting after the presence TTL.
 
 use std::sync::Arc;
 
@@ -105,6 +106,60 @@ impl Enforcer {
             cluster_open,
             metered: None,
         }))
+    }
+
+    /// Holds `peer_id`'s live-peer slot unless the tenant is at its `max_peers` (a peer live
+    /// already holds its slot and is let through). Without the bus the peer is let in
+    /// (counted in `limit_checks_failed_open`).
+    pub async fn hold_peer(
+        &self,
+        tenant_id: &str,
+        peer_id: &str,
+    ) -> Result<Result<(), LimitRefusal>, StoreError> {
+        let snapshot = self.snapshot(tenant_id).await?;
+        let max = snapshot
+            .limits
+            .max_peers
+            .map(|m| u64::try_from(m).unwrap_or(0));
+        let expires = now_ms().saturating_add(self.slot_ttl_ms());
+        match self.bus().hold_peer(tenant_id, peer_id, max, expires).await {
+            Ok(Some(_)) => Ok(Ok(())),
+            Ok(None) => {
+                let max = max.unwrap_or(0);
+                let refusal = self.refuse(
+                    &snapshot,
+                    Reason::Peers,
+                    ErrorCode::LimitExceeded,
+                    format!(
+                        "this tenant's plan allows {max} live peers and they are live; unregister one (end a session) first"
+                    ),
+                    None,
+                );
+                self.count(&refusal);
+                Ok(Err(refusal))
+            }
+            Err(error) => {
+                self.failed_open(tenant_id, &error);
+                Ok(Ok(()))
+            }
+        }
+    }
+
+    /// Lets a peer's live-peer slot go (it went offline, or its registration failed).
+    pub async fn release_peer(&self, tenant_id: &str, peer_id: &str) {
+        if let Err(error) = self.bus().release_peer(tenant_id, peer_id).await {
+            tracing::warn!(%error, tenant = %tenant_id, peer = %peer_id, "could not let a peer slot go; it expires by itself");
+        }
+    }
+
+    /// Keeps the slots of this pod's live peers (`peers` by tenant) alive: the heartbeat.
+    pub async fn refresh_peers(&self, peers: Vec<(String, Vec<String>)>) {
+        let expires = now_ms().saturating_add(self.slot_ttl_ms());
+        for (tenant_id, ids) in peers {
+            if let Err(error) = self.bus().refresh_peers(&tenant_id, &ids, expires).await {
+                tracing::warn!(%error, tenant = %tenant_id, "could not refresh peer slots");
+            }
+        }
     }
 
     /// Keeps this pod's slots alive (`conns` by tenant): the heartbeat. Returns each tenant's

@@ -130,6 +130,11 @@ pub(super) async fn unregister(s: &Session, id: MessageId, r: PeerRef) -> Handle
 /// A peer left this process (unregister, or its connection closed): count it, record its
 /// last_seen, and tell the tenant.
 pub async fn went_offline(state: &AppState, mut record: PeerRecord) {
+    // The slot first: once the gauge says the peer is gone, its place is free.
+    state
+        .limits
+        .release_peer(&record.tenant_id, &record.peer_id)
+        .await;
     state.metrics.peers.dec();
     let now = now_ms();
     if let Err(error) = state

@@ -11,7 +11,6 @@ use super::session::{Handled, Refusal, Session};
 use crate::dispatch::{deliver_stored, frame_text};
 use crate::hub::{CatchUp, peer_info};
 use crate::ids::now_ms;
-use crate::limits::enforce::Reason;
 use crate::state::AppState;
 use crate::store::PeerRecord;
 
@@ -48,30 +47,14 @@ fn may_reclaim(stored: &PeerRecord, claim: &Register) -> bool {
         }
 }
 
-/// Whether the tenant may have one more live peer (`peer_id` already live counts as none).
-/// Live peers on other pods are read from presence; registrations racing on several pods at
-/// the same moment may each see the last free place (the limit can be passed by that many).
+/// Holds the peer's live-peer slot, or refuses with `limit_exceeded` when the tenant is at its
+/// `max_peers`: the check and the claim are one atomic step on the bus (a Redis script in a
+/// cluster), so registrations arriving together on any number of pods never pass the limit.
 async fn peers_allowed(s: &Session, peer_id: &str) -> Result<(), Refusal> {
-    let limits = s.state.limits.snapshot(&s.tenant_id).await?;
-    let Some(max) = limits.limits.max_peers else {
-        return Ok(());
-    };
-    let live = s.state.live_peer_ids(&s.tenant_id).await;
-    if live.contains(peer_id) || i64::try_from(live.len()).unwrap_or(i64::MAX) < max {
-        return Ok(());
+    match s.state.limits.hold_peer(&s.tenant_id, peer_id).await? {
+        Ok(()) => Ok(()),
+        Err(refusal) => Err(refusal.into()),
     }
-    let refusal = s.state.limits.refuse(
-        &limits,
-        Reason::Peers,
-        ErrorCode::LimitExceeded,
-        format!(
-            "this tenant's plan allows {max} live peers and {} are live; unregister one (end a session) first",
-            live.len()
-        ),
-        None,
-    );
-    s.state.limits.count(&refusal);
-    Err(refusal.into())
 }
 
 pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled {
@@ -153,6 +136,9 @@ pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled
     let mut bound = s.state.hub.bind_peer(s.conn, record, &base, now);
     let peer_id = bound.record.peer_id.clone();
     if let Err(e) = s.state.store.upsert_peer(&bound.record).await {
+        if !bound.was_live {
+            s.state.limits.release_peer(&s.tenant_id, &peer_id).await;
+        }
         // Nothing changed: a binding this replaced (re-register, takeover) comes back, with a
         // fresh catch-up since its own stopped when it was replaced.
         if let Some(restored) =
