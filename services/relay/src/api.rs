@@ -8,13 +8,14 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use repowire_protocol::ErrorCode;
 use repowire_protocol::http::{TokenRequest, TokenResponse};
 use serde::Deserialize;
 
 use crate::connection::{self, Authed};
 use crate::error::AppError;
+use crate::httplimit::{ClientAddr, source};
 use crate::ids::now_ms;
 use crate::state::AppState;
 use crate::token::{TokenError, bearer};
@@ -89,6 +90,27 @@ async fn metrics(State(state): State<AppState>) -> Response {
 
 async fn token(
     State(state): State<AppState>,
+    client: Option<Extension<ClientAddr>>,
+    headers: HeaderMap,
+    body: Result<Json<TokenRequest>, JsonRejection>,
+) -> Result<Json<TokenResponse>, AppError> {
+    let source = client.map(|Extension(ClientAddr(addr))| {
+        source(addr.ip(), &headers, &state.config.trusted_proxies)
+    });
+    if let Some(ip) = source {
+        state.failed_auth.check(ip)?;
+    }
+    let exchanged = exchange(&state, body).await;
+    if let (Err(e), Some(ip)) = (&exchanged, source)
+        && e.status == StatusCode::UNAUTHORIZED
+    {
+        state.failed_auth.failed(ip)?;
+    }
+    exchanged
+}
+
+async fn exchange(
+    state: &AppState,
     body: Result<Json<TokenRequest>, JsonRejection>,
 ) -> Result<Json<TokenResponse>, AppError> {
     let Json(req) = body

@@ -213,6 +213,17 @@ pub struct RelayConfig {
     /// Of those, how many at once (a burst).
     #[arg(long, env = "REPOWIRE_HTTP_BURST", default_value_t = 120)]
     pub http_burst: u32,
+    /// Failed token exchanges (`401` from `POST /v1/token`) a minute from one source address
+    /// (an IPv6 /64); past them that source gets `429` before any lookup. 0: no limit.
+    #[arg(long, env = "REPOWIRE_FAILED_AUTH_PER_MINUTE", default_value_t = 60)]
+    pub failed_auth_per_minute: u32,
+    /// Of those, how many at once (a burst).
+    #[arg(long, env = "REPOWIRE_FAILED_AUTH_BURST", default_value_t = 20)]
+    pub failed_auth_burst: u32,
+    /// Proxies (CIDRs, comma-separated) whose `X-Forwarded-For` names the client; from any
+    /// other peer the header is ignored. Empty: the TCP peer is the source.
+    #[arg(long, env = "REPOWIRE_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     /// Lifetime of issued JWTs, seconds.
     #[arg(long, env = "REPOWIRE_TOKEN_TTL_SECS", default_value_t = 900)]
     pub token_ttl_secs: u64,

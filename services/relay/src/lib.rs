@@ -113,8 +113,7 @@ async fn serve_on<L>(
     writer_task: JoinHandle<()>,
 ) -> std::io::Result<()>
 where
-    L: axum::serve::Listener,
-    L::Addr: std::fmt::Debug,
+    L: axum::serve::Listener<Addr = std::net::SocketAddr>,
 {
     let sweeper = tokio::spawn(sweeper::run(state.clone()));
     let inbound = tokio::spawn(inbound::run(state.clone()));

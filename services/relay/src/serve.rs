@@ -23,14 +23,14 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
+use crate::httplimit::ClientAddr;
 use crate::state::AppState;
 
 /// Serves `app` on `listener` until the state's shutdown token is cancelled, then waits (at
 /// most the drain timeout) for the HTTP requests in progress to finish.
 pub(crate) async fn serve<L>(mut listener: L, app: Router, state: &AppState)
 where
-    L: Listener,
-    L::Addr: std::fmt::Debug,
+    L: Listener<Addr = std::net::SocketAddr>,
 {
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -52,8 +52,9 @@ where
             continue;
         };
         let app = app.clone();
-        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             let app = app.clone();
+            request.extensions_mut().insert(ClientAddr(addr));
             async move {
                 let response = app.oneshot(request.map(axum::body::Body::new)).await;
                 Ok::<_, Infallible>(response.unwrap_or_else(|never| match never {}))

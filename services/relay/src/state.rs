@@ -55,6 +55,8 @@ pub struct Inner {
     pub limits: Enforcer,
     /// The request rate of the tenant-facing HTTP endpoints, per credential.
     pub http_limit: crate::httplimit::HttpLimiter,
+    /// Failed token exchanges, per source address.
+    pub failed_auth: crate::httplimit::FailureLimiter,
     /// Connection time and peaks measured here, until the next usage flush.
     pub meter: Arc<crate::usage::meter::Meter>,
     /// Bytes queued to every connection of this process, against `--outbound-budget-bytes`.
@@ -125,6 +127,10 @@ impl AppState {
         );
         let conn_slots = Arc::new(Semaphore::new(config.max_connections));
         let outbound_budget = crate::hub::Budget::new(config.outbound_budget_bytes);
+        let failed_auth = crate::httplimit::FailureLimiter::new(
+            config.failed_auth_per_minute,
+            config.failed_auth_burst,
+        );
         let pending_slots = Arc::new(Semaphore::new(config.max_pending_connections.max(1)));
         let http_limit =
             crate::httplimit::HttpLimiter::new(config.http_requests_per_minute, config.http_burst);
@@ -143,6 +149,7 @@ impl AppState {
             limits,
             meter: Arc::default(),
             http_limit,
+            failed_auth,
             outbound_budget,
             pending_slots,
             draining: AtomicBool::new(false),

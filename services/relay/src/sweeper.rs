@@ -42,6 +42,7 @@ pub async fn run(state: AppState) {
                 purge_deleted(&state).await;
                 forget_old_key_requests(&state).await;
                 state.http_limit.prune();
+                state.failed_auth.prune();
             }
         }
     }

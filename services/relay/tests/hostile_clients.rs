@@ -324,3 +324,118 @@ async fn past_the_cap_of_pending_connections_a_new_one_is_closed_at_once_until_s
     );
     relay.stop().await;
 }
+
+/// A `POST /v1/token` from `local` (an address of 127.0.0.0/8) with `forwarded` as its
+/// `X-Forwarded-For`; the status and the `Retry-After` header.
+async fn exchange(
+    relay: &TestRelay,
+    local: &str,
+    forwarded: Option<&str>,
+    api_key: &str,
+) -> (u16, Option<String>) {
+    let http = reqwest::Client::builder()
+        .local_address(Some(local.parse().expect("ip")))
+        .build()
+        .expect("client");
+    let mut request = http
+        .post(format!("{}/v1/token", relay.http))
+        .json(&serde_json::json!({ "api_key": api_key }));
+    if let Some(f) = forwarded {
+        request = request.header("x-forwarded-for", f);
+    }
+    let response = request.send().await.expect("send");
+    let retry = response
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    (response.status().as_u16(), retry)
+}
+
+/// A well-formed key that no tenant has.
+fn unknown_key() -> String {
+    repowire_relay::apikey::mint(
+        "tnt-0000000000000000",
+        repowire_relay::apikey::KeyMode::Live,
+        "",
+        0,
+        None,
+    )
+    .text
+}
+
+/// Issue 30 item 10: 1 500 distinct well-formed keys were all answered 401 (each a lookup),
+/// since the limit was per credential. Failures are now counted per source address.
+#[tokio::test]
+async fn failed_token_exchanges_are_limited_per_source_address() {
+    let db = Db::sqlite();
+    let mut config = RelayConfig::for_tests();
+    config.failed_auth_per_minute = 1;
+    config.failed_auth_burst = 5;
+    let relay = TestRelay::start_with(&db, config).await;
+    let (_, key) = relay.tenant("acme").await;
+    for i in 0..5 {
+        assert_eq!(
+            exchange(&relay, "127.0.0.1", None, &unknown_key()).await.0,
+            401,
+            "failure {i} is within the burst"
+        );
+    }
+    let (status, retry) = exchange(&relay, "127.0.0.1", None, &unknown_key()).await;
+    assert_eq!(status, 429);
+    assert!(retry.is_some_and(|s| s.parse::<u64>().is_ok_and(|s| s >= 1)));
+    // Refused before any lookup from then on, even with a good key.
+    assert_eq!(exchange(&relay, "127.0.0.1", None, &key).await.0, 429);
+    // Another source is untouched, and a forwarded-for header from an untrusted peer is not
+    // believed (the peer itself is the source).
+    assert_eq!(exchange(&relay, "127.0.0.2", None, &key).await.0, 200);
+    assert_eq!(
+        exchange(&relay, "127.0.0.1", Some("198.51.100.7"), &key)
+            .await
+            .0,
+        429
+    );
+    relay.stop().await;
+}
+
+/// Behind a configured proxy, the client it names is the source.
+#[tokio::test]
+async fn behind_a_trusted_proxy_the_forwarded_client_is_the_source() {
+    let db = Db::sqlite();
+    let mut config = RelayConfig::for_tests();
+    config.failed_auth_per_minute = 1;
+    config.failed_auth_burst = 2;
+    config.trusted_proxies = vec!["127.0.0.1/32".parse().expect("net")];
+    let relay = TestRelay::start_with(&db, config).await;
+    let (_, key) = relay.tenant("acme").await;
+    let attacker = Some("203.0.113.9");
+    for _ in 0..2 {
+        assert_eq!(
+            exchange(&relay, "127.0.0.1", attacker, &unknown_key())
+                .await
+                .0,
+            401
+        );
+    }
+    assert_eq!(
+        exchange(&relay, "127.0.0.1", attacker, &unknown_key())
+            .await
+            .0,
+        429
+    );
+    // The proxy's other clients are not held back by that one.
+    assert_eq!(
+        exchange(&relay, "127.0.0.1", Some("203.0.113.10"), &key)
+            .await
+            .0,
+        200
+    );
+    // A spoofed leftmost entry does not move the attacker: the proxy appended the real one.
+    assert_eq!(
+        exchange(&relay, "127.0.0.1", Some("192.0.2.1, 203.0.113.9"), &key)
+            .await
+            .0,
+        429
+    );
+    relay.stop().await;
+}
