@@ -42,6 +42,8 @@ pub async fn start(home: &Path, shutdown: CancellationToken) -> anyhow::Result<E
     config.redis_url = None;
     config.data_dir = Some(dir.clone());
     config.admin_token = None;
+    // Other local users can reach loopback: with no admin token, /metrics answers nobody.
+    config.metrics_auth = true;
     config.tls_cert = None;
     config.tls_key = None;
     let tokens = Tokens::new(secret.as_bytes(), config.token_ttl());

@@ -31,7 +31,17 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
+        .route("/metrics", {
+            let route = get(metrics);
+            if state.config.metrics_auth {
+                route.layer(middleware::from_fn_with_state(
+                    state.clone(),
+                    admin::require_admin,
+                ))
+            } else {
+                route
+            }
+        })
         .route(
             "/v1/token",
             post(token).layer(middleware::from_fn(crate::jsonbody::objects_only)),

@@ -317,6 +317,12 @@ pub struct RelayConfig {
     /// The standard `OTEL_*` variables (service name, sampler, batch delays) apply as well.
     #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
     pub otlp_endpoint: Option<String>,
+    /// Serve `/metrics` only to the admin credential (the admin token, or a minted admin token
+    /// with `admin:read`); with no admin token configured it then answers 404. For a relay on a
+    /// machine other users share (the daemon's embedded relay sets it); a cluster's Prometheus
+    /// scrapes over the pod network and leaves it off.
+    #[arg(long, env = "REPOWIRE_METRICS_AUTH", default_value_t = false)]
+    pub metrics_auth: bool,
     /// Log format: `json` or `text`.
     #[arg(long, env = "REPOWIRE_LOG_FORMAT", default_value = "json")]
     pub log_format: String,

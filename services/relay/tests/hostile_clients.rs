@@ -439,3 +439,46 @@ async fn behind_a_trusted_proxy_the_forwarded_client_is_the_source() {
     );
     relay.stop().await;
 }
+
+/// Issue 30 item 13: the embedded relay's `/metrics` was readable by any local user. With
+/// `--metrics-auth` (which the daemon's embedded relay sets) only the admin credential reads
+/// it, and with no admin token configured nobody does.
+#[tokio::test]
+async fn with_metrics_auth_only_the_admin_credential_reads_metrics() {
+    let db = Db::sqlite();
+    let mut config = RelayConfig::for_tests();
+    config.metrics_auth = true;
+    let relay = TestRelay::start_with(&db, config).await;
+    let (_, key) = relay.tenant("acme").await;
+    let get = |bearer: Option<String>| {
+        let url = format!("{}/metrics", relay.http);
+        async move {
+            let mut request = reqwest::Client::new().get(url);
+            if let Some(b) = bearer {
+                request = request.bearer_auth(b);
+            }
+            request.send().await.expect("send").status().as_u16()
+        }
+    };
+    assert_eq!(get(None).await, 403);
+    assert_eq!(
+        get(Some(key)).await,
+        403,
+        "a tenant key is no admin credential"
+    );
+    assert_eq!(get(Some(common::ADMIN.into())).await, 200);
+    relay.stop().await;
+
+    let db = Db::sqlite();
+    let mut config = RelayConfig::for_tests();
+    config.metrics_auth = true;
+    config.admin_token = None;
+    let relay = TestRelay::start_with(&db, config).await;
+    let status = reqwest::get(format!("{}/metrics", relay.http))
+        .await
+        .expect("send")
+        .status()
+        .as_u16();
+    assert_eq!(status, 404, "no admin token: nobody reads it");
+    relay.stop().await;
+}

@@ -12,6 +12,7 @@ pub mod tokens;
 
 #[cfg(feature = "openapi")]
 pub use http::openapi;
+pub(crate) use http::require_admin;
 pub use http::router;
 pub use keys::{
     KeyCreated, KeyRequestBody, create_key, get_key, list_keys, revoke_key, rotate_key,

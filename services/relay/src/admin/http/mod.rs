@@ -188,7 +188,9 @@ fn digest(s: &str) -> [u8; 32] {
     Sha256::digest(s.as_bytes()).into()
 }
 
-async fn require_admin(
+/// The admin credential check (and the scope a request needs), as middleware: the admin
+/// routes, and `/metrics` when `--metrics-auth` is set.
+pub(crate) async fn require_admin(
     State(state): State<AppState>,
     headers: HeaderMap,
     request: Request,
