@@ -445,6 +445,8 @@ impl TestClient {
                 circle: None,
                 include_offline,
                 all_circles: false,
+                limit: None,
+                cursor: None,
             }))
             .await;
         match self.answer(id).await {

@@ -288,6 +288,8 @@ async fn a_peer_reclaimed_on_another_pod_is_let_go_by_the_first() {
             circle: None,
             include_offline: false,
             all_circles: false,
+            limit: None,
+            cursor: None,
         }))
         .await;
     let refused = old

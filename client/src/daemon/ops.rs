@@ -362,16 +362,34 @@ impl Daemon {
         circle: Option<String>,
     ) -> Result<Value, ApiError> {
         let (_, peer) = self.registered_actor(from, caller_pid).await?;
-        let frame = Frame::new(Body::ListPeers(ListPeers {
-            peer_id: PeerId(peer),
-            circle,
-            include_offline,
-            all_circles,
-        }));
-        match self.ask_relay(frame).await? {
-            Body::Peers(p) => Ok(json!(p.peers)),
-            other => Err(unexpected(&other)),
+        // The relay answers in pages (protocol.md §8.5): follow them to the end. The bound only
+        // stops a relay that never ends its pages; 10 000 pages are 5 million peers.
+        let mut peers = Vec::new();
+        let mut cursor = None;
+        for _ in 0..10_000 {
+            let frame = Frame::new(Body::ListPeers(ListPeers {
+                peer_id: PeerId(peer.clone()),
+                circle: circle.clone(),
+                include_offline,
+                all_circles,
+                limit: None,
+                cursor: cursor.take(),
+            }));
+            match self.ask_relay(frame).await? {
+                Body::Peers(p) => {
+                    peers.extend(p.peers);
+                    match p.next_cursor {
+                        Some(next) => cursor = Some(next),
+                        None => return Ok(json!(peers)),
+                    }
+                }
+                other => return Err(unexpected(&other)),
+            }
         }
+        Err(ApiError::new(
+            "unavailable",
+            "the relay's peer list did not end after 10 000 pages",
+        ))
     }
 
     /// A sent message's state and history, by message id or correlation id.

@@ -407,6 +407,12 @@ pub struct ListPeers {
     /// Every circle of the tenant, not just the visible scope.
     #[serde(default)]
     pub all_circles: bool,
+    /// At most this many peers in the answer: 1–500, default 500.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// The previous answer's `next_cursor`: the page after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
 }
 
 /// `ask`. The frame id is the message id.
@@ -653,8 +659,12 @@ pub struct Reply {
 pub struct Peers {
     /// The request this answers.
     pub re: MessageId,
-    /// Visible peers, by circle then name.
+    /// Visible peers, by circle then name (then peer id), at most `list_peers.limit`.
     pub peers: Vec<PeerInfo>,
+    /// More visible peers follow: pass this as `list_peers.cursor` for the next page. Absent on
+    /// the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
 
 /// `accepted`.

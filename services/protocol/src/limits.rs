@@ -29,5 +29,10 @@ pub const MAX_QUESTION_OPTIONS: usize = 32;
 pub const MAX_REASON_BYTES: usize = 512;
 /// Values of the shared state (`state_set`).
 pub const MAX_STATE_VALUE_BYTES: usize = 8 * 1024;
+/// Most peers in one `peers` answer (and the default of `list_peers.limit`): a page of peers
+/// with 512-byte descriptions stays far below the transport limit.
+pub const MAX_PEERS_PAGE: u32 = 500;
+/// Longest `list_peers.cursor` (a circle, a name and a peer id).
+pub const MAX_CURSOR_BYTES: usize = 256;
 /// Keys of one circle's shared state.
 pub const MAX_STATE_KEYS: usize = 256;

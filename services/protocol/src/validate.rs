@@ -227,7 +227,21 @@ fn body(frame: &Frame) -> Result {
             }
             Ok(())
         }
-        Body::ListPeers(l) => opt_name("circle", &l.circle),
+        Body::ListPeers(l) => {
+            opt_name("circle", &l.circle)?;
+            if l.limit
+                .is_some_and(|n| n == 0 || n > crate::limits::MAX_PEERS_PAGE)
+            {
+                return Err(invalid(format!(
+                    "`limit` must be 1-{}",
+                    crate::limits::MAX_PEERS_PAGE
+                )));
+            }
+            if let Some(c) = &l.cursor {
+                bounded("cursor", c, crate::limits::MAX_CURSOR_BYTES)?;
+            }
+            Ok(())
+        }
         Body::Ask(a) => {
             if a.to == APPROVERS {
                 if a.question.as_ref().map(|q| q.kind) != Some(QuestionKind::ToolPermission) {

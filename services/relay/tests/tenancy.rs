@@ -6,7 +6,10 @@ mod common;
 use common::{Db, TestRelay, client};
 use repowire_protocol::*;
 
-both_backends!(a_second_tenant_can_neither_see_nor_reach_the_first,);
+both_backends!(
+    a_second_tenant_can_neither_see_nor_reach_the_first,
+    a_long_peer_list_comes_in_pages_that_list_each_visible_peer_once,
+);
 
 async fn a_second_tenant_can_neither_see_nor_reach_the_first(db: Db) {
     let relay = TestRelay::start(&db).await;
@@ -147,6 +150,8 @@ async fn a_second_tenant_can_neither_see_nor_reach_the_first(db: Db) {
             circle: None,
             include_offline: true,
             all_circles: true,
+            limit: None,
+            cursor: None,
         }))
         .await;
     let Ok(Body::Peers(list)) = a2.answer(id).await else {
@@ -200,5 +205,75 @@ async fn a_second_tenant_can_neither_see_nor_reach_the_first(db: Db) {
         .tokens
         .issue(&key1_id, &t2, repowire_relay::ids::now_ms());
     assert_eq!(client::open(&relay.ws, Some(&mixed)).await.err(), Some(401));
+    relay.stop().await;
+}
+
+/// Issue 30 item 7: a tenant's `peers` answer grew with its stored peers (809 KiB at 3 000;
+/// past ~3 800 it would not fit the transport limit). It comes in pages now.
+async fn a_long_peer_list_comes_in_pages_that_list_each_visible_peer_once(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let (_, key) = relay.tenant("acme").await;
+    let mut c = relay.client(&key).await;
+    let me = c.peer("me", "dev").await;
+    let mut expected = vec![("dev".to_owned(), "me".to_owned())];
+    // Mixed case sorts byte by byte on every backend.
+    for i in 0..23 {
+        let name = if i % 3 == 0 {
+            format!("Z{i:02}")
+        } else {
+            format!("a{i:02}")
+        };
+        c.peer(&name, "dev").await;
+        expected.push(("dev".to_owned(), name));
+    }
+    // Another circle: not visible to an agent without `all_circles`.
+    let mut other = relay.client(&key).await;
+    other.peer("hidden", "ops").await;
+    expected.sort();
+
+    let page = |cursor: Option<String>, limit: Option<u32>| ListPeers {
+        peer_id: me.peer_id.clone(),
+        circle: None,
+        include_offline: true,
+        all_circles: false,
+        limit,
+        cursor,
+    };
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    let mut pages = 0;
+    loop {
+        let id = c.send(Body::ListPeers(page(cursor.take(), Some(10)))).await;
+        let Ok(Body::Peers(p)) = c.answer(id).await else {
+            panic!("a page")
+        };
+        pages += 1;
+        assert!(p.peers.len() <= 10);
+        seen.extend(p.peers.into_iter().map(|i| (i.circle, i.name)));
+        match p.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+        assert!(pages < 10, "the pages end");
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(seen, expected, "every visible peer once, in order");
+    // Without a limit: one page of at most 500, and no cursor when it holds everything.
+    let id = c.send(Body::ListPeers(page(None, None))).await;
+    let Ok(Body::Peers(all)) = c.answer(id).await else {
+        panic!("peers")
+    };
+    assert_eq!((all.peers.len(), all.next_cursor), (expected.len(), None));
+    // Bad limits and cursors are refused.
+    for bad in [
+        page(None, Some(0)),
+        page(None, Some(501)),
+        page(Some("nonsense".into()), None),
+        page(Some("a:b:c:d".into()), None),
+    ] {
+        let id = c.send(Body::ListPeers(bad)).await;
+        let refused = c.answer(id).await.expect_err("refused");
+        assert_eq!(refused.code, ErrorCode::InvalidFrame, "{refused:?}");
+    }
     relay.stop().await;
 }

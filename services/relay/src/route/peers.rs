@@ -2,6 +2,8 @@
 
 use std::collections::HashMap;
 
+use repowire_protocol::limits::MAX_PEERS_PAGE;
+use repowire_protocol::validate::is_valid_name;
 use repowire_protocol::{
     Body, ErrorCode, ListPeers, MessageId, PeerRef, Peers, Presence, PresenceEvent, Reply,
     UpdatePeer,
@@ -14,8 +16,34 @@ use crate::ids::now_ms;
 use crate::state::AppState;
 use crate::store::PeerRecord;
 
+/// Where a page of `peers` continues: the peer it ended with, as `circle:name:peer_id` (names,
+/// circles and peer ids hold no `:`). Peers are ordered by circle, name and peer id, byte by
+/// byte, whatever the database's collation.
+fn cursor_of(r: &PeerRecord) -> String {
+    format!("{}:{}:{}", r.circle, r.name, r.peer_id)
+}
+
+fn parse_cursor(cursor: &str) -> Result<(String, String, String), Refusal> {
+    let parts: Vec<&str> = cursor.split(':').collect();
+    match parts[..] {
+        [circle, name, peer_id] if is_valid_name(circle) && is_valid_name(name) => {
+            Ok((circle.to_owned(), name.to_owned(), peer_id.to_owned()))
+        }
+        _ => Err(Refusal::new(
+            ErrorCode::InvalidFrame,
+            "`cursor` is not a `next_cursor` this relay gave",
+        )),
+    }
+}
+
+fn order_key(r: &PeerRecord) -> (&str, &str, &str) {
+    (&r.circle, &r.name, &r.peer_id)
+}
+
 pub(super) async fn list(s: &Session, id: MessageId, l: ListPeers) -> Handled {
     let caller = s.own(l.peer_id.as_str())?;
+    let limit = usize::try_from(l.limit.unwrap_or(MAX_PEERS_PAGE)).unwrap_or(usize::MAX);
+    let after = l.cursor.as_deref().map(parse_cursor).transpose()?;
     let now = now_ms();
     let ttl = i64::try_from(s.state.config.description_ttl().as_millis()).unwrap_or(i64::MAX / 4);
     let live: HashMap<String, _> = s
@@ -26,8 +54,17 @@ pub(super) async fn list(s: &Session, id: MessageId, l: ListPeers) -> Handled {
         .map(|p| (p.record.peer_id.clone(), p))
         .collect();
     let remote = s.state.cluster.remote_live(&s.tenant_id).await;
+    let mut records = s.state.store.list_peers(&s.tenant_id).await?;
+    records.sort_by(|a, b| order_key(a).cmp(&order_key(b)));
     let mut peers = Vec::new();
-    for mut record in s.state.store.list_peers(&s.tenant_id).await? {
+    let mut next_cursor = None;
+    let mut last: Option<PeerRecord> = None;
+    for mut record in records {
+        if let Some((c, n, p)) = &after
+            && order_key(&record) <= (c.as_str(), n.as_str(), p.as_str())
+        {
+            continue;
+        }
         let visible = in_scope(
             &caller,
             l.all_circles,
@@ -43,6 +80,11 @@ pub(super) async fn list(s: &Session, id: MessageId, l: ListPeers) -> Handled {
         };
         if !visible || !(l.include_offline || live_peer.is_some() || elsewhere.is_some()) {
             continue;
+        }
+        if peers.len() == limit {
+            // One more visible peer: the page is full and another follows.
+            next_cursor = last.as_ref().map(cursor_of);
+            break;
         }
         if let Some(p) = live_peer {
             record.description = p.record.description.clone();
@@ -70,8 +112,13 @@ pub(super) async fn list(s: &Session, id: MessageId, l: ListPeers) -> Handled {
             Some(p) => crate::cluster::with_presence(info, p),
             None => info,
         });
+        last = Some(record);
     }
-    s.send(Body::Peers(Peers { re: id, peers }));
+    s.send(Body::Peers(Peers {
+        re: id,
+        peers,
+        next_cursor,
+    }));
     Ok(())
 }
 
