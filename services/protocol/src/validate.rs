@@ -223,7 +223,13 @@ fn body(frame: &Frame) -> Result {
         Body::UpdatePeer(u) => {
             if let Some(d) = &u.description {
                 bounded("description", d, MAX_DESCRIPTION_BYTES)?;
-                plain("description", d)?;
+                // Line breaks and tabs stay allowed (task notes); clients sanitise controls
+                // before a terminal. What hides or reorders text is refused.
+                if d.chars().any(is_deceptive) {
+                    return Err(invalid(
+                        "`description` must not contain bidirectional controls or invisible characters",
+                    ));
+                }
             }
             Ok(())
         }

@@ -52,10 +52,42 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), count_errors))
         // A body that does not arrive in time ends the request (and its connection): a slow
         // body holds no slot for long (issue 30). Headers are bounded in `serve`.
-        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
-            std::time::Duration::from_secs(state.config.body_timeout_secs.max(1)),
-        ))
+        .layer(middleware::from_fn_with_state(state.clone(), body_in_time))
         .with_state(state)
+}
+
+/// The largest request body read (the admin API's and `/v1/token`'s are far smaller).
+const MAX_BODY_BYTES: usize = 2 << 20;
+
+/// Reads the whole request body within the body timeout, one deadline for all of it (a body
+/// that trickles in a byte at a time gets no fresh clock per chunk), and hands the handler the
+/// body it read: `408` when it is late, `413` past [`MAX_BODY_BYTES`].
+async fn body_in_time(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let deadline = std::time::Duration::from_secs(state.config.body_timeout_secs.max(1));
+    match tokio::time::timeout(deadline, axum::body::to_bytes(body, MAX_BODY_BYTES)).await {
+        Ok(Ok(bytes)) => {
+            next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                .await
+        }
+        Ok(Err(error)) => AppError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::InvalidRequest,
+            format!(
+                "the request body could not be read whole (at most {MAX_BODY_BYTES} bytes): {error}"
+            ),
+        )
+        .into_response(),
+        Err(_) => AppError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            ErrorCode::InvalidRequest,
+            format!(
+                "the request body did not arrive within {} s",
+                deadline.as_secs()
+            ),
+        )
+        .into_response(),
+    }
 }
 
 async fn count_errors(State(state): State<AppState>, request: Request, next: Next) -> Response {

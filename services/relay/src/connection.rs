@@ -332,13 +332,6 @@ async fn write_half(
             "relay shutting down; reconnect and resume".to_owned(),
         )
     };
-    let stalled = || {
-        (
-            CloseCode::SLOW_CONSUMER,
-            "writes to this connection stalled; read frames faster, reconnect and resume"
-                .to_owned(),
-        )
-    };
     let closing: Option<(u16, String)> = loop {
         tokio::select! {
             biased;
@@ -347,20 +340,9 @@ async fn write_half(
             () = link.ended.cancelled() => break None,
             out = rx.recv() => {
                 let Some(out) = out else { break None };
-                // The write races the control events and a deadline: a peer that stopped
-                // reading holds back nothing but its own frames.
-                let outcome = tokio::select! {
-                    biased;
-                    () = state.shutdown.cancelled() => Err(Some(shutting_down())),
-                    kicked = link.kick.kicked() => Err(Some(kicked)),
-                    // Boxed: an idle connection's task keeps no room for a write in progress.
-                    written = tokio::time::timeout(write_timeout, Box::pin(write_queued(&mut *sink, &mut rx, out))) => match written {
-                        Ok(Ok(())) => Ok(()),
-                        Ok(Err(_)) => Err(None),
-                        Err(_) => Err(Some(stalled())),
-                    },
-                };
-                if let Err(closing) = outcome {
+                // Boxed: an idle connection's task keeps no room for a write in progress.
+                let write = Box::pin(write_queued(&mut *sink, &mut rx, out));
+                if let Err(closing) = race(state, link, write_timeout, write).await {
                     break closing;
                 }
             }
@@ -368,10 +350,9 @@ async fn write_half(
                 if link.heard.idle_longer_than(idle) {
                     break Some((CloseCode::IDLE_TIMEOUT, "no traffic within the idle timeout".to_owned()));
                 }
-                match tokio::time::timeout(write_timeout, sink.send(Message::Ping(Default::default()))).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(_)) => break None,
-                    Err(_) => break Some(stalled()),
+                let write = Box::pin(sink.send(Message::Ping(Default::default())));
+                if let Err(closing) = race(state, link, write_timeout, write).await {
+                    break closing;
                 }
             }
         }
@@ -391,6 +372,34 @@ async fn write_half(
         close(sink, code, &reason),
     )
     .await;
+}
+
+/// Runs one socket write against the control events and a deadline: a peer that stopped
+/// reading holds back nothing but its own frames. `Err` says how the connection closes: with
+/// a close frame (shutdown, a kick, a stalled write), or at once (`None`: the socket failed).
+async fn race<E>(
+    state: &AppState,
+    link: &Link<'_>,
+    deadline: Duration,
+    write: impl std::future::Future<Output = Result<(), E>>,
+) -> Result<(), Option<(u16, String)>> {
+    tokio::select! {
+        biased;
+        () = state.shutdown.cancelled() => Err(Some((
+            CloseCode::GOING_AWAY,
+            "relay shutting down; reconnect and resume".to_owned(),
+        ))),
+        kicked = link.kick.kicked() => Err(Some(kicked)),
+        written = tokio::time::timeout(deadline, write) => match written {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(None),
+            Err(_) => Err(Some((
+                CloseCode::SLOW_CONSUMER,
+                "writes to this connection stalled; read frames faster, reconnect and resume"
+                    .to_owned(),
+            ))),
+        },
+    }
 }
 
 /// The longest a close frame may take to leave before the socket is dropped without it.

@@ -75,22 +75,42 @@ pub struct ClientAddr(pub SocketAddr);
 /// proxies; then the rightmost address in `X-Forwarded-For` that is not a trusted proxy
 /// (addresses to its left are the client's own claims and are not believed).
 pub fn source(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
+    let peer = peer.to_canonical();
     let is_trusted = |ip: &IpAddr| trusted.iter().any(|net| net.contains(ip));
     if !is_trusted(&peer) {
         return peer;
     }
-    let forwarded: Vec<IpAddr> = headers
+    let hops: Vec<&str> = headers
         .get_all("x-forwarded-for")
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .filter_map(|a| a.trim().parse().ok())
         .collect();
-    forwarded
-        .into_iter()
-        .rev()
-        .find(|ip| !is_trusted(ip))
-        .unwrap_or(peer)
+    // From the right: each trusted proxy appended the address it was reached from. The first
+    // hop that is not a trusted proxy is the client; one that cannot be read ends the walk (to
+    // its left is only what the client claimed) and the proxy's own address is the source.
+    for hop in hops.into_iter().rev() {
+        match forwarded_ip(hop.trim()) {
+            Some(ip) if is_trusted(&ip) => continue,
+            Some(ip) => return ip,
+            None => return peer,
+        }
+    }
+    peer
+}
+
+/// An address as proxies write it in `X-Forwarded-For`: `ip`, `ip:port`, `[v6]` or
+/// `[v6]:port`.
+fn forwarded_ip(hop: &str) -> Option<IpAddr> {
+    if let Ok(ip) = hop.parse::<IpAddr>() {
+        return Some(ip.to_canonical());
+    }
+    if let Ok(addr) = hop.parse::<SocketAddr>() {
+        return Some(addr.ip().to_canonical());
+    }
+    hop.strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .and_then(|h| h.parse::<IpAddr>().ok())
 }
 
 /// The key a source is counted under: an IPv4 address, or the /64 of an IPv6 one (a single
@@ -209,6 +229,27 @@ mod tests {
         assert_eq!(
             source(ip("10.9.9.9"), &HeaderMap::new(), &trusted),
             ip("10.9.9.9")
+        );
+        // Ports and brackets as proxies write them; an unreadable hop ends the walk there.
+        for (header, expected) in [
+            ("203.0.113.7:5555", "203.0.113.7"),
+            ("[2001:db8::7]:443", "2001:db8::7"),
+            ("[2001:db8::7]", "2001:db8::7"),
+            ("6.6.6.6, unknown", "10.9.9.9"),
+            ("6.6.6.6, garbage, 10.1.1.1", "10.9.9.9"),
+        ] {
+            let mut h = HeaderMap::new();
+            h.insert("x-forwarded-for", header.parse().expect("h"));
+            assert_eq!(
+                source(ip("10.9.9.9"), &h, &trusted),
+                ip(expected),
+                "{header}"
+            );
+        }
+        // A v4-mapped v6 peer is its v4 address.
+        assert_eq!(
+            source(ip("::ffff:10.9.9.9"), &headers, &trusted),
+            ip("203.0.113.7")
         );
     }
 

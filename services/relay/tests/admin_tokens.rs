@@ -174,7 +174,7 @@ async fn admin_tokens_give_only_scopes_they_hold_and_only_admin_tokens_manages_t
     let relay = TestRelay::start(&db).await;
     let all = ["admin:read", "admin:write", "admin:tokens"];
     let (victim_id, victim) = mint(&relay, &["admin:read"]).await;
-    let (_, writer) = mint(&relay, &["admin:write"]).await;
+    let (writer_id, writer) = mint(&relay, &["admin:write"]).await;
     let (_, read_write) = mint(&relay, &["admin:read", "admin:write"]).await;
     let (_, manager) = mint(&relay, &["admin:tokens", "admin:write"]).await;
     let (_, root) = mint(&relay, &all).await;
@@ -274,16 +274,48 @@ async fn admin_tokens_give_only_scopes_they_hold_and_only_admin_tokens_manages_t
         body["admin_token"]["scopes"], "admin:read admin:write admin:tokens",
         "{body}"
     );
-    // admin:tokens lists and revokes.
+    // admin:tokens lists, and revokes only tokens whose scopes it holds.
     assert_eq!(get(&relay, &manager, "/admin/v1/admin-tokens").await.0, 200);
-    let path = format!("/admin/v1/admin-tokens/{victim_id}");
+    let (root_id, _) = mint(&relay, &all).await;
+    let path = format!("/admin/v1/admin-tokens/{root_id}");
+    assert_eq!(
+        call(&relay, &manager, reqwest::Method::DELETE, &path, None)
+            .await
+            .0,
+        403,
+        "a token with admin:read is above one without it"
+    );
+    assert_eq!(
+        call(&relay, &root, reqwest::Method::DELETE, &path, None)
+            .await
+            .0,
+        204
+    );
+    let path = format!("/admin/v1/admin-tokens/{writer_id}");
     assert_eq!(
         call(&relay, &manager, reqwest::Method::DELETE, &path, None)
             .await
             .0,
         204
     );
-    assert_eq!(get(&relay, &victim, "/admin/v1/plans").await.0, 403);
+    assert_eq!(
+        call(
+            &relay,
+            &writer,
+            reqwest::Method::POST,
+            "/admin/v1/tenants",
+            Some(json!({"name": "x"}))
+        )
+        .await
+        .0,
+        403,
+        "the revoked token is refused"
+    );
+    assert_eq!(
+        get(&relay, &victim, "/admin/v1/plans").await.0,
+        200,
+        "untouched"
+    );
     relay.stop().await;
 }
 

@@ -112,8 +112,27 @@ pub async fn list(store: &dyn Store) -> Result<Vec<AdminTokenRecord>, AdminError
     Ok(store.list_admin_tokens().await?)
 }
 
-/// Revokes an admin token: it stops working at once, on every relay process.
-pub async fn revoke(store: &dyn Store, id: &str) -> Result<(), AdminError> {
+/// Revokes an admin token: it stops working at once, on every relay process. A minted
+/// `holder` revokes only tokens whose every scope it holds itself (no token takes away the
+/// rights of one above it).
+pub async fn revoke(
+    store: &dyn Store,
+    id: &str,
+    holder: Option<&AdminTokenRecord>,
+) -> Result<(), AdminError> {
+    if let Some(holder) = holder
+        && let Some(target) = store
+            .list_admin_tokens()
+            .await?
+            .into_iter()
+            .find(|t| t.id == id)
+        && let Some(missing) = target.scopes.split(' ').find(|s| !holder.has(s))
+    {
+        return Err(AdminError::Forbidden(format!(
+            "admin token {} does not hold `{missing}`, which {id} holds, so it cannot revoke it",
+            holder.id
+        )));
+    }
     if store.revoke_admin_token(id, now_ms()).await? {
         return Ok(());
     }

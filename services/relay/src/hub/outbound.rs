@@ -45,23 +45,32 @@ impl Budget {
     }
 }
 
-/// The byte counts one queue keeps: its own, and the process's budget.
+/// The byte counts one queue keeps: its own, and the process's budget. Every push runs under
+/// `sending`, and so does the receiver's final drain: a frame is either counted and in the
+/// channel, where a receive or the drain gives its bytes back, or refused and not counted.
 #[derive(Debug)]
 struct Bytes {
     queued: AtomicUsize,
     cap: usize,
     budget: Arc<Budget>,
+    sending: std::sync::Mutex<()>,
 }
 
 impl Bytes {
-    /// Counts `n` bytes if both bounds allow it, less `reserve` of each bound left free.
-    fn take(&self, n: usize, reserve: usize) -> bool {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.sending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts `n` bytes if both bounds allow it with `reserve` (a share of each bound, in
+    /// quarters: 0 or 1) left free.
+    fn take(&self, n: usize, reserve_quarters: usize) -> bool {
         let conn = self.queued.fetch_add(n, Ordering::AcqRel) + n;
         let pod = self.budget.used.fetch_add(n, Ordering::AcqRel) + n;
-        // A frame larger than the reserve always fits an empty queue: otherwise a bulk sender
+        let room = |cap: usize| cap.saturating_sub(cap / 4 * reserve_quarters);
+        // A frame larger than the room always fits an empty queue: otherwise a bulk sender
         // could wait forever for room that never comes.
-        let conn_ok = conn <= self.cap.saturating_sub(reserve) || conn == n;
-        let pod_ok = pod <= self.budget.cap.saturating_sub(reserve) || pod == n;
+        let conn_ok = conn <= room(self.cap) || conn == n;
+        let pod_ok = pod <= room(self.budget.cap) || pod == n;
         if conn_ok && pod_ok {
             true
         } else {
@@ -111,6 +120,7 @@ pub fn queue(frames: usize, cap_bytes: usize, budget: Arc<Budget>) -> (OutSender
             cap_bytes
         },
         budget,
+        sending: std::sync::Mutex::new(()),
     });
     (
         OutSender {
@@ -124,47 +134,50 @@ pub fn queue(frames: usize, cap_bytes: usize, budget: Arc<Budget>) -> (OutSender
 impl OutSender {
     /// Queues a frame now, or refuses it.
     pub fn try_push(&self, frame: Outbound) -> Result<(), PushError> {
+        self.push(frame, 0).map_err(|(e, _)| e)
+    }
+
+    /// Queues `frame` if the queue has room for it with `reserve_quarters` of each byte bound
+    /// left free; gives it back when it does not fit.
+    fn push(&self, frame: Outbound, reserve_quarters: usize) -> Result<(), (PushError, Outbound)> {
         let n = frame.len();
+        let _sending = self.bytes.lock();
         if self.tx.is_closed() {
-            return Err(PushError::Closed);
+            return Err((PushError::Closed, frame));
         }
-        if !self.bytes.take(n, 0) {
-            return Err(PushError::Full);
+        if !self.bytes.take(n, reserve_quarters) {
+            return Err((PushError::Full, frame));
         }
         self.tx.try_send(frame).map_err(|e| {
             self.bytes.give(n);
             match e {
-                mpsc::error::TrySendError::Full(_) => PushError::Full,
-                mpsc::error::TrySendError::Closed(_) => PushError::Closed,
+                mpsc::error::TrySendError::Full(f) => (PushError::Full, f),
+                mpsc::error::TrySendError::Closed(f) => (PushError::Closed, f),
             }
         })
     }
 
     /// Queues a frame from a bulk stream (catch-up, replay): waits until the queue has room for
-    /// it with [`BULK_HEADROOM_FRAMES`] slots and a quarter of its byte cap (and of the
-    /// process's budget) still free, so live frames pushed meanwhile do not find it full. It
+    /// it with [`BULK_HEADROOM_FRAMES`] slots and a quarter of its byte cap and of the
+    /// process's budget still free, so live frames pushed meanwhile do not find it full. It
     /// polls rather than reserving: tokio's `reserve_many` would hold the slots it gathered
     /// while waiting, starving the very pushes the headroom is for. False if the connection is
-    /// gone.
+    /// gone. Cancel-safe: nothing is counted across an await.
     pub async fn send_bulk(&self, frame: Outbound) -> bool {
-        let n = frame.len();
         let slots = BULK_HEADROOM_FRAMES.min(self.tx.max_capacity().saturating_sub(1));
-        let reserve = self.bytes.cap / 4;
+        let mut frame = frame;
         loop {
             if self.tx.is_closed() {
                 return false;
             }
-            if self.tx.capacity() > slots && self.bytes.take(n, reserve) {
-                break;
+            if self.tx.capacity() > slots {
+                match self.push(frame, 1) {
+                    Ok(()) => return true,
+                    Err((PushError::Closed, _)) => return false,
+                    Err((PushError::Full, back)) => frame = back,
+                }
             }
             tokio::time::sleep(BULK_POLL).await;
-        }
-        match self.tx.send(frame).await {
-            Ok(()) => true,
-            Err(_) => {
-                self.bytes.give(n);
-                false
-            }
         }
     }
 
@@ -196,8 +209,10 @@ impl OutReceiver {
 }
 
 impl Drop for OutReceiver {
-    /// What is still queued when the connection ends no longer counts against the budget.
+    /// What is still queued when the connection ends no longer counts against the budget. No
+    /// push runs meanwhile (they hold the same lock), so nothing lands after the drain.
     fn drop(&mut self) {
+        let _sending = self.bytes.lock();
         self.rx.close();
         while let Ok(frame) = self.rx.try_recv() {
             self.bytes.give(frame.len());
@@ -254,6 +269,17 @@ mod tests {
         assert_eq!(tx.try_push(frame(1)), Ok(()));
         assert_eq!(tx.try_push(frame(1)), Err(PushError::Full));
         assert_eq!(tx.queued_bytes(), 2, "the refused frame is not counted");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_bulk_sender_without_a_connection_cap_is_held_only_by_the_process_budget() {
+        let budget = Budget::new(1000);
+        let (tx, _rx) = queue(1024, 0, budget.clone());
+        let (other, _other_rx) = queue(1024, 0, budget.clone());
+        assert_eq!(other.try_push(frame(100)), Ok(()));
+        // 100 + 600 is within 1000 - 1000/4: the bulk frame goes at once.
+        assert!(tx.send_bulk(frame(600)).await);
+        assert_eq!(budget.used(), 700);
     }
 
     #[tokio::test(start_paused = true)]

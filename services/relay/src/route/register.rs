@@ -136,9 +136,8 @@ pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled
     let mut bound = s.state.hub.bind_peer(s.conn, record, &base, now);
     let peer_id = bound.record.peer_id.clone();
     if let Err(e) = s.state.store.upsert_peer(&bound.record).await {
-        if !bound.was_live {
-            s.state.limits.release_peer(&s.tenant_id, &peer_id).await;
-        }
+        // The peer slot is not let go here: it may be a live binding's (a reclaim from another
+        // pod, a newer registration) and it expires by itself if nobody holds the peer.
         // Nothing changed: a binding this replaced (re-register, takeover) comes back, with a
         // fresh catch-up since its own stopped when it was replaced.
         if let Some(restored) =

@@ -64,7 +64,7 @@ pub(super) async fn revoke_admin_token_http(
     Path(token_id): Path<String>,
 ) -> Result<StatusCode, AppError> {
     let store = state.store.as_ref();
-    tokens::revoke(store, &token_id).await?;
+    tokens::revoke(store, &token_id, ctx.token.as_ref()).await?;
     audit::record(
         store,
         &ctx,
