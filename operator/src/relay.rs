@@ -52,6 +52,30 @@ impl RelayError {
     }
 }
 
+/// Limits from a relay's answer, keeping the fields this operator knows: a newer relay's
+/// limits (the relay is often upgraded first) are left out rather than making every answer
+/// unreadable.
+fn limits_from(map: serde_json::Map<String, Value>) -> Result<Limits, serde_json::Error> {
+    let known = Limits::default().as_patch();
+    let kept = map
+        .into_iter()
+        .filter(|(k, _)| known.get(k).is_some())
+        .collect();
+    serde_json::from_value(Value::Object(kept))
+}
+
+fn known_limits<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Limits, D::Error> {
+    let map = serde_json::Map::<String, Value>::deserialize(d)?;
+    limits_from(map).map_err(serde::de::Error::custom)
+}
+
+fn known_limits_opt<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Limits>, D::Error> {
+    Option::<serde_json::Map<String, Value>>::deserialize(d)?
+        .map(limits_from)
+        .transpose()
+        .map_err(serde::de::Error::custom)
+}
+
 /// A tenant as the admin API shows it.
 #[derive(Debug, Clone, Deserialize)]
 pub struct RelayTenant {
@@ -65,10 +89,10 @@ pub struct RelayTenant {
     #[serde(default)]
     pub display_name: Option<String>,
     /// Overrides.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "known_limits")]
     pub overrides: Limits,
     /// Limits in effect (on `GET`/`PATCH` answers).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "known_limits_opt")]
     pub effective_limits: Option<Limits>,
     /// Suspension time (ms).
     #[serde(default)]
@@ -169,6 +193,9 @@ impl AdminClient {
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout)
+            // The relay closes an HTTP connection idle for its header timeout (10 s by
+            // default): let pooled ones go before that, so no request races the close.
+            .pool_idle_timeout(Duration::from_secs(5))
             .build()
             .map_err(|e| RelayError::Unreachable(e.to_string()))?;
         Ok(Self {
@@ -406,5 +433,28 @@ impl AdminClient {
             Ok(_) | Err(RelayError::Status { status: 404, .. }) => Ok(()),
             Err(e) => Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tenant_with_limits_this_operator_does_not_know_is_still_read() {
+        let answer = serde_json::json!({
+            "id": "tnt-0000000000000000", "name": "acme", "plan": "team",
+            "overrides": {"max_peers": 3, "a_limit_from_the_future": 1},
+            "effective_limits": {"max_peers": 3, "inbox_cap": 10, "a_limit_from_the_future": 1},
+        });
+        let tenant: RelayTenant = serde_json::from_value(answer).expect("readable");
+        assert_eq!(tenant.overrides.max_peers, Some(3));
+        assert_eq!(tenant.effective_limits.and_then(|l| l.inbox_cap), Some(10));
+        // A known field of the wrong type is still an error.
+        let bad = serde_json::json!({
+            "id": "tnt-0000000000000000", "name": "acme", "plan": "team",
+            "overrides": {"max_peers": "three"},
+        });
+        assert!(serde_json::from_value::<RelayTenant>(bad).is_err());
     }
 }

@@ -85,6 +85,10 @@ pub struct Limits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1_000_000_000_000_i64))]
     pub messages_per_month: Option<i64>,
+    /// Bytes of shared state the tenant may store, every circle (1–2⁴⁰).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1_099_511_627_776_i64))]
+    pub max_state_bytes: Option<i64>,
 }
 
 impl Limits {
@@ -98,6 +102,7 @@ impl Limits {
             "inbox_cap": self.inbox_cap,
             "messages_per_minute": self.messages_per_minute,
             "messages_per_month": self.messages_per_month,
+            "max_state_bytes": self.max_state_bytes,
         })
     }
 }

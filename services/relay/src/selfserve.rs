@@ -41,6 +41,8 @@ pub struct TenantLimits {
     pub limits: Limits,
     /// This calendar month (UTC).
     pub month: MonthUse,
+    /// Bytes of shared state stored now, against `limits.max_state_bytes`.
+    pub state_bytes: i64,
 }
 
 /// A tenant's calendar month.
@@ -114,7 +116,11 @@ async fn limits(
     headers: HeaderMap,
 ) -> Result<Json<TenantLimits>, AppError> {
     let tenant_id = tenant_of(&state, &headers).await?;
-    let detail = crate::admin::get_tenant(state.store.as_ref(), &tenant_id).await?;
+    let detail = crate::admin::tenants::get_tenant_by(
+        state.store.as_ref(),
+        crate::store::TenantKey::Id(&tenant_id),
+    )
+    .await?;
     let start = calendar::month_start(now_ms());
     let end = calendar::next_month_start(start);
     let messages = state.store.messages_counted(&tenant_id, start, end).await?;
@@ -122,6 +128,7 @@ async fn limits(
         tenant_id,
         plan: detail.tenant.plan,
         limits: detail.effective_limits,
+        state_bytes: detail.state_bytes,
         month: MonthUse {
             start_ms: start,
             resets_at_ms: end,

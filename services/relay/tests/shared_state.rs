@@ -9,7 +9,10 @@ use repowire_e2e::client::TestClient;
 use repowire_protocol::limits::MAX_STATE_KEYS;
 use repowire_protocol::*;
 
-both_backends!(shared_state_is_scoped_to_tenant_and_circle_and_bounded,);
+both_backends!(
+    shared_state_is_scoped_to_tenant_and_circle_and_bounded,
+    a_tenants_shared_state_is_bounded_in_bytes_by_its_plan,
+);
 
 async fn set(
     c: &mut TestClient,
@@ -135,4 +138,71 @@ async fn shared_state_is_scoped_to_tenant_and_circle_and_bounded(db: Db) {
     set(&mut other_tenant, &eve, "another", Some("v"))
         .await
         .expect("stored");
+}
+
+/// Issue 30 item 7: a free-plan tenant stored 17 MB of shared state in seconds. Its state is
+/// bounded in bytes (keys and values, across circles) by `max_state_bytes`; a write past it is
+/// refused with `limit_exceeded` and stores nothing, and the tenant and its operator see the
+/// bytes in use.
+async fn a_tenants_shared_state_is_bounded_in_bytes_by_its_plan(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let (tenant, key) = relay
+        .tenant_on(repowire_relay::admin::NewTenant {
+            name: "acme".into(),
+            plan: Some("unlimited".into()),
+            overrides: repowire_relay::store::Limits {
+                max_state_bytes: Some(1000),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .await;
+    let mut c = relay.client(&key).await;
+    let dev = c.peer("a", "dev").await;
+    let ops = c.peer("b", "ops").await;
+    let v = |n: usize| "x".repeat(n);
+    // 1 + 599 bytes in one circle, then 1 + 399 in another: exactly the limit.
+    set(&mut c, &dev, "k", Some(&v(599))).await.expect("fits");
+    set(&mut c, &ops, "k", Some(&v(399))).await.expect("fits");
+    let refused = set(&mut c, &ops, "j", Some("y")).await.expect_err("full");
+    assert_eq!(refused.code, ErrorCode::LimitExceeded, "{refused:?}");
+    assert!(refused.message.contains("1000"), "{refused:?}");
+    // Nothing was stored by the refusal.
+    let id = c
+        .send(Body::StateGet(StateGet {
+            peer_id: ops.peer_id.clone(),
+            key: None,
+        }))
+        .await;
+    let Ok(Body::State(state)) = c.answer(id).await else {
+        panic!("state")
+    };
+    assert_eq!(state.entries.len(), 1);
+    // Replacing a value counts only the new one; deleting frees its bytes.
+    set(&mut c, &dev, "k", Some(&v(500)))
+        .await
+        .expect("smaller");
+    set(&mut c, &dev, "k", Some(&v(600)))
+        .await
+        .expect_err("one byte over");
+    set(&mut c, &dev, "k", None).await.expect("deleted");
+    set(&mut c, &ops, "j", Some(&v(500)))
+        .await
+        .expect("room again");
+    // What is in use, for the operator and for the tenant itself.
+    let admin = common::Admin::new(&relay);
+    let (_, detail) = admin.get(&format!("/tenants/{tenant}")).await;
+    assert_eq!(detail["state_bytes"], 400 + 501, "{detail}");
+    assert_eq!(detail["effective_limits"]["max_state_bytes"], 1000);
+    let limits: serde_json::Value = reqwest::Client::new()
+        .get(format!("{}/v1/limits", relay.http))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(limits["state_bytes"], 901, "{limits}");
+    relay.stop().await;
 }

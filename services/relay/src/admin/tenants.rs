@@ -67,6 +67,9 @@ pub struct TenantDetail {
     pub tenant: TenantRecord,
     /// Each override where it has one, else the plan's value; `null` is unlimited.
     pub effective_limits: Limits,
+    /// Bytes of shared state it stores now (keys and values, every circle), against
+    /// `effective_limits.max_state_bytes`.
+    pub state_bytes: i64,
 }
 
 async fn plan_named(store: &dyn Store, name: &str) -> Result<PlanRecord, AdminError> {
@@ -140,6 +143,7 @@ pub(crate) async fn get_tenant_by(
     })?;
     Ok(TenantDetail {
         effective_limits: limits::effective(&plan.limits, &tenant.overrides),
+        state_bytes: store.state_bytes(&tenant.id).await?,
         tenant,
     })
 }

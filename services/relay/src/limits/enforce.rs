@@ -53,6 +53,8 @@ pub enum Reason {
     Peers,
     /// `max_connections`.
     Connections,
+    /// `max_state_bytes`.
+    StateBytes,
 }
 
 impl Reason {
@@ -64,6 +66,7 @@ impl Reason {
             Self::MessagesPerMonth => "messages_per_month",
             Self::Peers => "peers",
             Self::Connections => "connections",
+            Self::StateBytes => "state_bytes",
         }
     }
 }

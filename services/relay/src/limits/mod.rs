@@ -10,16 +10,17 @@ use serde::{Deserialize, Deserializer};
 use crate::store::Limits;
 
 /// The range each limit may take (a plan's `null` is unlimited; there is no 0).
-pub const RANGES: [(&str, i64, i64); 6] = [
+pub const RANGES: [(&str, i64, i64); 7] = [
     ("max_peers", 1, 1_000_000),
     ("max_connections", 1, 1_000_000),
     ("max_message_bytes", 1, MAX_TEXT_BYTES as i64),
     ("inbox_cap", 1, 1_000_000),
     ("messages_per_minute", 1, 100_000_000),
     ("messages_per_month", 1, 1_000_000_000_000),
+    ("max_state_bytes", 1, 1 << 40),
 ];
 
-fn fields(l: &Limits) -> [Option<i64>; 6] {
+fn fields(l: &Limits) -> [Option<i64>; 7] {
     [
         l.max_peers,
         l.max_connections,
@@ -27,6 +28,7 @@ fn fields(l: &Limits) -> [Option<i64>; 6] {
         l.inbox_cap,
         l.messages_per_minute,
         l.messages_per_month,
+        l.max_state_bytes,
     ]
 }
 
@@ -51,6 +53,7 @@ pub fn effective(plan: &Limits, overrides: &Limits) -> Limits {
         inbox_cap: overrides.inbox_cap.or(plan.inbox_cap),
         messages_per_minute: overrides.messages_per_minute.or(plan.messages_per_minute),
         messages_per_month: overrides.messages_per_month.or(plan.messages_per_month),
+        max_state_bytes: overrides.max_state_bytes.or(plan.max_state_bytes),
     }
 }
 
@@ -78,6 +81,9 @@ pub struct LimitsPatch {
     #[serde(default, deserialize_with = "present")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<i64>))]
     pub messages_per_month: Option<Option<i64>>,
+    #[serde(default, deserialize_with = "present")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<i64>))]
+    pub max_state_bytes: Option<Option<i64>>,
 }
 
 /// A field that is present, `null` or not: told apart from an absent one (`#[serde(default)]`).
@@ -96,6 +102,7 @@ impl LimitsPatch {
             inbox_cap: pick(self.inbox_cap, limits.inbox_cap),
             messages_per_minute: pick(self.messages_per_minute, limits.messages_per_minute),
             messages_per_month: pick(self.messages_per_month, limits.messages_per_month),
+            max_state_bytes: pick(self.max_state_bytes, limits.max_state_bytes),
         }
     }
 }

@@ -6,10 +6,13 @@ use repowire_protocol::{Body, ErrorCode, MessageId, Reply, State, StateEntry, St
 
 use super::session::{Handled, Refusal, Session};
 use crate::ids::now_ms;
+use crate::limits::enforce::Reason;
 use crate::store::StateWrite;
 
 pub(super) async fn set(s: &Session, id: MessageId, st: StateSet) -> Handled {
     let peer = s.own(st.peer_id.as_str())?;
+    let limits = s.state.limits.snapshot(&s.tenant_id).await?;
+    let max_bytes = limits.limits.max_state_bytes;
     let written = s
         .state
         .store
@@ -21,8 +24,25 @@ pub(super) async fn set(s: &Session, id: MessageId, st: StateSet) -> Handled {
             st.peer_id.as_str(),
             now_ms(),
             MAX_STATE_KEYS,
+            max_bytes,
         )
         .await?;
+    if let StateWrite::OverBytes { used } = written {
+        let max = max_bytes.unwrap_or(0);
+        let refusal = s.state.limits.refuse(
+            &limits,
+            Reason::StateBytes,
+            ErrorCode::LimitExceeded,
+            format!(
+                "this tenant's plan allows {max} bytes of shared state and {used} are stored \
+                 elsewhere; this entry ({} bytes) does not fit: delete keys first",
+                st.key.len() + st.value.as_deref().map_or(0, str::len)
+            ),
+            None,
+        );
+        s.state.limits.count(&refusal);
+        return Err(refusal.into());
+    }
     if written == StateWrite::Full {
         return Err(Refusal::new(
             ErrorCode::LimitExceeded,

@@ -257,7 +257,10 @@ pub trait Store: Send + Sync + 'static {
         by: &str,
         now_ms: i64,
         max_keys: usize,
+        max_bytes: Option<i64>,
     ) -> Result<StateWrite>;
+    /// Bytes of shared state a tenant stores (keys and values, every circle).
+    async fn state_bytes(&self, tenant_id: &str) -> Result<i64>;
     /// A circle's shared state (one key, or all of them by key).
     async fn state_get(
         &self,

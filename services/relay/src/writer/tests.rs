@@ -217,7 +217,11 @@ impl Store for PoisonStore {
         _: &str,
         _: i64,
         _: usize,
+        _: Option<i64>,
     ) -> crate::store::Result<crate::store::StateWrite> {
+        unused()
+    }
+    async fn state_bytes(&self, _: &str) -> crate::store::Result<i64> {
         unused()
     }
     async fn state_get(

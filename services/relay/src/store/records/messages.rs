@@ -430,6 +430,23 @@ pub struct StateRecord {
     pub updated_at_ms: i64,
 }
 
+/// One shared-state write: set `value` (or delete the key when `None`).
+#[derive(Debug, Clone, Copy)]
+pub struct StateEntryWrite<'a> {
+    /// Tenant.
+    pub tenant_id: &'a str,
+    /// Circle.
+    pub circle: &'a str,
+    /// Key.
+    pub key: &'a str,
+    /// New value; `None` deletes.
+    pub value: Option<&'a str>,
+    /// The peer writing.
+    pub by: &'a str,
+    /// When (ms).
+    pub now_ms: i64,
+}
+
 /// What a shared-state write did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StateWrite {
@@ -439,4 +456,9 @@ pub enum StateWrite {
     Deleted,
     /// Refused: the circle already holds the most keys allowed.
     Full,
+    /// Refused: the tenant's shared state would pass its `max_state_bytes`; it holds `used`.
+    OverBytes {
+        /// Bytes the tenant's other entries hold.
+        used: i64,
+    },
 }

@@ -49,6 +49,9 @@ pub struct Limits {
     /// Messages accepted per calendar month (UTC).
     #[serde(default)]
     pub messages_per_month: Option<i64>,
+    /// Bytes of shared state (keys and values, every circle) the tenant may store.
+    #[serde(default)]
+    pub max_state_bytes: Option<i64>,
 }
 
 /// A plan: a named bundle of limits tenants are on.

@@ -31,7 +31,7 @@ pub(crate) mod usage;
 pub(crate) const TENANT_COLS: &str = "id, name, plan, created_at_ms, \
      disabled_at_ms AS suspended_at_ms, deleted_at_ms, display_name, max_peers, \
      max_connections, max_message_bytes, inbox_cap, max_messages_per_minute AS messages_per_minute, \
-     max_monthly_messages AS messages_per_month";
+     max_monthly_messages AS messages_per_month, max_state_bytes";
 pub(crate) const KEY_COLS: &str = "id, tenant_id, hash, display, label, mode, created_at_ms, expires_at_ms, revoked_at_ms, \
      last_used_at_ms, scopes, (SELECT COUNT(*) FROM tenants t WHERE t.id = api_keys.tenant_id \
      AND t.disabled_at_ms IS NOT NULL) > 0 AS tenant_suspended";
@@ -166,7 +166,7 @@ macro_rules! impl_store {
         $crate::store::sql::update::impl_updates!($store, $db, $lock_ask);
         $crate::store::sql::questions::impl_questions!($store, $db, $backend);
         $crate::store::sql::keys::impl_keys!($store, $db);
-        $crate::store::sql::peers::impl_peers!($store, $db);
+        $crate::store::sql::peers::impl_peers!($store, $db, $backend, $begin_write);
         $crate::store::sql::reads::impl_reads!($store, $db);
         $crate::store::sql::sessions::impl_sessions!($store, $db);
         $crate::store::sql::tenancy::impl_tenancy!($store, $db);
@@ -449,11 +449,28 @@ macro_rules! impl_store {
                 by: &str,
                 now_ms: i64,
                 max_keys: usize,
+                max_bytes: Option<i64>,
             ) -> Result<StateWrite> {
-                Self::state_set_sql(
-                    &self.pool, tenant_id, circle, key, value, by, now_ms, max_keys,
+                let entry = StateEntryWrite {
+                    tenant_id,
+                    circle,
+                    key,
+                    value,
+                    by,
+                    now_ms,
+                };
+                Self::state_set_sql(&self.pool, &entry, max_keys, max_bytes).await
+            }
+
+            async fn state_bytes(&self, tenant_id: &str) -> Result<i64> {
+                let (bytes,): (i64,) = sqlx::query_as(
+                    "SELECT CAST(COALESCE(SUM(size_bytes), 0) AS BIGINT) FROM shared_state \
+                     WHERE tenant_id = $1",
                 )
-                .await
+                .bind(tenant_id)
+                .fetch_one(&self.pool)
+                .await?;
+                Ok(bytes)
             }
 
             async fn state_get(

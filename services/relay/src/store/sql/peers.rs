@@ -2,7 +2,7 @@
 //! (or one small transaction) each, off the message write path.
 
 macro_rules! impl_peers {
-    ($store:ident, $db:ty) => {
+    ($store:ident, $db:ty, $backend:literal, $begin_write:literal) => {
         impl $store {
             async fn upsert_peer_sql(pool: &sqlx::Pool<$db>, p: &PeerRecord) -> Result<()> {
                 // The peer and its delivered cursor (a row of its own, see migration 0007) together.
@@ -115,41 +115,66 @@ macro_rules! impl_peers {
             #[allow(clippy::too_many_arguments)]
             async fn state_set_sql(
                 pool: &sqlx::Pool<$db>,
-                tenant_id: &str,
-                circle: &str,
-                key: &str,
-                value: Option<&str>,
-                by: &str,
-                now_ms: i64,
+                e: &StateEntryWrite<'_>,
                 max_keys: usize,
+                max_bytes: Option<i64>,
             ) -> Result<StateWrite> {
-                let Some(value) = value else {
+                let Some(value) = e.value else {
                     sqlx::query("DELETE FROM shared_state WHERE tenant_id = $1 AND circle = $2 AND key = $3")
-                        .bind(tenant_id)
-                        .bind(circle)
-                        .bind(key)
+                        .bind(e.tenant_id)
+                        .bind(e.circle)
+                        .bind(e.key)
                         .execute(pool)
                         .await?;
                     return Ok(StateWrite::Deleted);
                 };
+                let size = i64::try_from(e.key.len() + value.len()).unwrap_or(i64::MAX);
+                // One writer of a tenant's state at a time, so the byte total it checks is the
+                // one it writes against: SQLite's write transaction is exclusive already; on
+                // Postgres the tenant's row is locked for the transaction.
+                let mut tx = pool.begin_with($begin_write).await?;
+                if $backend == "postgres" {
+                    sqlx::query("SELECT id FROM tenants WHERE id = $1 FOR UPDATE")
+                        .bind(e.tenant_id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                if let Some(max) = max_bytes {
+                    let (used,): (i64,) = sqlx::query_as(
+                        "SELECT CAST(COALESCE(SUM(size_bytes), 0) AS BIGINT) FROM shared_state \
+                         WHERE tenant_id = $1 AND NOT (circle = $2 AND key = $3)",
+                    )
+                    .bind(e.tenant_id)
+                    .bind(e.circle)
+                    .bind(e.key)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    if used.saturating_add(size) > max {
+                        tx.rollback().await?;
+                        return Ok(StateWrite::OverBytes { used });
+                    }
+                }
                 // One statement: an existing key is always updated; a new one only below the cap.
                 let done = sqlx::query(
-                    "INSERT INTO shared_state (tenant_id, circle, key, value, updated_by, updated_at_ms) \
-                     SELECT $1, $2, $3, $4, $5, $6 \
+                    "INSERT INTO shared_state (tenant_id, circle, key, value, updated_by, updated_at_ms, size_bytes) \
+                     SELECT $1, $2, $3, $4, $5, $6, $8 \
                      WHERE EXISTS (SELECT 1 FROM shared_state WHERE tenant_id = $1 AND circle = $2 AND key = $3) \
                         OR (SELECT COUNT(*) FROM shared_state WHERE tenant_id = $1 AND circle = $2) < $7 \
                      ON CONFLICT (tenant_id, circle, key) DO UPDATE SET value = excluded.value, \
-                        updated_by = excluded.updated_by, updated_at_ms = excluded.updated_at_ms",
+                        updated_by = excluded.updated_by, updated_at_ms = excluded.updated_at_ms, \
+                        size_bytes = excluded.size_bytes",
                 )
-                .bind(tenant_id)
-                .bind(circle)
-                .bind(key)
+                .bind(e.tenant_id)
+                .bind(e.circle)
+                .bind(e.key)
                 .bind(value)
-                .bind(by)
-                .bind(now_ms)
+                .bind(e.by)
+                .bind(e.now_ms)
                 .bind(i64::try_from(max_keys).unwrap_or(i64::MAX))
-                .execute(pool)
+                .bind(size)
+                .execute(&mut *tx)
                 .await?;
+                tx.commit().await?;
                 Ok(if done.rows_affected() == 0 { StateWrite::Full } else { StateWrite::Stored })
             }
 

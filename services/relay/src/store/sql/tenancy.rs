@@ -3,8 +3,8 @@
 
 /// Columns of `plans`, in [`crate::store::PlanRecord`] order.
 pub(crate) const PLAN_COLS: &str = "name, description, max_peers, max_connections, \
-     max_message_bytes, inbox_cap, messages_per_minute, messages_per_month, created_at_ms, \
-     updated_at_ms";
+     max_message_bytes, inbox_cap, messages_per_minute, messages_per_month, max_state_bytes, \
+     created_at_ms, updated_at_ms";
 
 macro_rules! impl_tenancy {
     ($store:ident, $db:ty) => {
@@ -19,7 +19,8 @@ macro_rules! impl_tenancy {
                 Ok(sqlx::query(
                     "INSERT INTO tenants (id, name, plan, created_at_ms, display_name, max_peers, \
                      max_connections, max_message_bytes, inbox_cap, max_messages_per_minute, \
-                     max_monthly_messages) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                     max_monthly_messages, max_state_bytes) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
                      ON CONFLICT DO NOTHING",
                 )
                 .bind(&t.id)
@@ -33,6 +34,7 @@ macro_rules! impl_tenancy {
                 .bind(o.inbox_cap)
                 .bind(o.messages_per_minute)
                 .bind(o.messages_per_month)
+                .bind(o.max_state_bytes)
                 .execute(executor)
                 .await?
                 .rows_affected()
@@ -44,7 +46,8 @@ macro_rules! impl_tenancy {
                 Ok(sqlx::query(
                     "UPDATE tenants SET plan = $2, display_name = $3, max_peers = $4, \
                      max_connections = $5, max_message_bytes = $6, inbox_cap = $7, \
-                     max_messages_per_minute = $8, max_monthly_messages = $9 WHERE id = $1",
+                     max_messages_per_minute = $8, max_monthly_messages = $9, \
+                     max_state_bytes = $10 WHERE id = $1",
                 )
                 .bind(&t.id)
                 .bind(&t.plan)
@@ -55,6 +58,7 @@ macro_rules! impl_tenancy {
                 .bind(o.inbox_cap)
                 .bind(o.messages_per_minute)
                 .bind(o.messages_per_month)
+                .bind(o.max_state_bytes)
                 .execute(&self.pool)
                 .await?
                 .rows_affected()
@@ -66,8 +70,8 @@ macro_rules! impl_tenancy {
                 Ok(sqlx::query(
                     "INSERT INTO plans (name, description, max_peers, max_connections, \
                      max_message_bytes, inbox_cap, messages_per_minute, messages_per_month, \
-                     created_at_ms, updated_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
-                     ON CONFLICT DO NOTHING",
+                     max_state_bytes, created_at_ms, updated_at_ms) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING",
                 )
                 .bind(&p.name)
                 .bind(&p.description)
@@ -77,6 +81,7 @@ macro_rules! impl_tenancy {
                 .bind(l.inbox_cap)
                 .bind(l.messages_per_minute)
                 .bind(l.messages_per_month)
+                .bind(l.max_state_bytes)
                 .bind(p.created_at_ms)
                 .bind(p.updated_at_ms)
                 .execute(&self.pool)
@@ -90,7 +95,8 @@ macro_rules! impl_tenancy {
                 Ok(sqlx::query(
                     "UPDATE plans SET description = $2, max_peers = $3, max_connections = $4, \
                      max_message_bytes = $5, inbox_cap = $6, messages_per_minute = $7, \
-                     messages_per_month = $8, updated_at_ms = $9 WHERE name = $1",
+                     messages_per_month = $8, max_state_bytes = $9, updated_at_ms = $10 \
+                     WHERE name = $1",
                 )
                 .bind(&p.name)
                 .bind(&p.description)
@@ -100,6 +106,7 @@ macro_rules! impl_tenancy {
                 .bind(l.inbox_cap)
                 .bind(l.messages_per_minute)
                 .bind(l.messages_per_month)
+                .bind(l.max_state_bytes)
                 .bind(p.updated_at_ms)
                 .execute(&self.pool)
                 .await?
