@@ -415,6 +415,11 @@ async fn a_call_denied_while_the_relay_is_unreachable_is_on_that_machines_record
     );
     let printed = stdout(&laptop.in_terminal(&["approvals", "history"]));
     assert!(printed.contains("denied on this machine"), "{printed}");
+    // The desk's daemon lost the same pod and reconnects on its own backoff.
+    eventually("the desk's link up", || {
+        (desk.link_state() == "connected").then_some(())
+    })
+    .await;
     let elsewhere = desk.json(&["approvals", "history"]);
     assert!(
         elsewhere

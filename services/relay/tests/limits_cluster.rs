@@ -253,6 +253,20 @@ async fn peaks_are_counted_across_pods(pool: sqlx::PgPool) {
     b.stop().await;
 }
 
+/// Waits (at most [`WAIT`]) until `peer` is no longer live on `pod`.
+async fn closed_on(pod: &TestRelay, tenant: &str, peer: &PeerInfo) {
+    let deadline = Instant::now() + WAIT;
+    while pod
+        .state
+        .hub
+        .live_peer(tenant, peer.peer_id.as_str())
+        .is_some()
+    {
+        assert!(Instant::now() < deadline, "the connection is still open");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Issue 30 item 4: a tenant deleted and purged through pod A kept its connection on pod B
 /// open (the key check reported only keys that still exist; deletion announced nothing), and
 /// that connection kept writing. With the key check slowed to an hour, only the announcement
@@ -275,19 +289,7 @@ async fn deleting_and_purging_a_tenant_on_one_pod_closes_its_connections_on_the_
     assert_eq!(status, 200, "{body}");
     let (status, body) = admin.post("/tenants/zeta/purge", json!({})).await;
     assert_eq!(status, 204, "{body}");
-    let deadline = Instant::now() + WAIT;
-    while b
-        .state
-        .hub
-        .live_peer(&tenant, peer.peer_id.as_str())
-        .is_some()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the connection on pod B is still open"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    closed_on(&b, &tenant, &peer).await;
     a.stop().await;
     b.stop().await;
 }
@@ -314,19 +316,7 @@ async fn the_key_check_closes_the_connections_of_a_tenant_purged_without_a_word(
         1,
         "the purged key's connection is closed by the check"
     );
-    let deadline = Instant::now() + WAIT;
-    while b
-        .state
-        .hub
-        .live_peer(&tenant, peer.peer_id.as_str())
-        .is_some()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the connection on pod B is still open"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    closed_on(&b, &tenant, &peer).await;
     a.stop().await;
     b.stop().await;
 }
