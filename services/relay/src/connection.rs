@@ -13,7 +13,6 @@ use repowire_protocol::{
     Body, CloseCode, ErrorCode, ErrorFrame, Frame, Limits, Welcome, decode, limits,
 };
 use tokio::sync::OwnedSemaphorePermit;
-use tokio_util::sync::CancellationToken;
 
 use crate::dispatch::frame_text;
 use crate::hub::{ConnHandle, ConnId, Kick, OutReceiver, Outbound};
@@ -195,6 +194,14 @@ pub async fn serve(
     if state.hub.is_revoked(&auth.key_id) {
         kick.kick(CloseCode::KEY_REVOKED, "API key revoked");
     }
+    // Shutdown closes the connections the hub holds (`Hub::kick_all`); one added after that
+    // closes itself.
+    if state.shutdown.is_cancelled() {
+        kick.kick(
+            CloseCode::GOING_AWAY,
+            "relay shutting down; reconnect and resume",
+        );
+    }
     tracing::debug!(tenant = %auth.tenant_id, conn, "connection open");
     let limiter = send_limiter(state.config.send_rate, state.config.send_burst);
     let approves = auth.scopes.split(' ').any(|s| s == crate::apikey::APPROVE);
@@ -207,7 +214,6 @@ pub async fn serve(
     let link = Link {
         kick: &kick,
         heard: Heard::new(),
-        ended: CancellationToken::new(),
     };
     let reading = read_half(&session, limiter.as_ref(), &mut stream, &link);
     let writing = write_half(&state, &auth.tenant_id, conn, &mut sink, rx, &link);
@@ -224,13 +230,18 @@ pub async fn serve(
 
 /// What the two halves of a connection share.
 struct Link<'a> {
-    /// Closes from outside (revocation, slow consumer) and from the read half.
+    /// Every way the connection ends goes through it: closes from outside (revocation, slow
+    /// consumer, shutdown: [`crate::hub::Hub::kick_all`]), the read half's (a bad frame, or
+    /// [`ENDED`]: the peer left), and the write half's own end ([`ENDED`]), so either half
+    /// stops when the other does. One token per connection: an idle connection is cheap.
     kick: &'a Kick,
     /// When the peer was last heard from, for the idle timeout.
     heard: Heard,
-    /// Cancelled when either half ends, so the other ends too.
-    ended: CancellationToken,
 }
+
+/// A kick that closes nothing (no close frame): the connection is over already (the peer
+/// closed it, the socket failed, or the write half finished its close).
+const ENDED: u16 = 0;
 
 /// When the peer was last heard from, and whether a frame of it is being handled (then the
 /// relay is the one not reading, and the idle timeout does not run).
@@ -279,7 +290,7 @@ async fn read_half(
     loop {
         let incoming = tokio::select! {
             biased;
-            () = link.ended.cancelled() => break,
+            _ = link.kick.kicked() => break,
             incoming = stream.next() => incoming,
         };
         link.heard.touch();
@@ -308,7 +319,7 @@ async fn read_half(
             }
         }
     }
-    link.ended.cancel();
+    link.kick.kick(ENDED, "");
 }
 
 /// Writes the outbound queue and pings, and closes the connection when told to (shutdown, a
@@ -326,23 +337,16 @@ async fn write_half(
     let mut ping =
         tokio::time::interval(Duration::from_secs(state.config.ping_interval_secs.max(1)));
     ping.tick().await;
-    let shutting_down = || {
-        (
-            CloseCode::GOING_AWAY,
-            "relay shutting down; reconnect and resume".to_owned(),
-        )
-    };
     let closing: Option<(u16, String)> = loop {
         tokio::select! {
             biased;
-            () = state.shutdown.cancelled() => break Some(shutting_down()),
-            kicked = link.kick.kicked() => break Some(kicked),
-            () = link.ended.cancelled() => break None,
+            kicked = link.kick.kicked() => break (kicked.0 != ENDED).then_some(kicked),
             out = rx.recv() => {
                 let Some(out) = out else { break None };
-                // Boxed: an idle connection's task keeps no room for a write in progress.
+                // Boxed, the write and its race: an idle connection's task keeps no room for
+                // a write in progress (a deadline's timer alone is ~100 bytes).
                 let write = Box::pin(write_queued(&mut *sink, &mut rx, out));
-                if let Err(closing) = race(state, link, write_timeout, write).await {
+                if let Err(closing) = Box::pin(race(link, write_timeout, write)).await {
                     break closing;
                 }
             }
@@ -351,13 +355,14 @@ async fn write_half(
                     break Some((CloseCode::IDLE_TIMEOUT, "no traffic within the idle timeout".to_owned()));
                 }
                 let write = Box::pin(sink.send(Message::Ping(Default::default())));
-                if let Err(closing) = race(state, link, write_timeout, write).await {
+                if let Err(closing) = Box::pin(race(link, write_timeout, write)).await {
                     break closing;
                 }
             }
         }
     };
-    link.ended.cancel();
+    // Stops the read half (a close from outside stopped it already).
+    link.kick.kick(ENDED, "");
     let Some((code, reason)) = closing else {
         return;
     };
@@ -367,10 +372,10 @@ async fn write_half(
     }
     // A peer that does not read cannot take a close frame either: the socket is dropped once
     // the deadline passes, and the peer sees the connection end without one.
-    let _ = tokio::time::timeout(
+    let _ = Box::pin(tokio::time::timeout(
         write_timeout.min(CLOSE_DEADLINE),
         close(sink, code, &reason),
-    )
+    ))
     .await;
 }
 
@@ -378,18 +383,13 @@ async fn write_half(
 /// reading holds back nothing but its own frames. `Err` says how the connection closes: with
 /// a close frame (shutdown, a kick, a stalled write), or at once (`None`: the socket failed).
 async fn race<E>(
-    state: &AppState,
     link: &Link<'_>,
     deadline: Duration,
     write: impl std::future::Future<Output = Result<(), E>>,
 ) -> Result<(), Option<(u16, String)>> {
     tokio::select! {
         biased;
-        () = state.shutdown.cancelled() => Err(Some((
-            CloseCode::GOING_AWAY,
-            "relay shutting down; reconnect and resume".to_owned(),
-        ))),
-        kicked = link.kick.kicked() => Err(Some(kicked)),
+        kicked = link.kick.kicked() => Err((kicked.0 != ENDED).then_some(kicked)),
         written = tokio::time::timeout(deadline, write) => match written {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(None),

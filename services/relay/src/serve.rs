@@ -81,6 +81,12 @@ where
         });
     }
     state.start_draining();
+    // Connections registered after this see the cancelled token themselves
+    // (`connection::serve`).
+    state.hub.kick_all(
+        repowire_protocol::CloseCode::GOING_AWAY,
+        "relay shutting down; reconnect and resume",
+    );
     drop(listener);
     connections.close();
     let drain = state.config.drain_timeout();

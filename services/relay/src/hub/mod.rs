@@ -386,6 +386,13 @@ impl Hub {
             .collect()
     }
 
+    /// Closes every connection of this process (shutdown).
+    pub fn kick_all(&self, code: u16, reason: &str) {
+        for c in self.lock().values().flat_map(|t| t.conns.values()) {
+            c.kick.kick(code, reason);
+        }
+    }
+
     /// Closes one connection.
     pub fn kick_conn(&self, tenant_id: &str, conn: ConnId, code: u16, reason: &str) {
         if let Some(c) = self.lock().get(tenant_id).and_then(|t| t.conns.get(&conn)) {
