@@ -150,3 +150,31 @@ async fn two_daemons_through_one_relay_ask_ack_and_survive_a_relay_outage() {
         .count();
     assert_eq!(seen, 1, "shown more than once");
 }
+
+/// The relay answers `list_peers` a page at a time, at most 500 peers a page (issue 30 item 7);
+/// the daemon follows `next_cursor`, so `peer list --all` shows every peer of a tenant with more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peer_list_shows_every_peer_of_a_tenant_with_more_than_one_page() {
+    let data = tempfile::tempdir().expect("data");
+    let data_dir = data.path().to_str().expect("utf8").to_owned();
+    let relay = RelayProcess::start(&relay_bin(), &["--data-dir", &data_dir], &[]).await;
+    let key = relay.first_key.clone().expect("key");
+    let mut crowd = repowire_e2e::client::TestClient::connect(&relay.http, &relay.ws, &key).await;
+    for i in 0..520 {
+        crowd.peer(&format!("crowd-{i:03}"), "dev").await;
+    }
+    let home = Home::new(Some((relay.http.clone(), key)));
+    home.install_and_start();
+    let listed = home.json(&["peer", "list", "--all"]);
+    let mut names: Vec<&str> = listed
+        .as_array()
+        .expect("peers")
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .filter(|n| n.starts_with("crowd-"))
+        .collect();
+    let before = names.len();
+    names.dedup();
+    assert_eq!((before, names.len()), (520, 520), "each crowd peer once");
+    home.ok(&["daemon", "stop"]);
+}
