@@ -127,7 +127,9 @@ async fn refresh(state: &AppState) {
     }
     state
         .limits
-        .refresh_peers(peers.into_iter().collect())
+        .refresh_peers(peers.into_iter().collect(), |tenant, peer| {
+            state.hub.live_peer(tenant, peer).is_some()
+        })
         .await;
     let open = state
         .limits

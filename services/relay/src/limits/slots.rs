@@ -152,12 +152,21 @@ impl Enforcer {
         }
     }
 
-    /// Keeps the slots of this pod's live peers (`peers` by tenant) alive: the heartbeat.
-    pub async fn refresh_peers(&self, peers: Vec<(String, Vec<String>)>) {
+    /// Keeps the slots of this pod's live peers (`peers` by tenant) alive: the heartbeat. Each
+    /// peer is looked at again (`still_live`) just before its slot is taken again, so a peer
+    /// that went offline since the list was made is not counted for another TTL.
+    pub async fn refresh_peers(
+        &self,
+        peers: Vec<(String, Vec<String>)>,
+        still_live: impl Fn(&str, &str) -> bool,
+    ) {
         let expires = now_ms().saturating_add(self.slot_ttl_ms());
         for (tenant_id, ids) in peers {
-            if let Err(error) = self.bus().refresh_peers(&tenant_id, &ids, expires).await {
-                tracing::warn!(%error, tenant = %tenant_id, "could not refresh peer slots");
+            for id in ids.iter().filter(|id| still_live(&tenant_id, id)) {
+                let one = std::slice::from_ref(id);
+                if let Err(error) = self.bus().refresh_peers(&tenant_id, one, expires).await {
+                    tracing::warn!(%error, tenant = %tenant_id, "could not refresh peer slots");
+                }
             }
         }
     }
