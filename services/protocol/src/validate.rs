@@ -312,7 +312,7 @@ fn body(frame: &Frame) -> Result {
                 && !looks_like_session_id(id)
             {
                 return Err(invalid(
-                    "`session_id` is a Repowire session id: `rs-` and 16 of 0-9 a-z",
+                    "`session_id` is a Repowire session id: `rs-` and 16 of 0-9 a-z without i, l, o, u",
                 ));
             }
             if !is_runtime_session_id(&b.runtime_session_id) {

@@ -37,6 +37,50 @@ fn duplicate_keys_and_non_canonical_ids_are_refused_without_re() {
     assert_eq!(err.request_id.map(|i| i.to_string()).as_deref(), Some(ID));
 }
 
+/// One rule for `v` (protocol.md §1, §4.3): absent is `invalid_frame`; present with any other
+/// value than the integer 1, `null` included, is `unsupported_version`. Both keep `re`.
+#[test]
+fn a_null_version_is_present_and_unsupported_and_a_missing_one_is_invalid() {
+    for (v, want) in [
+        ("null", ErrorCode::UnsupportedVersion),
+        ("2", ErrorCode::UnsupportedVersion),
+        ("\"1\"", ErrorCode::UnsupportedVersion),
+    ] {
+        let err = decode(&format!(
+            r#"{{"v":{v},"type":"hello","id":"{ID}","client":"x"}}"#
+        ))
+        .expect_err(v);
+        assert_eq!(err.code, want, "v = {v}");
+        assert_eq!(err.request_id.map(|i| i.to_string()).as_deref(), Some(ID));
+    }
+    let err = decode(&format!(r#"{{"type":"hello","id":"{ID}","client":"x"}}"#)).expect_err("no v");
+    assert_eq!(err.code, ErrorCode::InvalidFrame);
+    assert_eq!(err.request_id.map(|i| i.to_string()).as_deref(), Some(ID));
+}
+
+/// A message id inside a frame in another spelling (protocol.md §4.1): `invalid_frame`, and
+/// the frame's own id was read, so the answer carries `re` (only a non-canonical frame id
+/// loses it).
+#[test]
+fn a_non_canonical_message_id_inside_a_frame_keeps_re() {
+    for message_id in [
+        "0193A4C2-7B10-7C3E-9A51-0F6E2D1B8A02",
+        "{0193a4c2-7b10-7c3e-9a51-0f6e2d1b8a02}",
+        "0193a4c27b107c3e9a510f6e2d1b8a02",
+    ] {
+        let err = decode(&format!(
+            r#"{{"v":1,"type":"receipt","id":"{ID}","peer_id":"peer-7kq2m9x4t8v1b3cz","message_id":"{message_id}","state":"delivered"}}"#
+        ))
+        .expect_err(message_id);
+        assert_eq!(err.code, ErrorCode::InvalidFrame, "{message_id}");
+        assert_eq!(
+            err.request_id.map(|i| i.to_string()).as_deref(),
+            Some(ID),
+            "{message_id}"
+        );
+    }
+}
+
 #[test]
 fn whitespace_around_the_value_is_tolerated_and_nothing_else() {
     let frame = format!(r#"{{"v":1,"type":"hello","id":"{ID}","client":"x"}}"#);

@@ -76,3 +76,48 @@ fn every_error_code_is_in_the_protocol_documents_table() {
         assert!(table.contains(&row), "{row} is missing from §11");
     }
 }
+
+/// The Changes table of docs/protocol.md reads newest first and, within a date, in the order of
+/// the first section each row touched; every section a row names is a heading of the document.
+#[test]
+fn the_changes_table_is_ordered_and_names_real_sections() {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/protocol.md"),
+    )
+    .expect("docs/protocol.md");
+    let headings: std::collections::HashSet<String> = doc
+        .lines()
+        .filter(|l| l.starts_with('#'))
+        .filter_map(|l| {
+            let number = l.trim_start_matches('#').split_whitespace().next()?;
+            Some(number.trim_end_matches('.').to_owned())
+        })
+        .collect();
+    let table = doc
+        .split("## Changes")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("the Changes section");
+    let section = |s: &str| -> Vec<u32> { s.split('.').map(|n| n.parse().expect(s)).collect() };
+    let mut rows = Vec::new();
+    for line in table.lines().filter(|l| l.starts_with("| 20")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let (date, sections) = (cells[1].to_owned(), cells[2]);
+        let named: Vec<&str> = sections
+            .split(',')
+            .map(|s| s.trim().trim_start_matches('§'))
+            .collect();
+        for n in &named {
+            assert!(headings.contains(*n), "{date}: §{n} is not a section");
+        }
+        rows.push((date, section(named[0])));
+    }
+    assert!(rows.len() > 20, "{} rows", rows.len());
+    for pair in rows.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        assert!(
+            a.0 > b.0 || (a.0 == b.0 && a.1 <= b.1),
+            "out of order: {a:?} before {b:?}"
+        );
+    }
+}
