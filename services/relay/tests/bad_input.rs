@@ -75,6 +75,17 @@ async fn malformed_and_oversized_frames_get_error_frames_and_change_nothing(db: 
     .await;
     let e = a.error().await;
     assert_eq!((e.code, e.re), (ErrorCode::InvalidFrame, None));
+    // A message id inside the frame in another spelling: `invalid_frame`, and the frame's own
+    // id was read, so the answer carries `re` (§4.1).
+    let id = MessageId::new();
+    a.send_raw(format!(
+        r#"{{"v":1,"type":"receipt","id":"{id}","peer_id":"{}","message_id":"{}","state":"delivered"}}"#,
+        alice.peer_id,
+        MessageId::new().to_string().to_uppercase(),
+    ))
+    .await;
+    let e = a.error().await;
+    assert_eq!((e.code, e.re), (ErrorCode::InvalidFrame, Some(id)));
     // Relay-minted ids are opaque strings: another spelling is another (unknown) id.
     let upper = notify_frame(&alice, "bob", "x");
     let mut upper_from = upper.clone();
@@ -182,34 +193,42 @@ async fn the_first_frame_must_be_a_hello_in_a_supported_version(db: Db) {
     let close = c.closed().await.expect("close");
     assert_eq!(u16::from(close.code), CloseCode::HELLO_REQUIRED);
 
-    let mut c = common::TestClient::from_ws(
-        client::open(&relay.ws, Some(&token))
-            .await
-            .expect("upgrade"),
-    );
-    let id = MessageId::new();
-    c.send_raw(format!(
-        r#"{{"v":2,"type":"hello","id":"{id}","client":"future"}}"#
-    ))
-    .await;
-    let close = c.closed().await.expect("close");
-    assert_eq!(u16::from(close.code), CloseCode::UNSUPPORTED_VERSION);
-    let e = c
-        .expect(|f| match &f.body {
-            Body::Error(e) => Some(e.clone()),
-            _ => None,
-        })
+    // protocol.md §1: a `v` that is present but not the integer 1 — `null` included — is
+    // `unsupported_version`, and as the first frame closes with 4003.
+    for v in ["2", "null"] {
+        let mut c = common::TestClient::from_ws(
+            client::open(&relay.ws, Some(&token))
+                .await
+                .expect("upgrade"),
+        );
+        let id = MessageId::new();
+        c.send_raw(format!(
+            r#"{{"v":{v},"type":"hello","id":"{id}","client":"future"}}"#
+        ))
         .await;
-    assert_eq!((e.code, e.re), (ErrorCode::UnsupportedVersion, Some(id)));
-    assert!(
-        relay
-            .state
-            .store
-            .list_peers(&c.tenant_id)
-            .await
-            .expect("db")
-            .is_empty()
-    );
+        let close = c.closed().await.expect("close");
+        assert_eq!(
+            u16::from(close.code),
+            CloseCode::UNSUPPORTED_VERSION,
+            "v = {v}"
+        );
+        let e = c
+            .expect(|f| match &f.body {
+                Body::Error(e) => Some(e.clone()),
+                _ => None,
+            })
+            .await;
+        assert_eq!((e.code, e.re), (ErrorCode::UnsupportedVersion, Some(id)));
+        assert!(
+            relay
+                .state
+                .store
+                .list_peers(&c.tenant_id)
+                .await
+                .expect("db")
+                .is_empty()
+        );
+    }
     relay.stop().await;
 }
 

@@ -55,8 +55,18 @@ async fn a_session_outlives_clear_and_resume_and_a_relay_restart(db: Db) {
         own.session_id, first.session_id,
         "a live executor keeps its session"
     );
+    // protocol.md §10.14: the runtime id keeps leading to the found session, so the binder's
+    // new session starts without it.
+    assert!(own.runtime_session_ids.is_empty(), "{own:?}");
     let own = t.bind(&thief.peer_id, None, "run-1").await;
     assert_ne!(own.session_id, first.session_id);
+    assert!(own.runtime_session_ids.is_empty(), "{own:?}");
+    // A runtime id that led nowhere is the new session's own.
+    let fresh = t
+        .bind(&thief.peer_id, Some(&first.session_id), "run-t")
+        .await;
+    assert_ne!(fresh.session_id, first.session_id);
+    assert_eq!(fresh.runtime_session_ids, vec!["run-t"]);
     drop(t);
     // The runtime ends; a resume in a new process: a new peer, and only the runtime id to go
     // by (the thief's binds took no runtime id away).
@@ -197,6 +207,21 @@ async fn a_detached_session_gets_its_messages_when_it_is_resumed(db: Db) {
         .await
         .expect_err("no such session");
     assert_eq!(refused.code, ErrorCode::UnknownPeer);
+    // protocol.md §10.4: `to` in the shape of a session id names the tenant's session when
+    // there is one, whatever peer is named like it; only otherwise is it a display name.
+    let look_alike = a.peer(&session.session_id, "dev").await;
+    assert_eq!(look_alike.name, session.session_id);
+    let to_session = a
+        .submit(notify_to(&lead, &session.session_id, "to the session"))
+        .await
+        .expect("accepted");
+    assert_eq!(to_session.recipients[0].peer_id, worker.peer_id);
+    let look_alike = a.peer("rs-0000000000000000", "dev").await;
+    let to_name = a
+        .submit(notify_to(&lead, "rs-0000000000000000", "no such session"))
+        .await
+        .expect("a display name once no session has that id");
+    assert_eq!(to_name.recipients[0].peer_id, look_alike.peer_id);
     relay.stop().await;
 }
 
@@ -209,21 +234,32 @@ async fn sessions_are_seen_by_circle_and_never_across_tenants(db: Db) {
     let dev = a.peer("dev-agent", "dev").await;
     let ops = a.peer("ops-agent", "ops").await;
     let person = a.peer_with_role("person", "dev", Role::Human).await;
+    // A person in another circle: `list_peers` shows it to every agent (its role crosses
+    // circles), but its session is seen by its circle like any other (protocol.md §8.18).
+    let boss = a.peer_with_role("boss", "ops", Role::Human).await;
     let dev_session = a.bind(&dev.peer_id, None, "dev-run").await;
     a.bind(&ops.peer_id, None, "ops-run").await;
+    a.bind(&boss.peer_id, None, "boss-run").await;
     let seen = |l: Vec<SessionInfo>| {
         let mut ids: Vec<String> = l.into_iter().map(|s| s.circle).collect();
         ids.sort();
         ids
     };
     assert_eq!(seen(a.sessions(&dev.peer_id, false).await), vec!["dev"]);
+    assert!(
+        a.list(&dev.peer_id, false)
+            .await
+            .iter()
+            .any(|p| p.peer_id == boss.peer_id),
+        "the person is in the agent's list_peers"
+    );
     assert_eq!(
         seen(a.sessions(&dev.peer_id, true).await),
-        vec!["dev", "ops"]
+        vec!["dev", "ops", "ops"]
     );
     assert_eq!(
         seen(a.sessions(&person.peer_id, false).await),
-        vec!["dev", "ops"]
+        vec!["dev", "ops", "ops"]
     );
     // Another tenant sees none of them and cannot reach them by id.
     let stranger = x.peer("stranger", "dev").await;
