@@ -40,7 +40,7 @@ pub struct ApiKeySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 128))]
     pub label: Option<String>,
-    /// What the key may do; default both. A change takes effect with a new key (a rotation).
+    /// What the key may do (`connect`, `usage:read`); left out, the relay's default: all three scopes, `approve` included. A change takes effect with a new key (a rotation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub scopes: Option<Vec<Scope>>,

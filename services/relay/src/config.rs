@@ -127,7 +127,8 @@ pub enum KeyCommand {
         #[arg(long)]
         expires_in_days: Option<u32>,
         /// What the key may do, repeatable: `connect` (exchange it for a token and connect
-        /// agents), `usage:read` (read the tenant's own limits and usage). Default: both.
+        /// agents), `usage:read` (read the tenant's own limits and usage), `approve` (answer
+        /// agents' tool approvals as a person). Default: all three, `approve` included.
         #[arg(long)]
         scope: Vec<String>,
     },
