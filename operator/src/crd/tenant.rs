@@ -89,6 +89,11 @@ pub struct Limits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1_099_511_627_776_i64))]
     pub max_state_bytes: Option<i64>,
+    /// Peers (live and offline) the relay keeps for the tenant; past it a new peer makes room
+    /// by forgetting the longest-offline idle one (1–100 000 000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100_000_000))]
+    pub max_stored_peers: Option<i64>,
 }
 
 impl Limits {
@@ -103,6 +108,7 @@ impl Limits {
             "messages_per_minute": self.messages_per_minute,
             "messages_per_month": self.messages_per_month,
             "max_state_bytes": self.max_state_bytes,
+            "max_stored_peers": self.max_stored_peers,
         })
     }
 }

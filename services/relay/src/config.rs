@@ -272,6 +272,15 @@ pub struct RelayConfig {
     /// peer stopped reading) closes the connection as a slow consumer.
     #[arg(long, env = "REPOWIRE_WRITE_TIMEOUT_SECS", default_value_t = 10)]
     pub write_timeout_secs: u64,
+    /// A tenant at its plan's `max_stored_peers` makes room for a new peer by forgetting its
+    /// longest-offline peer that holds nothing; a peer seen within this many seconds is never
+    /// forgotten (it may be coming back, or registering through another relay process).
+    #[arg(
+        long,
+        env = "REPOWIRE_FORGET_OFFLINE_PEERS_AFTER_SECS",
+        default_value_t = 600
+    )]
+    pub forget_offline_peers_after_secs: u64,
     /// Time a client has to send a request's headers, and the longest an HTTP connection may
     /// sit idle before its first or next request (slow-loris and silent sockets), seconds.
     #[arg(long, env = "REPOWIRE_HEADER_TIMEOUT_SECS", default_value_t = 10)]

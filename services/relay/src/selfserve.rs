@@ -43,6 +43,8 @@ pub struct TenantLimits {
     pub month: MonthUse,
     /// Bytes of shared state stored now, against `limits.max_state_bytes`.
     pub state_bytes: i64,
+    /// Peers stored now (live and offline), against `limits.max_stored_peers`.
+    pub stored_peers: i64,
 }
 
 /// A tenant's calendar month.
@@ -129,6 +131,7 @@ async fn limits(
         plan: detail.tenant.plan,
         limits: detail.effective_limits,
         state_bytes: detail.state_bytes,
+        stored_peers: detail.stored_peers,
         month: MonthUse {
             start_ms: start,
             resets_at_ms: end,

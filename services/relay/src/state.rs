@@ -170,6 +170,27 @@ impl AppState {
         live
     }
 
+    /// Like [`AppState::live_peer_ids`], failing when the cluster bus cannot be read (for a
+    /// caller that must not take a peer live elsewhere for an offline one).
+    pub async fn live_peer_ids_strict(
+        &self,
+        tenant_id: &str,
+    ) -> crate::bus::Result<std::collections::HashSet<String>> {
+        let mut live: std::collections::HashSet<String> = self
+            .hub
+            .live_peers(tenant_id)
+            .into_iter()
+            .map(|p| p.record.peer_id)
+            .collect();
+        live.extend(
+            self.cluster
+                .remote_live_strict(tenant_id)
+                .await?
+                .into_keys(),
+        );
+        Ok(live)
+    }
+
     /// True once shutdown began: `/readyz` fails and new connections are refused.
     pub fn draining(&self) -> bool {
         self.draining.load(Ordering::SeqCst) || self.shutdown.is_cancelled()

@@ -7,7 +7,9 @@
 mod common;
 
 use common::{Db, TestRelay, WAIT, client, counter};
-use repowire_protocol::{Ack, Body, ErrorCode, Frame, PeerInfo, PresenceEvent};
+use repowire_protocol::{
+    Ack, Body, DeliveryState, ErrorCode, Frame, PeerInfo, PresenceEvent, ReceiptState, Register,
+};
 use repowire_relay::RelayConfig;
 use repowire_relay::admin::NewTenant;
 use repowire_relay::store::Limits;
@@ -407,4 +409,247 @@ both_backends!(
     the_monthly_quota_refuses_with_its_reset_and_still_settles_retries_and_replies,
     the_rate_is_one_bucket_for_the_tenant_and_a_change_applies_at_once,
     connections_over_the_limit_are_refused_before_the_upgrade,
+    stored_peers_are_bounded_by_forgetting_the_longest_offline_idle_ones,
 );
+
+/// Waits until `watcher` sees `name` go offline.
+async fn gone(watcher: &mut common::TestClient, name: &str) {
+    watcher
+        .expect(|f| match &f.body {
+            Body::Presence(p) if p.event == PresenceEvent::Offline && p.peer.name == name => {
+                Some(())
+            }
+            _ => None,
+        })
+        .await;
+}
+
+/// Issue 30 item 7: a tenant's stored peers (live and offline) are bounded by its plan's
+/// `max_stored_peers`. A new peer past it makes room by forgetting the longest-offline peer
+/// that holds nothing (no entry waiting, no open ask sent or received); when none may go, the
+/// registration is `limit_exceeded` and stores nothing. Live peers are never forgotten.
+async fn stored_peers_are_bounded_by_forgetting_the_longest_offline_idle_ones(db: Db) {
+    let mut config = RelayConfig::for_tests();
+    // Offline peers may go at once here; the default keeps one seen in the last 10 minutes.
+    config.forget_offline_peers_after_secs = 0;
+    let relay = TestRelay::start_with(&db, config).await;
+    let (tenant, key) = tenant_with(
+        &relay,
+        "acme",
+        Limits {
+            max_stored_peers: Some(5),
+            ..Limits::default()
+        },
+    )
+    .await;
+    let store = relay.state.store.clone();
+    let mut a = relay.client(&key).await;
+    let lead = a.peer("lead", "dev").await;
+    // `waiting` leaves, then a message for it waits in its inbox.
+    let mut w = relay.client(&key).await;
+    let waiting = w.peer("waiting", "dev").await;
+    drop(w);
+    gone(&mut a, "waiting").await;
+    a.notify(&lead, "waiting", "while you were away")
+        .await
+        .expect("accepted");
+    // `asked` received an ask that is still open; `asker` sent one.
+    let mut b = relay.client(&key).await;
+    let asked = b.peer("asked", "dev").await;
+    a.ask(&lead, "asked", "which port?")
+        .await
+        .expect("accepted");
+    let got = b.delivered_to(&asked.peer_id).await;
+    b.receipt(
+        &asked.peer_id,
+        got.message.message_id,
+        ReceiptState::Delivered,
+    )
+    .await;
+    drop(b);
+    gone(&mut a, "asked").await;
+    let mut c = relay.client(&key).await;
+    let asker = c.peer("asker", "dev").await;
+    c.ask(&asker, "lead", "may I deploy?")
+        .await
+        .expect("accepted");
+    drop(c);
+    gone(&mut a, "asker").await;
+    // `idle` holds nothing.
+    let mut d = relay.client(&key).await;
+    let idle = d.peer("idle", "dev").await;
+    drop(d);
+    gone(&mut a, "idle").await;
+    assert_eq!(store.stored_peers(&tenant).await.expect("count"), 5);
+
+    // A sixth peer: `idle` is forgotten to make room.
+    let mut n = relay.client(&key).await;
+    let first = n.peer("first-new", "dev").await;
+    assert_eq!(store.stored_peers(&tenant).await.expect("count"), 5);
+    assert!(
+        store
+            .get_peer(&tenant, idle.peer_id.as_str())
+            .await
+            .expect("read")
+            .is_none(),
+        "the idle offline peer was forgotten"
+    );
+    for kept in [&lead, &waiting, &asked, &asker, &first] {
+        assert!(
+            store
+                .get_peer(&tenant, kept.peer_id.as_str())
+                .await
+                .expect("read")
+                .is_some(),
+            "{} is kept",
+            kept.name
+        );
+    }
+    // Another: nothing may go (live, waiting, open asks): refused, nothing stored.
+    let id = n
+        .send(Body::Register(Register {
+            name: Some("second-new".into()),
+            circle: Some("dev".into()),
+            backend: "claude-code".into(),
+            ..Default::default()
+        }))
+        .await;
+    let refused = n.answer(id).await.expect_err("no room");
+    assert_eq!(refused.code, ErrorCode::LimitExceeded);
+    assert!(
+        refused.message.contains("at most 5 peers"),
+        "{}",
+        refused.message
+    );
+    assert!(
+        store
+            .peers_named(&tenant, "second-new")
+            .await
+            .expect("read")
+            .is_empty(),
+        "a refused registration stores nothing"
+    );
+    // The refusal is not a live peer either: the tenant still lists its six.
+    assert!(
+        !n.list(&first.peer_id, false)
+            .await
+            .iter()
+            .any(|p| p.name == "second-new")
+    );
+    let (_, detail) = get(&relay, "/v1/limits", Some(&key)).await;
+    assert_eq!(detail["stored_peers"], 5, "{detail}");
+    assert_eq!(detail["limits"]["max_stored_peers"], 5, "{detail}");
+
+    // `waiting` comes back, takes its message and leaves: now it holds nothing and goes next.
+    let mut w = relay.client(&key).await;
+    let back = w
+        .register(Register {
+            name: Some("waiting".into()),
+            circle: Some("dev".into()),
+            backend: "claude-code".into(),
+            reclaim: Some(waiting.peer_id.clone()),
+            ..Default::default()
+        })
+        .await;
+    assert!(back.reclaimed);
+    let got = w.delivered_to(&waiting.peer_id).await;
+    w.receipt(
+        &waiting.peer_id,
+        got.message.message_id,
+        ReceiptState::Delivered,
+    )
+    .await;
+    a.expect(|f| match &f.body {
+        Body::Delivery(d)
+            if d.recipient == waiting.peer_id && d.state == DeliveryState::Delivered =>
+        {
+            Some(())
+        }
+        _ => None,
+    })
+    .await;
+    drop(w);
+    gone(&mut a, "waiting").await;
+    let second = n.peer("second-new", "dev").await;
+    assert!(
+        store
+            .get_peer(&tenant, waiting.peer_id.as_str())
+            .await
+            .expect("read")
+            .is_none(),
+        "forgotten once it held nothing"
+    );
+    assert_eq!(store.stored_peers(&tenant).await.expect("count"), 5);
+    // A forgotten peer's reclaim is a new registration (a new peer id, §8.2); it makes room
+    // by forgetting one of the two that just left.
+    drop(n);
+    gone(&mut a, "first-new").await;
+    gone(&mut a, "second-new").await;
+    let mut i = relay.client(&key).await;
+    let again = i
+        .register(Register {
+            name: Some("idle".into()),
+            circle: Some("dev".into()),
+            backend: "claude-code".into(),
+            reclaim: Some(idle.peer_id.clone()),
+            ..Default::default()
+        })
+        .await;
+    assert!(!again.reclaimed);
+    assert_ne!(again.peer.peer_id, idle.peer_id);
+    let mut left = 0;
+    for p in [&first, &second] {
+        if store
+            .get_peer(&tenant, p.peer_id.as_str())
+            .await
+            .expect("read")
+            .is_some()
+        {
+            left += 1;
+        }
+    }
+    assert_eq!(left, 1, "one of the two idle peers went");
+    assert_eq!(store.stored_peers(&tenant).await.expect("count"), 5);
+    relay.stop().await;
+
+    // With the default setting a peer seen in the last ten minutes is never forgotten: it may
+    // be a laptop coming back.
+    let relay = TestRelay::start(&db).await;
+    let (tenant, key) = tenant_with(
+        &relay,
+        "globex",
+        Limits {
+            max_stored_peers: Some(2),
+            ..Limits::default()
+        },
+    )
+    .await;
+    let mut a = relay.client(&key).await;
+    a.peer("lead", "dev").await;
+    let mut b = relay.client(&key).await;
+    let recent = b.peer("recent", "dev").await;
+    drop(b);
+    gone(&mut a, "recent").await;
+    let id = a
+        .send(Body::Register(Register {
+            name: Some("newcomer".into()),
+            circle: Some("dev".into()),
+            backend: "claude-code".into(),
+            ..Default::default()
+        }))
+        .await;
+    assert_eq!(
+        a.answer(id).await.expect_err("no room").code,
+        ErrorCode::LimitExceeded
+    );
+    assert!(
+        relay
+            .state
+            .store
+            .get_peer(&tenant, recent.peer_id.as_str())
+            .await
+            .expect("read")
+            .is_some()
+    );
+    relay.stop().await;
+}

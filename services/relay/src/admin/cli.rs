@@ -224,14 +224,20 @@ fn print_detail(
     writeln!(out, "state    {state}")?;
     writeln!(
         out,
-        "limits   peers {}, connections {}, message bytes {}, inbox {}, per minute {}, per month {}, state bytes {}",
+        "limits   peers {}, connections {}, message bytes {}, inbox {}, per minute {}, per month {}, state bytes {}, stored peers {}",
         limit(l.max_peers),
         limit(l.max_connections),
         limit(l.max_message_bytes),
         limit(l.inbox_cap),
         limit(l.messages_per_minute),
         limit(l.messages_per_month),
-        limit(l.max_state_bytes)
+        limit(l.max_state_bytes),
+        limit(l.max_stored_peers)
+    )?;
+    writeln!(
+        out,
+        "stored   peers {}, state bytes {}",
+        detail.stored_peers, detail.state_bytes
     )
 }
 

@@ -70,6 +70,8 @@ pub struct TenantDetail {
     /// Bytes of shared state it stores now (keys and values, every circle), against
     /// `effective_limits.max_state_bytes`.
     pub state_bytes: i64,
+    /// Peers it stores now (live and offline), against `effective_limits.max_stored_peers`.
+    pub stored_peers: i64,
 }
 
 async fn plan_named(store: &dyn Store, name: &str) -> Result<PlanRecord, AdminError> {
@@ -144,6 +146,7 @@ pub(crate) async fn get_tenant_by(
     Ok(TenantDetail {
         effective_limits: limits::effective(&plan.limits, &tenant.overrides),
         state_bytes: store.state_bytes(&tenant.id).await?,
+        stored_peers: store.stored_peers(&tenant.id).await?,
         tenant,
     })
 }

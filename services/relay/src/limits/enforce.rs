@@ -55,6 +55,8 @@ pub enum Reason {
     Connections,
     /// `max_state_bytes`.
     StateBytes,
+    /// `max_stored_peers`.
+    StoredPeers,
 }
 
 impl Reason {
@@ -67,6 +69,7 @@ impl Reason {
             Self::Peers => "peers",
             Self::Connections => "connections",
             Self::StateBytes => "state_bytes",
+            Self::StoredPeers => "stored_peers",
         }
     }
 }

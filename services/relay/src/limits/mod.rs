@@ -10,7 +10,7 @@ use serde::{Deserialize, Deserializer};
 use crate::store::Limits;
 
 /// The range each limit may take (a plan's `null` is unlimited; there is no 0).
-pub const RANGES: [(&str, i64, i64); 7] = [
+pub const RANGES: [(&str, i64, i64); 8] = [
     ("max_peers", 1, 1_000_000),
     ("max_connections", 1, 1_000_000),
     ("max_message_bytes", 1, MAX_TEXT_BYTES as i64),
@@ -18,9 +18,10 @@ pub const RANGES: [(&str, i64, i64); 7] = [
     ("messages_per_minute", 1, 100_000_000),
     ("messages_per_month", 1, 1_000_000_000_000),
     ("max_state_bytes", 1, 1 << 40),
+    ("max_stored_peers", 1, 100_000_000),
 ];
 
-fn fields(l: &Limits) -> [Option<i64>; 7] {
+fn fields(l: &Limits) -> [Option<i64>; 8] {
     [
         l.max_peers,
         l.max_connections,
@@ -29,6 +30,7 @@ fn fields(l: &Limits) -> [Option<i64>; 7] {
         l.messages_per_minute,
         l.messages_per_month,
         l.max_state_bytes,
+        l.max_stored_peers,
     ]
 }
 
@@ -54,6 +56,7 @@ pub fn effective(plan: &Limits, overrides: &Limits) -> Limits {
         messages_per_minute: overrides.messages_per_minute.or(plan.messages_per_minute),
         messages_per_month: overrides.messages_per_month.or(plan.messages_per_month),
         max_state_bytes: overrides.max_state_bytes.or(plan.max_state_bytes),
+        max_stored_peers: overrides.max_stored_peers.or(plan.max_stored_peers),
     }
 }
 
@@ -84,6 +87,9 @@ pub struct LimitsPatch {
     #[serde(default, deserialize_with = "present")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<i64>))]
     pub max_state_bytes: Option<Option<i64>>,
+    #[serde(default, deserialize_with = "present")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<i64>))]
+    pub max_stored_peers: Option<Option<i64>>,
 }
 
 /// A field that is present, `null` or not: told apart from an absent one (`#[serde(default)]`).
@@ -103,6 +109,7 @@ impl LimitsPatch {
             messages_per_minute: pick(self.messages_per_minute, limits.messages_per_minute),
             messages_per_month: pick(self.messages_per_month, limits.messages_per_month),
             max_state_bytes: pick(self.max_state_bytes, limits.max_state_bytes),
+            max_stored_peers: pick(self.max_stored_peers, limits.max_stored_peers),
         }
     }
 }

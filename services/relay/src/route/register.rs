@@ -11,8 +11,9 @@ use super::session::{Handled, Refusal, Session};
 use crate::dispatch::{deliver_stored, frame_text};
 use crate::hub::{CatchUp, peer_info};
 use crate::ids::now_ms;
+use crate::limits::enforce::Reason;
 use crate::state::AppState;
-use crate::store::PeerRecord;
+use crate::store::{PeerAdmission, PeerRecord, PeerRoom};
 
 const DEFAULT_CIRCLE: &str = "default";
 const CATCH_UP_PAGE: i64 = 256;
@@ -54,6 +55,96 @@ async fn peers_allowed(s: &Session, peer_id: &str) -> Result<(), Refusal> {
     match s.state.limits.hold_peer(&s.tenant_id, peer_id).await? {
         Ok(()) => Ok(()),
         Err(refusal) => Err(refusal.into()),
+    }
+}
+
+/// The tenant's `max_stored_peers` with what may be forgotten to stay within it, or `None`
+/// when its plan stores peers without limit. Peers live on any relay process are kept; when
+/// the cluster cannot say which those are, nothing is forgotten.
+struct StoredRoom {
+    snapshot: std::sync::Arc<crate::limits::enforce::Snapshot>,
+    max: i64,
+    live: std::collections::HashSet<String>,
+    /// False when the bus could not be read: nothing may be forgotten then.
+    knows_live: bool,
+    seen_before_ms: i64,
+}
+
+async fn stored_room(s: &Session, now: i64) -> Result<Option<StoredRoom>, Refusal> {
+    let snapshot = s.state.limits.snapshot(&s.tenant_id).await?;
+    let Some(max) = snapshot.limits.max_stored_peers else {
+        return Ok(None);
+    };
+    let (live, knows_live) = match s.state.live_peer_ids_strict(&s.tenant_id).await {
+        Ok(live) => (live, true),
+        Err(error) => {
+            tracing::warn!(%error, tenant = %s.tenant_id, "cannot read presence; no stored peer is forgotten to make room");
+            (s.state.live_peer_ids(&s.tenant_id).await, false)
+        }
+    };
+    let grace_ms = i64::try_from(
+        s.state
+            .config
+            .forget_offline_peers_after_secs
+            .saturating_mul(1000),
+    )
+    .unwrap_or(i64::MAX);
+    Ok(Some(StoredRoom {
+        snapshot,
+        max,
+        live,
+        knows_live,
+        seen_before_ms: now.saturating_sub(grace_ms),
+    }))
+}
+
+/// Stores a new peer within the tenant's `max_stored_peers`, forgetting long-offline peers
+/// that hold nothing to make room; `limit_exceeded` (nothing changed) when none may go.
+async fn store_within(s: &Session, record: &PeerRecord, room: &StoredRoom) -> Result<(), Refusal> {
+    let rule = PeerRoom {
+        max: room.max,
+        live: &room.live,
+        seen_before_ms: if room.knows_live {
+            room.seen_before_ms
+        } else {
+            i64::MIN
+        },
+    };
+    match s.state.store.insert_peer_bounded(record, &rule).await? {
+        PeerAdmission::Stored { forgotten } => {
+            if !forgotten.is_empty() {
+                tracing::info!(
+                    tenant = %s.tenant_id,
+                    peer = %record.peer_id,
+                    forgotten = ?forgotten,
+                    max = room.max,
+                    "stored peers at the plan's limit: forgot the longest-offline idle ones"
+                );
+            }
+            Ok(())
+        }
+        PeerAdmission::Full { .. } if !room.knows_live => Err(Refusal::new(
+            ErrorCode::Unavailable,
+            "this tenant is at its plan's max_stored_peers and the relay cannot tell now which \
+             peers are live to forget an offline one; nothing changed, retry later",
+        )),
+        PeerAdmission::Full { stored } => {
+            let refusal = s.state.limits.refuse(
+                &room.snapshot,
+                Reason::StoredPeers,
+                ErrorCode::LimitExceeded,
+                format!(
+                    "this tenant's plan keeps at most {} peers and it stores {stored}, none of \
+                     which may be forgotten yet (each is live, was seen in the last {} s, has \
+                     messages waiting or an open ask): reclaim an existing peer instead of \
+                     registering a new one, or ask the operator for a larger plan",
+                    room.max, s.state.config.forget_offline_peers_after_secs
+                ),
+                None,
+            );
+            s.state.limits.count(&refusal);
+            Err(refusal.into())
+        }
     }
 }
 
@@ -112,6 +203,20 @@ pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled
     };
 
     peers_allowed(s, &record.peer_id).await?;
+    let room = if reclaimed {
+        None
+    } else {
+        match stored_room(s, now).await {
+            Ok(room) => room,
+            Err(refusal) => {
+                s.state
+                    .limits
+                    .release_peer(&s.tenant_id, &record.peer_id)
+                    .await;
+                return Err(refusal);
+            }
+        }
+    };
 
     // In a cluster the name is claimed atomically on the bus, so two pods never hand one name
     // to two live peers; this pod's own live peers are skipped first, and the hub still checks.
@@ -135,9 +240,19 @@ pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled
         .unwrap_or(base);
     let mut bound = s.state.hub.bind_peer(s.conn, record, &base, now);
     let peer_id = bound.record.peer_id.clone();
-    if let Err(e) = s.state.store.upsert_peer(&bound.record).await {
-        // The peer slot is not let go here: it may be a live binding's (a reclaim from another
-        // pod, a newer registration) and it expires by itself if nobody holds the peer.
+    let stored = match &room {
+        Some(room) => store_within(s, &bound.record, room).await,
+        None => s
+            .state
+            .store
+            .upsert_peer(&bound.record)
+            .await
+            .map_err(Refusal::from),
+    };
+    if let Err(refusal) = stored {
+        // A reclaim's peer slot is not let go here: it may be a live binding's (a reclaim
+        // from another pod, a newer registration) and it expires by itself if nobody holds the
+        // peer; a new peer's id is this registration's alone.
         // Nothing changed: a binding this replaced (re-register, takeover) comes back, with a
         // fresh catch-up since its own stopped when it was replaced.
         if let Some(restored) =
@@ -147,7 +262,10 @@ pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled
         {
             s.state.tracker.spawn(catch_up(s.state.clone(), restored));
         }
-        return Err(e.into());
+        if !reclaimed {
+            s.state.limits.release_peer(&s.tenant_id, &peer_id).await;
+        }
+        return Err(refusal);
     }
     // Before the `online` frame: whoever sees the peer come online resolves names with it.
     s.state

@@ -226,6 +226,15 @@ pub trait Store: Send + Sync + 'static {
 
     /// Inserts a new peer or replaces the identity fields of an existing one (reclaim).
     async fn upsert_peer(&self, peer: &PeerRecord) -> Result<()>;
+    /// Inserts a new peer within its tenant's `max_stored_peers` (`room`), forgetting
+    /// long-offline peers that hold nothing to make room; refused when there are not enough.
+    async fn insert_peer_bounded(
+        &self,
+        peer: &PeerRecord,
+        room: &PeerRoom<'_>,
+    ) -> Result<PeerAdmission>;
+    /// Peers a tenant stores (live and offline; not its `@approvers`).
+    async fn stored_peers(&self, tenant_id: &str) -> Result<i64>;
     /// One peer of a tenant.
     async fn get_peer(&self, tenant_id: &str, peer_id: &str) -> Result<Option<PeerRecord>>;
     /// Peers of a tenant with a display name.

@@ -184,6 +184,16 @@ impl Store for PoisonStore {
     async fn upsert_peer(&self, _: &PeerRecord) -> crate::store::Result<()> {
         unused()
     }
+    async fn insert_peer_bounded(
+        &self,
+        _: &PeerRecord,
+        _: &crate::store::PeerRoom<'_>,
+    ) -> crate::store::Result<crate::store::PeerAdmission> {
+        unused()
+    }
+    async fn stored_peers(&self, _: &str) -> crate::store::Result<i64> {
+        unused()
+    }
     async fn get_peer(&self, _: &str, _: &str) -> crate::store::Result<Option<PeerRecord>> {
         unused()
     }

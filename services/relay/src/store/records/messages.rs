@@ -462,3 +462,30 @@ pub enum StateWrite {
         used: i64,
     },
 }
+
+/// What may be forgotten to store a new peer within the tenant's `max_stored_peers`.
+#[derive(Debug, Clone, Copy)]
+pub struct PeerRoom<'a> {
+    /// The tenant's `max_stored_peers`.
+    pub max: i64,
+    /// Peers live on any relay process now: never forgotten.
+    pub live: &'a std::collections::HashSet<String>,
+    /// Only peers last seen before this (ms) are forgotten: one that registered or left since
+    /// is kept (it may be registering on another process right now).
+    pub seen_before_ms: i64,
+}
+
+/// How storing a new peer within `max_stored_peers` went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PeerAdmission {
+    /// Stored, after forgetting these peers to make room (oldest first; usually none).
+    Stored {
+        /// Forgotten peer ids.
+        forgotten: Vec<String>,
+    },
+    /// Refused, nothing changed: the tenant stores `stored` peers and none may be forgotten.
+    Full {
+        /// Peers the tenant stores.
+        stored: i64,
+    },
+}

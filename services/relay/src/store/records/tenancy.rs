@@ -52,6 +52,10 @@ pub struct Limits {
     /// Bytes of shared state (keys and values, every circle) the tenant may store.
     #[serde(default)]
     pub max_state_bytes: Option<i64>,
+    /// Peers (live and offline) the relay keeps for the tenant; past it, registering a new peer
+    /// forgets the longest-offline peer that holds nothing (protocol.md §10.1.1).
+    #[serde(default)]
+    pub max_stored_peers: Option<i64>,
 }
 
 /// A plan: a named bundle of limits tenants are on.

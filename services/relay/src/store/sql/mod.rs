@@ -31,7 +31,7 @@ pub(crate) mod usage;
 pub(crate) const TENANT_COLS: &str = "id, name, plan, created_at_ms, \
      disabled_at_ms AS suspended_at_ms, deleted_at_ms, display_name, max_peers, \
      max_connections, max_message_bytes, inbox_cap, max_messages_per_minute AS messages_per_minute, \
-     max_monthly_messages AS messages_per_month, max_state_bytes";
+     max_monthly_messages AS messages_per_month, max_state_bytes, max_stored_peers";
 pub(crate) const KEY_COLS: &str = "id, tenant_id, hash, display, label, mode, created_at_ms, expires_at_ms, revoked_at_ms, \
      last_used_at_ms, scopes, (SELECT COUNT(*) FROM tenants t WHERE t.id = api_keys.tenant_id \
      AND t.disabled_at_ms IS NOT NULL) > 0 AS tenant_suspended";
@@ -403,6 +403,25 @@ macro_rules! impl_store {
 
             async fn upsert_peer(&self, p: &PeerRecord) -> Result<()> {
                 Self::upsert_peer_sql(&self.pool, p).await
+            }
+
+            async fn insert_peer_bounded(
+                &self,
+                p: &PeerRecord,
+                room: &PeerRoom<'_>,
+            ) -> Result<PeerAdmission> {
+                Self::insert_peer_bounded_sql(&self.pool, p, room).await
+            }
+
+            async fn stored_peers(&self, tenant_id: &str) -> Result<i64> {
+                let (n,): (i64,) = sqlx::query_as(
+                    "SELECT COUNT(*) FROM peers WHERE tenant_id = $1 AND peer_id <> $2",
+                )
+                .bind(tenant_id)
+                .bind(crate::store::CONTROL_PEER)
+                .fetch_one(&self.pool)
+                .await?;
+                Ok(n)
             }
 
             async fn get_peer(&self, tenant_id: &str, peer_id: &str) -> Result<Option<PeerRecord>> {

@@ -1,12 +1,22 @@
 //! Peers and a circle's shared state, instantiated inside [`super::impl_store!`]: one statement
 //! (or one small transaction) each, off the message write path.
 
+/// The most peers one registration looks at to forget (the live ones among them are skipped).
+pub(crate) const MAX_FORGET_SCAN: i64 = 1000;
+
 macro_rules! impl_peers {
     ($store:ident, $db:ty, $backend:literal, $begin_write:literal) => {
         impl $store {
             async fn upsert_peer_sql(pool: &sqlx::Pool<$db>, p: &PeerRecord) -> Result<()> {
-                // The peer and its delivered cursor (a row of its own, see migration 0007) together.
                 let mut tx = pool.begin().await?;
+                Self::insert_peer_rows(&mut tx, p).await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            /// The peer (inserted, or its identity fields replaced) and its delivered cursor (a
+            /// row of its own, see migration 0007) together.
+            async fn insert_peer_rows(tx: &mut sqlx::Transaction<'_, $db>, p: &PeerRecord) -> Result<()> {
                 sqlx::query(
                     "INSERT INTO peers (tenant_id, peer_id, name, circle, backend, role, path, machine, \
                      description, description_at_ms, created_at_ms, last_seen_ms) \
@@ -27,15 +37,106 @@ macro_rules! impl_peers {
                 .bind(p.description_at_ms)
                 .bind(p.created_at_ms)
                 .bind(p.last_seen_ms)
-                .execute(&mut *tx)
+                .execute(&mut **tx)
                 .await?;
                 sqlx::query("INSERT INTO peer_cursors (tenant_id, peer_id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
                     .bind(&p.tenant_id)
                     .bind(&p.peer_id)
-                    .execute(&mut *tx)
+                    .execute(&mut **tx)
                     .await?;
-                tx.commit().await?;
                 Ok(())
+            }
+
+            /// Stores a new peer within the tenant's `max_stored_peers`, forgetting the peers
+            /// `room` allows to make room, all in one transaction that holds the tenant's row
+            /// (Postgres) or the write lock (SQLite): two registrations never both take the last
+            /// place. Forgotten: the longest-offline peers, offline (not in `room.live`) and unseen
+            /// since `room.seen_before_ms`, with no entry waiting in their inbox and no open ask
+            /// sent or received. Refused (nothing changed) when not enough of them exist.
+            async fn insert_peer_bounded_sql(
+                pool: &sqlx::Pool<$db>,
+                p: &PeerRecord,
+                room: &PeerRoom<'_>,
+            ) -> Result<PeerAdmission> {
+                let mut tx = pool.begin_with($begin_write).await?;
+                if $backend == "postgres" {
+                    sqlx::query("SELECT id FROM tenants WHERE id = $1 FOR UPDATE")
+                        .bind(&p.tenant_id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                let (stored,): (i64,) = sqlx::query_as(
+                    "SELECT COUNT(*) FROM peers WHERE tenant_id = $1 AND peer_id <> $2",
+                )
+                .bind(&p.tenant_id)
+                .bind(crate::store::CONTROL_PEER)
+                .fetch_one(&mut *tx)
+                .await?;
+                let needed = stored.saturating_add(1).saturating_sub(room.max).max(0);
+                let mut forgotten = Vec::new();
+                if needed > 0 {
+                    // Enough candidates that the live ones among them (skipped here) leave
+                    // `needed`; bounded, so one registration never scans a whole tenant.
+                    let live = i64::try_from(room.live.len()).unwrap_or(i64::MAX);
+                    let scan = needed.saturating_add(live).min($crate::store::sql::peers::MAX_FORGET_SCAN);
+                    let candidates: Vec<(String,)> = sqlx::query_as(
+                        "SELECT p.peer_id FROM peers p JOIN peer_cursors c \
+                         ON c.tenant_id = p.tenant_id AND c.peer_id = p.peer_id \
+                         WHERE p.tenant_id = $1 AND p.peer_id <> $2 AND p.last_seen_ms < $3 \
+                         AND p.admitted = c.released \
+                         AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.tenant_id = p.tenant_id \
+                             AND m.from_peer_id = p.peer_id AND m.kind = 'ask' AND m.closed_at_ms IS NULL) \
+                         AND NOT EXISTS (SELECT 1 FROM inbox i JOIN messages m \
+                             ON m.tenant_id = i.tenant_id AND m.message_id = i.message_id \
+                             WHERE i.tenant_id = p.tenant_id AND i.peer_id = p.peer_id \
+                             AND m.kind = 'ask' AND m.closed_at_ms IS NULL) \
+                         ORDER BY p.last_seen_ms, p.peer_id LIMIT $4",
+                    )
+                    .bind(&p.tenant_id)
+                    .bind(crate::store::CONTROL_PEER)
+                    .bind(room.seen_before_ms)
+                    .bind(scan)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    for (peer_id,) in candidates {
+                        if i64::try_from(forgotten.len()).unwrap_or(i64::MAX) >= needed {
+                            break;
+                        }
+                        if room.live.contains(&peer_id) {
+                            continue;
+                        }
+                        // Its cursor first (SQLite's foreign key); the peer only if it still
+                        // waits for nothing (an accept that raced this scan keeps it).
+                        sqlx::query(
+                            "DELETE FROM peer_cursors WHERE tenant_id = $1 AND peer_id = $2 \
+                             AND released = (SELECT admitted FROM peers WHERE tenant_id = $1 AND peer_id = $2)",
+                        )
+                        .bind(&p.tenant_id)
+                        .bind(&peer_id)
+                        .execute(&mut *tx)
+                        .await?;
+                        let gone = sqlx::query(
+                            "DELETE FROM peers WHERE tenant_id = $1 AND peer_id = $2 AND last_seen_ms < $3 \
+                             AND NOT EXISTS (SELECT 1 FROM peer_cursors c WHERE c.tenant_id = $1 AND c.peer_id = $2)",
+                        )
+                        .bind(&p.tenant_id)
+                        .bind(&peer_id)
+                        .bind(room.seen_before_ms)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                        if gone == 1 {
+                            forgotten.push(peer_id);
+                        }
+                    }
+                    if i64::try_from(forgotten.len()).unwrap_or(i64::MAX) < needed {
+                        tx.rollback().await?;
+                        return Ok(PeerAdmission::Full { stored });
+                    }
+                }
+                Self::insert_peer_rows(&mut tx, p).await?;
+                tx.commit().await?;
+                Ok(PeerAdmission::Stored { forgotten })
             }
 
             async fn get_peer_sql(

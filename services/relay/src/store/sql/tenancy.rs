@@ -4,7 +4,7 @@
 /// Columns of `plans`, in [`crate::store::PlanRecord`] order.
 pub(crate) const PLAN_COLS: &str = "name, description, max_peers, max_connections, \
      max_message_bytes, inbox_cap, messages_per_minute, messages_per_month, max_state_bytes, \
-     created_at_ms, updated_at_ms";
+     max_stored_peers, created_at_ms, updated_at_ms";
 
 macro_rules! impl_tenancy {
     ($store:ident, $db:ty) => {
@@ -19,8 +19,8 @@ macro_rules! impl_tenancy {
                 Ok(sqlx::query(
                     "INSERT INTO tenants (id, name, plan, created_at_ms, display_name, max_peers, \
                      max_connections, max_message_bytes, inbox_cap, max_messages_per_minute, \
-                     max_monthly_messages, max_state_bytes) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+                     max_monthly_messages, max_state_bytes, max_stored_peers) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
                      ON CONFLICT DO NOTHING",
                 )
                 .bind(&t.id)
@@ -35,6 +35,7 @@ macro_rules! impl_tenancy {
                 .bind(o.messages_per_minute)
                 .bind(o.messages_per_month)
                 .bind(o.max_state_bytes)
+                .bind(o.max_stored_peers)
                 .execute(executor)
                 .await?
                 .rows_affected()
@@ -47,7 +48,7 @@ macro_rules! impl_tenancy {
                     "UPDATE tenants SET plan = $2, display_name = $3, max_peers = $4, \
                      max_connections = $5, max_message_bytes = $6, inbox_cap = $7, \
                      max_messages_per_minute = $8, max_monthly_messages = $9, \
-                     max_state_bytes = $10 WHERE id = $1",
+                     max_state_bytes = $10, max_stored_peers = $11 WHERE id = $1",
                 )
                 .bind(&t.id)
                 .bind(&t.plan)
@@ -59,6 +60,7 @@ macro_rules! impl_tenancy {
                 .bind(o.messages_per_minute)
                 .bind(o.messages_per_month)
                 .bind(o.max_state_bytes)
+                .bind(o.max_stored_peers)
                 .execute(&self.pool)
                 .await?
                 .rows_affected()
@@ -70,8 +72,8 @@ macro_rules! impl_tenancy {
                 Ok(sqlx::query(
                     "INSERT INTO plans (name, description, max_peers, max_connections, \
                      max_message_bytes, inbox_cap, messages_per_minute, messages_per_month, \
-                     max_state_bytes, created_at_ms, updated_at_ms) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING",
+                     max_state_bytes, max_stored_peers, created_at_ms, updated_at_ms) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING",
                 )
                 .bind(&p.name)
                 .bind(&p.description)
@@ -82,6 +84,7 @@ macro_rules! impl_tenancy {
                 .bind(l.messages_per_minute)
                 .bind(l.messages_per_month)
                 .bind(l.max_state_bytes)
+                .bind(l.max_stored_peers)
                 .bind(p.created_at_ms)
                 .bind(p.updated_at_ms)
                 .execute(&self.pool)
@@ -95,7 +98,8 @@ macro_rules! impl_tenancy {
                 Ok(sqlx::query(
                     "UPDATE plans SET description = $2, max_peers = $3, max_connections = $4, \
                      max_message_bytes = $5, inbox_cap = $6, messages_per_minute = $7, \
-                     messages_per_month = $8, max_state_bytes = $9, updated_at_ms = $10 \
+                     messages_per_month = $8, max_state_bytes = $9, max_stored_peers = $10, \
+                     updated_at_ms = $11 \
                      WHERE name = $1",
                 )
                 .bind(&p.name)
@@ -107,6 +111,7 @@ macro_rules! impl_tenancy {
                 .bind(l.messages_per_minute)
                 .bind(l.messages_per_month)
                 .bind(l.max_state_bytes)
+                .bind(l.max_stored_peers)
                 .bind(p.updated_at_ms)
                 .execute(&self.pool)
                 .await?
