@@ -103,3 +103,64 @@ fn two_daemon_starts_at_once_start_one_daemon() {
         home.ok(&["daemon", "stop"]);
     }
 }
+
+/// The pid the daemon of `home` answers with, after a command that started it.
+fn answering_pid(home: &Home) -> u64 {
+    let out = home.ok(&["daemon", "status", "--json"]);
+    let status: serde_json::Value = serde_json::from_str(&out).expect("json");
+    status["pid"].as_u64().expect("pid")
+}
+
+/// Issue 35.1: `daemon stop && daemon start` — what setup, status and doctor recommend — left
+/// no daemon 1–2 times in 10: `stop` returned when the socket closed, while the old daemon
+/// still held the home's lock. Now `stop` returns once it has exited, `start` waits for one
+/// that is finishing, and `restart` does both. Repeated, because it is a race; embedded and
+/// against a relay process.
+fn stop_and_start_always_leave_one_daemon(home: &Home, rounds: usize) {
+    home.ok(&["daemon", "start"]);
+    let mut last = answering_pid(home);
+    for round in 0..rounds {
+        let stopped = home.ok(&["daemon", "stop"]);
+        assert!(
+            stopped.contains("daemon stopped"),
+            "round {round}: {stopped}"
+        );
+        let started = home.repowire(&["daemon", "start"]);
+        assert!(
+            started.status.success(),
+            "round {round}: start after stop failed: {}",
+            String::from_utf8_lossy(&started.stderr)
+        );
+        let pid = answering_pid(home);
+        assert_ne!(pid, last, "round {round}: a new daemon answers");
+        last = pid;
+    }
+    for round in 0..5 {
+        let out = home.ok(&["daemon", "restart"]);
+        assert!(out.contains("daemon started"), "restart {round}: {out}");
+        let pid = answering_pid(home);
+        assert_ne!(pid, last, "restart {round}: a new daemon answers");
+        last = pid;
+    }
+    home.ok(&["daemon", "stop"]);
+    let out = home.ok(&["daemon", "stop"]);
+    assert!(out.contains("not running"), "{out}");
+}
+
+#[test]
+fn stop_then_start_leaves_a_daemon_every_time_embedded() {
+    stop_and_start_always_leave_one_daemon(&Home::new(None), 50);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_then_start_leaves_a_daemon_every_time_remote() {
+    use repowire_e2e::process::{RelayProcess, relay_bin};
+    let data = tempfile::tempdir().expect("data");
+    let data_dir = data.path().to_str().expect("utf8").to_owned();
+    let relay = RelayProcess::start(&relay_bin(), &["--data-dir", &data_dir], &[]).await;
+    let key = relay.first_key.clone().expect("key");
+    let home = Home::new(Some((relay.http.clone(), key)));
+    tokio::task::spawn_blocking(move || stop_and_start_always_leave_one_daemon(&home, 50))
+        .await
+        .expect("rounds");
+}

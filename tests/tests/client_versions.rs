@@ -48,7 +48,7 @@ fn text(o: &std::process::Output) -> String {
 fn a_daemon_of_another_build_is_named_with_the_restart_that_fixes_it() {
     let home = Home::new(None);
     let _daemon = older_daemon(&home);
-    let restart = "repowire daemon stop && repowire daemon start";
+    let restart = "repowire daemon restart";
 
     let status = home.ok(&["daemon", "status"]);
     assert!(

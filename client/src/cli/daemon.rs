@@ -17,8 +17,10 @@ pub enum Action {
     Run,
     /// Start in the background and wait until it answers.
     Start,
-    /// Stop a running daemon.
+    /// Stop a running daemon; returns once it has exited.
     Stop,
+    /// Stop the running daemon (if any) and start a new one: `stop` then `start`.
+    Restart,
     /// Show the daemon's state.
     Status {
         /// JSON output.
@@ -38,11 +40,23 @@ pub fn run(config: &Config, action: Action) -> anyhow::Result<ExitCode> {
                 .enable_all()
                 .build()
                 .context("starting the async runtime")?;
-            runtime.block_on(crate::daemon::run(settings))?;
-            Ok(ExitCode::SUCCESS)
+            match runtime.block_on(crate::daemon::run(settings)) {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                // Its own exit code, so that `daemon start` can tell a lost race for the lock
+                // (wait and try again) from a daemon that cannot start.
+                Err(e) if e.is::<crate::daemon::AlreadyRunning>() => {
+                    eprintln!("error: {e}");
+                    Ok(ExitCode::from(crate::daemon::EXIT_ALREADY_RUNNING as u8))
+                }
+                Err(e) => Err(e),
+            }
         }
         Action::Start => start(config),
         Action::Stop => stop(config),
+        Action::Restart => {
+            stop(config)?;
+            start(config)
+        }
         Action::Status { json } => {
             let status = super::call(config, &Request::Status, Duration::from_secs(5))?;
             if json {
@@ -78,6 +92,23 @@ fn running_pid(config: &Config) -> Option<u32> {
     .and_then(|p| u32::try_from(p).ok())
 }
 
+/// True while a process holds the daemon lock of `home`: a daemon runs there, or is still
+/// finishing (its socket may be gone already). Probed with a shared lock taken and let go at
+/// once, so nothing is written.
+fn lock_held(home: &std::path::Path) -> bool {
+    let Ok(file) = std::fs::File::open(home.join("daemon.lock")) else {
+        return false;
+    };
+    match file.try_lock_shared() {
+        Ok(()) => {
+            let _ = file.unlock();
+            false
+        }
+        Err(std::fs::TryLockError::WouldBlock) => true,
+        Err(std::fs::TryLockError::Error(_)) => false,
+    }
+}
+
 /// The live process the daemon lock file of `home` names, if any.
 fn lock_holder(home: &std::path::Path) -> Option<u32> {
     let pid: u32 = std::fs::read_to_string(home.join("daemon.lock"))
@@ -102,7 +133,7 @@ fn start(config: &Config) -> anyhow::Result<ExitCode> {
         let mut refused = crate::daemon::already_running(&home, pid);
         if let Some(daemon) = super::version_drift(&status) {
             refused.push_str(&format!(
-                "\nit runs {}, not this binary's {}: `repowire daemon stop && repowire daemon start` runs this one",
+                "\nit runs {}, not this binary's {}: `repowire daemon restart` runs this one",
                 crate::sanitize::for_terminal(&daemon),
                 crate::VERSION
             ));
@@ -118,17 +149,25 @@ fn start(config: &Config) -> anyhow::Result<ExitCode> {
         .open(&log_path)
         .with_context(|| format!("opening {}", log_path.display()))?;
     let exe = std::env::current_exe().context("locating the repowire binary")?;
-    let mut child = std::process::Command::new(exe)
-        .arg("--home")
-        .arg(&home)
-        .args(["daemon", "run"])
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .process_group(0)
-        .spawn()
-        .context("starting the daemon")?;
+    let spawn = || -> anyhow::Result<std::process::Child> {
+        std::process::Command::new(&exe)
+            .arg("--home")
+            .arg(&home)
+            .args(["daemon", "run"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log.try_clone()?)
+            .process_group(0)
+            .spawn()
+            .context("starting the daemon")
+    };
     let deadline = Instant::now() + Duration::from_secs(15);
+    // A daemon that is still finishing (stopped, its socket gone, its tasks ending) holds the
+    // home's lock for a moment: wait for it rather than fail.
+    while lock_held(&home) && running_pid(config).is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut child = spawn()?;
     while Instant::now() < deadline {
         match running_pid(config) {
             Some(pid) if pid == child.id() => {
@@ -141,11 +180,27 @@ fn start(config: &Config) -> anyhow::Result<ExitCode> {
             None => {}
         }
         if let Some(status) = child.try_wait()? {
-            // Lost the race for the home's lock: the winner may not answer yet, but its lock
-            // file names it.
-            let holder = running_pid(config).or_else(|| lock_holder(&home));
-            if holder.is_some() {
-                anyhow::bail!("{}", crate::daemon::already_running(&home, holder));
+            // Lost the race for the home's lock: to another start (whose daemon answers soon),
+            // or to a daemon still finishing (which lets the lock go soon): ask again.
+            if let Some(pid) = running_pid(config) {
+                anyhow::bail!("{}", crate::daemon::already_running(&home, Some(pid)));
+            }
+            if status.code() == Some(crate::daemon::EXIT_ALREADY_RUNNING) {
+                while lock_held(&home) && running_pid(config).is_none() && Instant::now() < deadline
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                if let Some(pid) = running_pid(config) {
+                    anyhow::bail!("{}", crate::daemon::already_running(&home, Some(pid)));
+                }
+                if lock_held(&home) {
+                    anyhow::bail!(
+                        "{}",
+                        crate::daemon::already_running(&home, lock_holder(&home))
+                    );
+                }
+                child = spawn()?;
+                continue;
             }
             anyhow::bail!(
                 "the daemon exited at start ({status}); see {}",
@@ -203,12 +258,19 @@ fn report_link(config: &Config) {
     );
 }
 
+/// Asks the daemon to shut down and returns once it has exited: its socket is closed **and**
+/// it has let go of the home's lock (it does so last, after its relay link and any embedded
+/// relay have ended), so a `daemon start` right after finds the home free.
 fn stop(config: &Config) -> anyhow::Result<ExitCode> {
-    let socket = crate::config::socket_path(&config.home());
+    let home = config.home();
+    let socket = crate::config::socket_path(&home);
     match api::call(&socket, &Request::Shutdown, Duration::from_secs(5)) {
         Err(api::CallError::NotRunning(_)) => {
-            println!("the daemon is not running");
-            return Ok(ExitCode::SUCCESS);
+            if !lock_held(&home) {
+                println!("the daemon is not running");
+                return Ok(ExitCode::SUCCESS);
+            }
+            // Already stopping: its socket is gone, its lock not yet.
         }
         other => {
             other?;
@@ -216,13 +278,21 @@ fn stop(config: &Config) -> anyhow::Result<ExitCode> {
     }
     let deadline = Instant::now() + Duration::from_secs(15);
     while Instant::now() < deadline {
-        if std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        if std::os::unix::net::UnixStream::connect(&socket).is_err() && !lock_held(&home) {
             println!("daemon stopped");
             return Ok(ExitCode::SUCCESS);
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    anyhow::bail!("the daemon did not stop within 15 s")
+    anyhow::bail!(
+        "the daemon did not stop within 15 s{}",
+        lock_holder(&home)
+            .map(|pid| format!(
+                " (pid {pid} still holds {})",
+                home.join("daemon.lock").display()
+            ))
+            .unwrap_or_default()
+    )
 }
 
 fn print_status(status: &Value) {

@@ -60,8 +60,7 @@ pub fn version_drift(status: &Value) -> Option<String> {
 }
 
 /// What to do about a drift.
-pub const RESTART_HINT: &str =
-    "restart it from this shell to use them: `repowire daemon stop && repowire daemon start`";
+pub const RESTART_HINT: &str = "restart it from this shell to use them: `repowire daemon restart`";
 
 /// Calls the daemon, turning "not running" into an error with a hint.
 pub fn call(config: &Config, request: &Request, timeout: Duration) -> anyhow::Result<Value> {

@@ -343,7 +343,7 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
     }
     if relay.is_some() && super::call(config, &Request::Status, Duration::from_secs(2)).is_ok() {
         println!(
-            "A daemon is running with the previous settings: restart it with `repowire daemon stop && repowire daemon start`."
+            "A daemon is running with the previous settings: restart it with `repowire daemon restart`."
         );
     } else {
         println!(

@@ -46,7 +46,7 @@ pub fn stopped_error(reason: &str, key_refused: bool) -> ApiError {
     let error = ApiError::new("relay_refused", format!("not sent: {reason}"));
     if key_refused {
         error.hint(
-            "the API key is revoked or unknown: get a new one, run `repowire setup --relay-url URL --api-key rw_live_…`, then `repowire daemon stop && repowire daemon start`",
+            "the API key is revoked or unknown: get a new one, run `repowire setup --relay-url URL --api-key rw_live_…`, then `repowire daemon restart`",
         )
     } else {
         error.hint("see `repowire daemon status`; restart the daemon once fixed")

@@ -110,7 +110,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let _held = match repowire_relay::datadir::lock_file(&settings.home.join("daemon.lock")) {
         Ok(held) => held,
         Err(repowire_relay::datadir::LockError::Held { pid }) => {
-            anyhow::bail!("{}", already_running(&settings.home, pid))
+            return Err(AlreadyRunning(already_running(&settings.home, pid)).into());
         }
         Err(e) => return Err(e).context("locking the daemon's home"),
     };
@@ -179,6 +179,14 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     tracing::info!("daemon stopped");
     Ok(())
 }
+
+/// The exit code of a `daemon run` that found another daemon holding its home (EX_TEMPFAIL).
+pub const EXIT_ALREADY_RUNNING: i32 = 75;
+
+/// Another daemon holds this home's lock (it runs, or it is still finishing).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct AlreadyRunning(pub String);
 
 /// What a second daemon for the same home says.
 pub fn already_running(home: &std::path::Path, pid: Option<u32>) -> String {
