@@ -131,8 +131,60 @@ enum ConfigCommand {
     },
 }
 
+/// The exit status of a command whose stdout was closed before it finished writing: what a
+/// shell reports for a Unix tool that SIGPIPE ended (128 + 13), so `set -o pipefail` and
+/// `$PIPESTATUS` read it the same way.
+const CLOSED_STDOUT: u8 = 141;
+
+/// True for the message `println!` panics with when stdout is a closed pipe.
+fn is_closed_stdout_panic(message: &str) -> bool {
+    message.starts_with("failed printing to stdout") && message.contains("Broken pipe")
+}
+
+/// Lets a closed stdout end the process quietly, as it ends every Unix tool (`repowire man |
+/// head` ends when `head` has read enough). Rust ignores SIGPIPE (and the workspace forbids the
+/// `unsafe` that would restore it), so a `println!` to a closed pipe panics: that one panic
+/// becomes a quiet exit with [`CLOSED_STDOUT`]. Not for the long-running commands: the daemon
+/// and the MCP server handle a closed pipe or socket as an error of their own.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if is_closed_stdout_panic(message) {
+            std::process::exit(i32::from(CLOSED_STDOUT));
+        }
+        default(info);
+    }));
+}
+
+/// True when `error` comes from writing to a closed stdout (a write that returned the error
+/// instead of panicking: `man`, `completions`).
+fn is_closed_stdout(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let long_running = matches!(
+        cli.command,
+        Command::Mcp
+            | Command::Hook { .. }
+            | Command::Daemon {
+                action: cli::daemon::Action::Run
+            }
+    );
+    if !long_running {
+        quiet_on_closed_stdout();
+    }
     // Hooks take the fast path: no async runtime, no tracing setup.
     if let Command::Hook {
         event,
@@ -181,6 +233,7 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        Err(e) if !long_running && is_closed_stdout(&e) => ExitCode::from(CLOSED_STDOUT),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE

@@ -89,3 +89,34 @@ fn peer_commands_without_a_daemon_say_how_to_start_it() {
         "{err}"
     );
 }
+
+/// Issue 35.8: piping to `head` made `repowire` panic (exit 101) or print "Broken pipe" (exit
+/// 1). A closed stdout now ends it quietly, as it ends every Unix tool: with the status a shell
+/// reports for SIGPIPE (141), nothing on stderr.
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    let home = tempfile::tempdir().expect("home");
+    for args in [
+        &["man"][..],
+        &["completions", "bash"],
+        &["config", "show"],
+        &["config", "show", "--json"],
+    ] {
+        // The read end is closed before the command runs: its first write fails.
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_repowire"))
+            .args(args)
+            .env("HOME", home.path())
+            .env("REPOWIRE_HOME", home.path().join(".repowire"))
+            .env_remove("REPOWIRE_RELAY_URL")
+            .env_remove("REPOWIRE_API_KEY")
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .expect("run repowire");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(141), "{args:?}: {stderr}");
+        assert!(stderr.is_empty(), "{args:?}: {stderr}");
+    }
+}

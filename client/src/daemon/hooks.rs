@@ -14,7 +14,7 @@ use repowire_protocol::limits::MAX_REASON_BYTES;
 use repowire_protocol::{Message, ReceiptState, TurnState};
 use serde_json::{Value, json};
 
-use super::render::{Tools, clip, first_line, render};
+use super::render::{Tools, clip, first_line, mcp_tool, render, tools_text};
 use super::store::SessionRow;
 use super::{Daemon, errors};
 use crate::api::ApiError;
@@ -317,7 +317,7 @@ impl Daemon {
                 text.push_str(&format!("Online peers: {}.\n", others.join(", ")));
             }
         }
-        text.push_str(tools_text());
+        text.push_str(&tools_text());
         // Anything that arrived before the session started is handed over too.
         let mut after = None;
         if let Some((queued, handed)) = self
@@ -384,9 +384,12 @@ impl Daemon {
             }
         }
         if !open.is_empty() {
-            text.push_str(match Tools::now() {
-                Tools::Mcp => "[repowire] Reminder: these asks are still open; close each with the MCP tool `ack` (correlation_id, message):\n",
-                Tools::Cli => "[repowire] Reminder: these asks are still open; close each with `repowire peer ack ID -m \"reply\"`:\n",
+            text.push_str(&match Tools::now() {
+                Tools::Mcp => format!(
+                    "[repowire] Reminder: these asks are still open; close each with the MCP tool {}:\n",
+                    mcp_tool("ack")
+                ),
+                Tools::Cli => "[repowire] Reminder: these asks are still open; close each with `repowire peer ack ID -m \"reply\"`:\n".to_owned(),
             });
             for row in &open {
                 if let Ok(m) = serde_json::from_str::<Message>(&row.body) {
@@ -437,22 +440,6 @@ impl Daemon {
                 }
             }
             Err(error) => tracing::error!(%error, "could not record a hand-over"),
-        }
-    }
-}
-
-/// How the agent talks to peers: our MCP tools when they are registered, else the CLI.
-fn tools_text() -> &'static str {
-    match Tools::now() {
-        Tools::Mcp => {
-            "Talk to them with the repowire MCP tools: `ask` (peer_name, query) and `notify` \
-             (peer_name, message); close each ask you receive with `ack` (correlation_id, \
-             message), or a structured question with `answer` (correlation_id, option_id)."
-        }
-        Tools::Cli => {
-            "Talk to them with `repowire peer ask NAME \"question\"`, `repowire peer notify NAME \"text\"`, \
-             and close asks you receive with `repowire peer ack ASK_ID -m \"reply\"` (the repowire MCP \
-             server is not registered for Claude Code; `repowire setup` registers it)."
         }
     }
 }

@@ -169,3 +169,70 @@ mod clip_tests {
         assert!(cut.trim_end_matches('…').chars().all(|c| c == 'é'));
     }
 }
+
+/// The MCP tools the session-start text names, with the parameters it names: each is read
+/// from the MCP server's own tool list ([`crate::mcp::RepowireMcp::signature`]), so a renamed
+/// tool or parameter cannot leave agents told about one that does not exist.
+const NAMED_TOOLS: [(&str, &[&str]); 4] = [
+    ("ask", &["peer_name", "query"]),
+    ("notify_peer", &["peer_name", "message"]),
+    ("ack", &["correlation_id", "message"]),
+    ("answer", &["correlation_id", "option_id"]),
+];
+
+/// "`name` (parameters)" for one of [`NAMED_TOOLS`], from the MCP server's tool list.
+pub(super) fn mcp_tool(name: &str) -> String {
+    NAMED_TOOLS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .and_then(|(n, params)| crate::mcp::RepowireMcp::signature(n, params))
+        .unwrap_or_else(|| format!("`{name}`"))
+}
+
+/// How the agent talks to peers: our MCP tools when they are registered, else the CLI.
+pub(super) fn tools_text() -> String {
+    match Tools::now() {
+        Tools::Mcp => {
+            let [ask, notify, ack, answer] = NAMED_TOOLS.map(|(name, _)| mcp_tool(name));
+            format!(
+                "Talk to them with the repowire MCP tools: {ask} and {notify}; close each ask \
+                 you receive with {ack}, or a structured question with {answer}."
+            )
+        }
+        Tools::Cli => "Talk to them with `repowire peer ask NAME \"question\"`, `repowire peer notify NAME \"text\"`, \
+             and close asks you receive with `repowire peer ack ASK_ID -m \"reply\"` (the repowire MCP \
+             server is not registered for Claude Code; `repowire setup` registers it)."
+            .to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 35.3: the session-start context named `notify`, a tool that does not exist.
+    #[test]
+    fn every_tool_the_session_start_text_names_exists_with_those_parameters() {
+        let tools = crate::mcp::RepowireMcp::tool_names();
+        for (name, params) in NAMED_TOOLS {
+            assert!(
+                tools.iter().any(|t| t == name),
+                "no MCP tool `{name}`: {tools:?}"
+            );
+            let signature = crate::mcp::RepowireMcp::signature(name, params)
+                .unwrap_or_else(|| panic!("`{name}` takes no parameter of {params:?}"));
+            assert_eq!(signature, format!("`{name}` ({})", params.join(", ")));
+        }
+        assert!(crate::mcp::RepowireMcp::signature("answer", &["text"]).is_some());
+        // Every tool the texts an agent reads name by hand ("MCP tool `x`") exists too.
+        for source in [include_str!("hooks.rs"), include_str!("render.rs")] {
+            let code = source.split("#[cfg(test)]").next().unwrap_or_default();
+            for mention in code.split("MCP tool `").skip(1) {
+                let name = mention.split('`').next().unwrap_or_default();
+                assert!(tools.iter().any(|t| t == name), "no MCP tool `{name}`");
+            }
+        }
+        assert!(crate::mcp::RepowireMcp::signature("notify", &["peer_name"]).is_none());
+        assert!(crate::mcp::RepowireMcp::signature("ask", &["peer"]).is_none());
+    }
+}

@@ -51,6 +51,21 @@ impl RepowireMcp {
         names
     }
 
+    /// "`name` (a, b)" for a tool of this server and parameters of its input schema, or `None`
+    /// when the server has no such tool or the tool no such parameter: the one way other text
+    /// (the session-start context) names a tool, so it cannot drift from the tool list.
+    pub fn signature(name: &str, params: &[&str]) -> Option<String> {
+        let tool = Self::tool_router()
+            .list_all()
+            .into_iter()
+            .find(|t| t.name == name)?;
+        let properties = tool.input_schema.get("properties")?.as_object()?;
+        params
+            .iter()
+            .all(|p| properties.contains_key(*p))
+            .then(|| format!("`{name}` ({})", params.join(", ")))
+    }
+
     /// A server talking to the daemon at `socket`.
     pub fn new(socket: PathBuf, tmux_pane: Option<String>) -> Self {
         Self {
