@@ -149,6 +149,8 @@ async fn a_key_is_minted_into_an_owned_secret_and_then_left_alone() {
         }
     }
     assert_eq!(relay.keys(&tenant_id).await.len(), 1);
+    // An ApiKey that names no scopes gets the relay's default, which never approves.
+    assert_eq!(relay.key_scopes(&tenant_id).await, ["connect usage:read"]);
 
     // Everything in place: the next reconcile reads, calls no relay and writes nothing.
     let before = relay.admin.calls();
@@ -480,4 +482,16 @@ async fn a_key_waits_for_its_tenant() {
         .unwrap();
     assert_eq!(ready.reason, "TenantNotReady");
     assert_eq!(relay.admin.calls(), 0);
+}
+
+/// `approve` is asked for by name (issue 35.11): the CRD can name it, and the request carries it.
+#[test]
+fn an_api_key_asks_for_approve_only_by_name() {
+    use repowire_operator::crd::Scope;
+    let mut spec = key_spec("team-a");
+    let (body, _) = apikey::request(&ApiKey::new("agent", spec.clone()));
+    assert!(body.get("scopes").is_none(), "{body}");
+    spec.scopes = Some(vec![Scope::Connect, Scope::Approve]);
+    let (body, _) = apikey::request(&ApiKey::new("person", spec));
+    assert_eq!(body["scopes"], json!(["approve", "connect"]));
 }

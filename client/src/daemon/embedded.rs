@@ -80,13 +80,18 @@ async fn api_key(store: &dyn Store, dir: &Path) -> anyhow::Result<String> {
             let tenant = tenants
                 .first()
                 .context("the embedded relay has no tenant")?;
+            // The laptop's own relay: its one user approves their own agents' tool calls.
+            let every: Vec<String> = repowire_relay::apikey::ALL_SCOPES
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect();
             admin::create_key(
                 store,
                 &tenant.id,
                 repowire_relay::apikey::KeyMode::Live,
                 "repowire daemon",
                 None,
-                None,
+                Some(&every),
             )
             .await?
             .text

@@ -40,7 +40,7 @@ pub struct ApiKeySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 128))]
     pub label: Option<String>,
-    /// What the key may do (`connect`, `usage:read`); left out, the relay's default: all three scopes, `approve` included. A change takes effect with a new key (a rotation).
+    /// What the key may do (`connect`, `usage:read`, `approve`); left out: `connect` and `usage:read` (the relay's default: `approve` only when named). A change takes effect with a new key (a rotation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub scopes: Option<Vec<Scope>>,
@@ -90,6 +90,10 @@ pub enum Scope {
     /// Read the tenant's own limits and usage.
     #[serde(rename = "usage:read")]
     UsageRead,
+    /// Answer agents' tool approvals as a person, orchestrator or service peer. A key with it
+    /// can let agents on other machines run code: only for people's machines, asked for here.
+    #[serde(rename = "approve")]
+    Approve,
 }
 
 impl Scope {
@@ -98,6 +102,7 @@ impl Scope {
         match self {
             Self::Connect => "connect",
             Self::UsageRead => "usage:read",
+            Self::Approve => "approve",
         }
     }
 }

@@ -260,6 +260,28 @@ impl Relay {
     }
 
     /// The ids of a tenant's keys, and which are usable now.
+    /// The scopes of each key of a tenant, as the relay stores them.
+    pub async fn key_scopes(&self, tenant: &str) -> Vec<String> {
+        let body: Value = reqwest::Client::new()
+            .get(format!(
+                "{}/admin/v1/tenants/{tenant}/keys",
+                self.process.http
+            ))
+            .bearer_auth(ADMIN)
+            .send()
+            .await
+            .expect("keys")
+            .json()
+            .await
+            .expect("json");
+        body["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|k| k["scopes"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
     pub async fn keys(&self, tenant: &str) -> Vec<(String, bool)> {
         let response = reqwest::Client::new()
             .get(format!(

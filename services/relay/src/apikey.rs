@@ -22,15 +22,20 @@ pub const USAGE_READ: &str = "usage:read";
 /// role approves. A team gives agent machines keys without it, so that nothing holding such a
 /// key (an agent that read it) can approve.
 pub const APPROVE: &str = "approve";
-/// Every scope, in their stored order; a key made without a choice of scopes has them all.
+/// Every scope, in their stored order.
 pub const ALL_SCOPES: [&str; 3] = [CONNECT, USAGE_READ, APPROVE];
+/// What a key made without a choice of scopes may do: connect and read its usage, never
+/// approve. A key that approves tool calls can run code on other machines, so it is asked for
+/// by name (issue 35.11); only a relay's first key (its owner's, [`crate::admin::default_tenant`])
+/// has it unasked.
+pub const DEFAULT_SCOPES: [&str; 2] = [CONNECT, USAGE_READ];
 
 /// The stored form of a choice of scopes: known ones only, each once, in [`ALL_SCOPES`]
 /// order, space-separated; `Err` names what is wrong.
 pub fn scopes(given: &[String]) -> Result<String, String> {
     if given.is_empty() {
         return Err(format!(
-            "scopes is empty; give some of `{CONNECT}`, `{USAGE_READ}` and `{APPROVE}` (leave it out for all three)"
+            "scopes is empty; give some of `{CONNECT}`, `{USAGE_READ}` and `{APPROVE}` (leave it out for `{CONNECT}` and `{USAGE_READ}`)"
         ));
     }
     if let Some(unknown) = given.iter().find(|s| !ALL_SCOPES.contains(&s.as_str())) {
@@ -199,7 +204,7 @@ fn mint_with(
         expires_at_ms,
         revoked_at_ms: None,
         last_used_at_ms: None,
-        scopes: ALL_SCOPES.join(" "),
+        scopes: DEFAULT_SCOPES.join(" "),
         tenant_suspended: false,
     };
     MintedKey { text, record }
@@ -240,7 +245,8 @@ mod tests {
         assert_eq!(s(&["approve", "connect"]).as_deref(), Ok("connect approve"));
         assert_eq!(
             mint("t", KeyMode::Live, "", 0, None).record.scopes,
-            "connect usage:read approve"
+            "connect usage:read",
+            "approve is never given unasked"
         );
     }
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{ADMIN, Admin, Db, TestRelay};
+use common::{ADMIN, Admin, Db, TestRelay, admin_cli};
 use repowire_relay::admin;
 use serde_json::{Value, json};
 
@@ -23,29 +23,6 @@ both_backends!(
     the_admin_cli_shows_suspends_deletes_and_exports_like_the_api,
 );
 
-/// Runs `repowire-relay admin …` in process on the relay's store; returns its standard output.
-async fn cli(relay: &TestRelay, json: bool, args: &[&str]) -> Result<String, String> {
-    use clap::Parser;
-    #[derive(clap::Parser)]
-    struct Cli {
-        #[command(subcommand)]
-        command: repowire_relay::config::AdminCommand,
-    }
-    let parsed = Cli::try_parse_from(std::iter::once("admin").chain(args.iter().copied()))
-        .map_err(|e| e.to_string())?;
-    let (mut out, mut notes) = (Vec::new(), Vec::new());
-    repowire_relay::admin::cli::run(
-        relay.state.store.as_ref(),
-        parsed.command,
-        json,
-        &mut out,
-        &mut notes,
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    Ok(String::from_utf8_lossy(&out).into_owned())
-}
-
 async fn the_admin_cli_shows_suspends_deletes_and_exports_like_the_api(db: Db) {
     let relay = TestRelay::start(&db).await;
     let admin = Admin::new(&relay);
@@ -62,7 +39,7 @@ async fn the_admin_cli_shows_suspends_deletes_and_exports_like_the_api(db: Db) {
         .await
         .expect("notify");
 
-    let shown = cli(&relay, false, &["tenant", "show", "acme"])
+    let shown = admin_cli(&relay, false, &["tenant", "show", "acme"])
         .await
         .expect("show");
     assert!(
@@ -70,7 +47,7 @@ async fn the_admin_cli_shows_suspends_deletes_and_exports_like_the_api(db: Db) {
         "{shown}"
     );
     let suspended: Value = serde_json::from_str(
-        &cli(&relay, true, &["tenant", "suspend", "acme"])
+        &admin_cli(&relay, true, &["tenant", "suspend", "acme"])
             .await
             .expect("cli"),
     )
@@ -80,14 +57,14 @@ async fn the_admin_cli_shows_suspends_deletes_and_exports_like_the_api(db: Db) {
         admin.get("/tenants/acme").await.1["suspended_at_ms"],
         suspended["suspended_at_ms"]
     );
-    cli(&relay, true, &["tenant", "resume", "acme"])
+    admin_cli(&relay, true, &["tenant", "resume", "acme"])
         .await
         .expect("resume");
     assert!(admin.get("/tenants/acme").await.1["suspended_at_ms"].is_null());
 
     let now = repowire_relay::ids::now_ms();
     let month = &repowire_relay::usage::utc_string(now)[..7];
-    let csv = cli(&relay, false, &["usage", "--period", month, "--csv"])
+    let csv = admin_cli(&relay, false, &["usage", "--period", month, "--csv"])
         .await
         .expect("usage");
     assert!(csv.starts_with(repowire_relay::usage::CSV_HEADER), "{csv}");
@@ -96,12 +73,12 @@ async fn the_admin_cli_shows_suspends_deletes_and_exports_like_the_api(db: Db) {
         "{csv}"
     );
     assert!(
-        cli(&relay, false, &["usage", "--period", "2026-13"])
+        admin_cli(&relay, false, &["usage", "--period", "2026-13"])
             .await
             .is_err()
     );
 
-    let deleted = cli(&relay, false, &["tenant", "delete", "acme"])
+    let deleted = admin_cli(&relay, false, &["tenant", "delete", "acme"])
         .await
         .expect("delete");
     assert!(deleted.contains("state    deleted"), "{deleted}");

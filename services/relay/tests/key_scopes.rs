@@ -1,11 +1,12 @@
 //! API key scopes (issue 16): `connect` (token exchange, agents) and `usage:read` (the tenant's
-//! own limits and usage). A key holds what it was made with, both by default; a key without a
-//! scope is refused `403 forbidden` where that scope is needed, whichever credential form
-//! (key or token) it comes in; rotation keeps the scopes; bad scopes store nothing.
+//! own limits and usage), both by default, and `approve` only when asked for (issue 35.11), on
+//! every path that makes a key; a key without a scope is refused `403 forbidden` where that
+//! scope is needed, whichever credential form (key or token) it comes in; rotation keeps the
+//! scopes; bad scopes store nothing.
 
 mod common;
 
-use common::{Db, TestRelay};
+use common::{Db, TestRelay, admin_cli};
 use serde_json::{Value, json};
 
 const ADMIN: &str = "test-admin-token";
@@ -62,7 +63,37 @@ async fn keys_scoped_connect_or_usage_read_do_only_that(db: Db) {
 
     let (status, both) = make_key(&relay, json!({ "label": "default" })).await;
     assert_eq!(status, 201, "{both}");
-    assert_eq!(both["key"]["scopes"], "connect usage:read approve");
+    assert_eq!(
+        both["key"]["scopes"], "connect usage:read",
+        "a key that may approve tool calls is asked for, never given"
+    );
+    let (status, approver) = make_key(
+        &relay,
+        json!({ "scopes": ["connect", "usage:read", "approve"] }),
+    )
+    .await;
+    assert_eq!(status, 201, "{approver}");
+    assert_eq!(approver["key"]["scopes"], "connect usage:read approve");
+    // The admin CLI: the same default, and `--scope approve` to ask for it.
+    let listed = admin_cli(&relay, true, &["key", "create", "acme", "--label", "cli"])
+        .await
+        .expect("cli");
+    let made: Value = serde_json::from_str(&listed).expect("json");
+    assert_eq!(made["key"]["scopes"], "connect usage:read", "{made}");
+    let listed = admin_cli(
+        &relay,
+        true,
+        &[
+            "key", "create", "acme", "--scope", "connect", "--scope", "approve",
+        ],
+    )
+    .await
+    .expect("cli");
+    let made: Value = serde_json::from_str(&listed).expect("json");
+    assert_eq!(made["key"]["scopes"], "connect approve", "{made}");
+    // A relay's first key is its owner's, and approves.
+    let (_, first) = repowire_relay::admin::default_tenant();
+    assert_eq!(first.record.scopes, "connect usage:read approve");
     let both_text = both["api_key"].as_str().expect("text");
     assert_eq!(exchange(&relay, both_text).await.0, 200);
     assert_eq!(limits(&relay, both_text).await, 200);

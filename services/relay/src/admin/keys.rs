@@ -32,15 +32,17 @@ pub(crate) fn check_new_key(label: &str, expires_in_days: Option<u32>) -> Result
     Ok(())
 }
 
-/// The stored scopes of a new key: `given`, checked, or every scope.
+/// The stored scopes of a new key: `given`, checked, or [`apikey::DEFAULT_SCOPES`] (never
+/// `approve` unasked).
 fn new_key_scopes(given: Option<&[String]>) -> Result<String, AdminError> {
     match given {
         Some(given) => apikey::scopes(given).map_err(AdminError::Invalid),
-        None => Ok(apikey::ALL_SCOPES.join(" ")),
+        None => Ok(apikey::DEFAULT_SCOPES.join(" ")),
     }
 }
 
-/// Mints and stores a key for a tenant (by id or name), with `scopes` (`None`: all).
+/// Mints and stores a key for a tenant (by id or name), with `scopes` (`None`: `connect` and
+/// `usage:read`).
 pub async fn create_key(
     store: &dyn Store,
     tenant_ref: &str,
@@ -177,7 +179,9 @@ pub struct KeyRequestBody {
     pub expires_at_ms: Option<i64>,
     /// What the key may do: `connect` (exchange it for a token and connect agents),
     /// `usage:read` (read the tenant's own limits and usage), `approve` (answer agents' tool
-    /// approvals, as a person, orchestrator or service peer). Left out: all three.
+    /// approvals, as a person, orchestrator or service peer: a key with it can let agents on
+    /// other machines run code, so it is never given unasked). Left out: `connect` and
+    /// `usage:read`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scopes: Option<Vec<String>>,
 }

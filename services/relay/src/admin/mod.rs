@@ -105,13 +105,16 @@ pub fn default_tenant() -> (TenantRecord, MintedKey) {
         display_name: None,
         overrides: crate::store::Limits::default(),
     };
-    let key = apikey::mint(
+    let mut key = apikey::mint(
         &tenant.id,
         KeyMode::Live,
         "bootstrap",
         tenant.created_at_ms,
         None,
     );
+    // The owner's key of a new relay (or of a laptop's own embedded one): it may approve, as
+    // its owner does; keys minted later for agent machines do not unless asked.
+    key.record.scopes = apikey::ALL_SCOPES.join(" ");
     (tenant, key)
 }
 

@@ -72,3 +72,26 @@ impl Admin {
             .map_or(0, Vec::len)
     }
 }
+
+/// Runs `repowire-relay admin …` in process on the relay's store; returns its standard output.
+pub async fn admin_cli(relay: &TestRelay, json: bool, args: &[&str]) -> Result<String, String> {
+    use clap::Parser;
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: repowire_relay::config::AdminCommand,
+    }
+    let parsed = Cli::try_parse_from(std::iter::once("admin").chain(args.iter().copied()))
+        .map_err(|e| e.to_string())?;
+    let (mut out, mut notes) = (Vec::new(), Vec::new());
+    repowire_relay::admin::cli::run(
+        relay.state.store.as_ref(),
+        parsed.command,
+        json,
+        &mut out,
+        &mut notes,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}

@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 mod admin_http;
-pub use admin_http::{ADMIN, Admin};
+pub use admin_http::{ADMIN, Admin, admin_cli};
 pub use repowire_e2e::WAIT;
 pub use repowire_e2e::client::{self, TestClient};
 
@@ -164,18 +164,23 @@ impl TestRelay {
         .await
     }
 
-    /// A new tenant as `new` says, and a live key for it.
+    /// A new tenant as `new` says, and a live key for it with every scope (`approve` too: the
+    /// people of these tests approve; `key_scopes.rs` checks what a key gets by default).
     pub async fn tenant_on(&self, new: admin::NewTenant) -> (String, String) {
         let t = admin::create_tenant(self.state.store.as_ref(), new)
             .await
             .expect("tenant");
+        let every: Vec<String> = repowire_relay::apikey::ALL_SCOPES
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
         let k = admin::create_key(
             self.state.store.as_ref(),
             &t.id,
             KeyMode::Live,
             "test",
             None,
-            None,
+            Some(&every),
         )
         .await
         .expect("key");
