@@ -60,8 +60,14 @@ fn init_tracing(relay: &RelayConfig, admin: bool) -> anyhow::Result<Option<Expor
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
+    // Postgres NOTICEs that sqlx logs at INFO (`relation "_sqlx_migrations" already exists` on
+    // every start) are not news: warnings and errors of the database still show.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(if admin { "warn" } else { "info" })
+        tracing_subscriber::EnvFilter::new(if admin {
+            "warn"
+        } else {
+            "info,sqlx::postgres::notice=warn"
+        })
     });
     if admin {
         tracing_subscriber::registry()

@@ -329,3 +329,21 @@ pub trait Store: Send + Sync + 'static {
         key: &MessageKey,
     ) -> Result<Option<MessageStatus>>;
 }
+
+/// Logs each migration of `migrator` that was not among `before` (the versions applied before
+/// it ran), so that `migrate` says what it did and not only that the schema is up to date.
+pub(crate) fn log_applied(migrator: &sqlx::migrate::Migrator, before: &[i64], storage: &str) {
+    let mut applied = 0;
+    for m in migrator.iter().filter(|m| !before.contains(&m.version)) {
+        tracing::info!(storage, version = m.version, migration = %m.description, "applied migration");
+        applied += 1;
+    }
+    if applied > 0 {
+        tracing::info!(
+            storage,
+            applied,
+            total = migrator.iter().count(),
+            "database schema migrated"
+        );
+    }
+}

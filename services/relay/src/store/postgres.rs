@@ -22,9 +22,15 @@ impl PgStore {
         Self::new(pool).await
     }
 
-    /// Wraps a pool, applying pending migrations (idempotent).
+    /// Wraps a pool, applying pending migrations (idempotent), each one it applies logged.
     pub async fn new(pool: PgPool) -> super::Result<Self> {
+        // A fresh database has no table of applied migrations yet: none applied.
+        let before: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations")
+            .fetch_all(&pool)
+            .await
+            .unwrap_or_default();
         MIGRATOR.run(&pool).await?;
+        super::log_applied(&MIGRATOR, &before, "postgres");
         Ok(Self { pool })
     }
 }

@@ -38,7 +38,12 @@ impl SqliteStore {
             .acquire_timeout(Duration::from_secs(5))
             .connect_with(options)
             .await?;
+        let before: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations")
+            .fetch_all(&pool)
+            .await
+            .unwrap_or_default();
         MIGRATOR.run(&pool).await?;
+        super::log_applied(&MIGRATOR, &before, "sqlite");
         Ok(Self { pool })
     }
 }
