@@ -112,3 +112,13 @@ and would print 2592000 as 2.592e+06, which no binary parses: whole numbers are 
 {{- define "repowire.relay.url" -}}
 {{- printf "%s://%s:%v" (ternary "https" "http" (not (empty .Values.relay.tls.secretName))) (include "repowire.relay.name" .) .Values.relay.service.port -}}
 {{- end -}}
+
+{{/* The relay paths the Ingress and HTTPRoute route (a YAML list of {path, type}): the client
+API and WebSocket, the liveness check, and the admin API only with ingress.exposeAdmin. */}}
+{{- define "repowire.relay.publicPaths" -}}
+- {path: /v1, type: Prefix}
+- {path: /healthz, type: Exact}
+{{- if .Values.ingress.exposeAdmin }}
+- {path: /admin/v1, type: Prefix}
+{{- end }}
+{{- end -}}

@@ -20,6 +20,9 @@
 {{- if and .Values.autoscaling.enabled (not (and $r.database.secretName $r.redis.secretName)) -}}
 {{- fail "autoscaling needs Postgres and Redis (relay.database, relay.redis): embedded storage is one pod" -}}
 {{- end -}}
+{{- if and .Values.autoscaling.enabled (not (dig "requests" "cpu" "" $r.resources)) -}}
+{{- fail "autoscaling needs relay.resources.requests.cpu: the autoscaler measures CPU use against the request, and without one it cannot scale" -}}
+{{- end -}}
 {{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) -}}
 {{- fail "autoscaling.minReplicas exceeds maxReplicas" -}}
 {{- end -}}
