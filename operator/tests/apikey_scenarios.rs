@@ -105,9 +105,15 @@ async fn a_key_is_minted_into_an_owned_secret_and_then_left_alone() {
         (
             owner["kind"].as_str(),
             owner["uid"].as_str(),
-            owner["controller"].as_bool()
+            owner["controller"].as_bool(),
+            owner["blockOwnerDeletion"].as_bool()
         ),
-        (Some("ApiKey"), Some("uid-key-agent"), Some(true))
+        (
+            Some("ApiKey"),
+            Some("uid-key-agent"),
+            Some(true),
+            Some(true)
+        )
     );
     let text = secret_value(&secret, "apiKey");
     assert_eq!(secret_value(&secret, "REPOWIRE_API_KEY"), text);

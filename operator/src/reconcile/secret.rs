@@ -49,7 +49,12 @@ pub fn build(owner: &ApiKey, key_id: &str, api_key: &str, relay_url: &str) -> Se
             namespace: owner.namespace(),
             labels: Some(labels),
             annotations: (!extra.annotations.is_empty()).then_some(extra.annotations),
-            owner_references: owner.controller_owner_ref(&()).map(|r| vec![r]),
+            // The ApiKey owns it: deleting the ApiKey in the foreground waits for its Secret
+            // (the RBAC grants `apikeys/finalizers` for this).
+            owner_references: owner.controller_owner_ref(&()).map(|mut r| {
+                r.block_owner_deletion = Some(true);
+                vec![r]
+            }),
             ..ObjectMeta::default()
         },
         type_: Some("Opaque".into()),
