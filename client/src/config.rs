@@ -19,7 +19,7 @@ pub struct Config {
     /// Without one the daemon runs a relay embedded, on loopback.
     #[arg(long, env = "REPOWIRE_RELAY_URL", global = true)]
     pub relay_url: Option<String>,
-    /// API key for the relay; overrides `relay.api_key` in config.toml.
+    /// API key for the relay; overrides the key `setup` stored (`~/.repowire/relay-api-key`).
     #[arg(long, env = "REPOWIRE_API_KEY", global = true, hide_env_values = true)]
     pub api_key: Option<String>,
     /// Circle new sessions join; overrides `daemon.circle`.
@@ -150,7 +150,9 @@ pub struct FilesFile {
 pub struct RelayFile {
     /// Base URL (`http(s)://host[:port]`).
     pub url: Option<String>,
-    /// API key.
+    /// API key: read for compatibility; `setup` keeps it in its own file instead
+    /// ([`crate::keyfile`]) and moves one found here.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
 }
 
@@ -229,7 +231,10 @@ impl Config {
         let home = self.home();
         let file = FileConfig::load(&home)?;
         let url = self.relay_url.clone().or(file.relay.url);
-        let key = self.api_key.clone().or(file.relay.api_key);
+        let key = match self.api_key.clone().or(file.relay.api_key) {
+            Some(key) => Some(key),
+            None => crate::keyfile::read(&home)?,
+        };
         let relay = match (url, key) {
             (None, _) => RelayTarget::Embedded,
             (Some(url), Some(api_key)) => RelayTarget::Remote {
@@ -237,8 +242,8 @@ impl Config {
                 api_key,
             },
             (Some(_), None) => bail!(
-                "a relay URL is configured but no API key: set `relay.api_key` in {} or REPOWIRE_API_KEY",
-                home.join("config.toml").display()
+                "a relay URL is configured but no API key: run `repowire setup --relay-url URL --api-key KEY` (it keeps the key in {}) or set REPOWIRE_API_KEY",
+                crate::keyfile::path(&home).display()
             ),
         };
         let circle = self

@@ -19,6 +19,7 @@ pub mod api;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod keyfile;
 pub mod mcp;
 pub mod procinfo;
 pub mod replies;

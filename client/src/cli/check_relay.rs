@@ -27,16 +27,16 @@ pub struct Checked {
 /// Runs the check with the relay URL and key of the flags, environment or config.toml.
 pub fn check(config: &Config) -> anyhow::Result<Checked> {
     let file = crate::config::FileConfig::load(&config.home())?;
-    let url = config
-        .relay_url
-        .clone()
-        .or(file.relay.url)
-        .context("no relay: give --relay-url (REPOWIRE_RELAY_URL) or run `repowire setup`")?;
-    let key = config
-        .api_key
-        .clone()
-        .or(file.relay.api_key)
-        .context("no API key: give --api-key (REPOWIRE_API_KEY) or run `repowire setup`")?;
+    let url = config.relay_url.clone().or(file.relay.url).context(
+        "no relay configured: this machine uses its own embedded relay, which `repowire doctor` \
+             checks; check-relay checks a shared relay: give --relay-url URL (REPOWIRE_RELAY_URL) \
+             and --api-key KEY, or join one with `repowire setup --relay-url URL --api-key KEY`",
+    )?;
+    let key = match config.api_key.clone().or(file.relay.api_key) {
+        Some(key) => key,
+        None => crate::keyfile::read(&config.home())?
+            .context("no API key: give --api-key (REPOWIRE_API_KEY) or run `repowire setup`")?,
+    };
     let url = url.trim_end_matches('/').to_owned();
     if !(url.starts_with("http://") || url.starts_with("https://")) {
         bail!("the relay URL must start with http:// or https:// (got `{url}`)");

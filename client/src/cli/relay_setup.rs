@@ -22,11 +22,20 @@ pub struct Configured {
 /// Verifies and records the relay settings given to `setup` (flags or environment). `None`
 /// when none were given: the configuration is left as it is.
 pub fn configure(config: &Config) -> anyhow::Result<Option<Configured>> {
-    if config.relay_url.is_none() && config.api_key.is_none() && config.circle.is_none() {
-        return Ok(None);
-    }
     let home = config.home();
     let mut file = FileConfig::load(&home)?;
+    if config.relay_url.is_none() && config.api_key.is_none() && config.circle.is_none() {
+        // A key an older setup left in config.toml moves to its own file.
+        if let Some(key) = file.relay.api_key.take() {
+            crate::keyfile::write(&home, &key)?;
+            write_config(&home, &file)?;
+            println!(
+                "moved the API key out of config.toml into {} (readable only by you)",
+                crate::keyfile::path(&home).display()
+            );
+        }
+        return Ok(None);
+    }
     if let Some(circle) = &config.circle {
         if !repowire_protocol::validate::is_valid_name(circle) {
             bail!("circle `{circle}` is not a valid name (1–64 of A-Z a-z 0-9 . _ -)");
@@ -34,7 +43,10 @@ pub fn configure(config: &Config) -> anyhow::Result<Option<Configured>> {
         file.daemon.circle = Some(circle.clone());
     }
     let url = config.relay_url.clone().or(file.relay.url.clone());
-    let key = config.api_key.clone().or(file.relay.api_key.clone());
+    let key = match config.api_key.clone().or(file.relay.api_key.clone()) {
+        Some(key) => Some(key),
+        None => crate::keyfile::read(&home)?,
+    };
     let configured = match (url, key) {
         (None, None) => None,
         (None, Some(_)) => bail!("an API key needs the relay it belongs to: add --relay-url URL"),
@@ -46,16 +58,23 @@ pub fn configure(config: &Config) -> anyhow::Result<Option<Configured>> {
             }
             let tenant_id = verify(&url, &key)?;
             file.relay.url = Some(url.clone());
-            file.relay.api_key = Some(key);
+            // The key goes into a file of its own (0600), never config.toml.
+            crate::keyfile::write(&home, &key)?;
+            file.relay.api_key = None;
             Some(Configured { url, tenant_id })
         }
     };
-    let path = home.join("config.toml");
-    crate::config::ensure_home(&home)?;
-    let text = toml::to_string(&file).context("writing config.toml")?;
-    crate::userfile::replace(&path, text.as_bytes(), crate::userfile::Mode::Private)
-        .with_context(|| format!("writing {}", path.display()))?;
+    write_config(&home, &file)?;
     Ok(configured)
+}
+
+/// Writes config.toml (0600: it may name private paths).
+fn write_config(home: &std::path::Path, file: &FileConfig) -> anyhow::Result<()> {
+    let path = home.join("config.toml");
+    crate::config::ensure_home(home)?;
+    let text = toml::to_string(file).context("writing config.toml")?;
+    crate::userfile::replace(&path, text.as_bytes(), crate::userfile::Mode::Private)
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// Exchanges the key for a token: the relay is there, is a Repowire relay, and takes the key.
@@ -105,6 +124,13 @@ pub(crate) async fn exchange(url: &str, key: &str) -> anyhow::Result<TokenRespon
         }
         let said: Option<HttpError> = response.json().await.ok();
         match (status.as_u16(), said) {
+            (403, Some(e)) if e.error.code == repowire_protocol::ErrorCode::TenantSuspended => {
+                bail!(
+                    "the relay at {url} knows the key, but its operator suspended the key's tenant: \
+                 ask them to resume it (the same key works again then): {}",
+                    crate::sanitize::for_terminal(&e.error.message)
+                )
+            }
             (401 | 403, Some(e)) => bail!(
                 "the relay at {url} refused the API key: {}",
                 crate::sanitize::for_terminal(&e.error.message)
