@@ -112,8 +112,14 @@ enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff) to stdout: `repowire man | man -l -`.
-    Man,
+    /// Print the man page (roff) to stdout: `repowire man | man -l -`. With `--dir`, write it
+    /// and the page of every subcommand it refers to (`repowire-daemon.1`, …) into that
+    /// directory instead, e.g. `--dir ~/.local/share/man/man1`, so `man repowire-daemon` works.
+    Man {
+        /// Write every page into this directory.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+    },
     /// Show the effective configuration.
     Config {
         #[command(subcommand)]
@@ -225,10 +231,22 @@ fn main() -> ExitCode {
                 .map(|()| ExitCode::SUCCESS)
                 .map_err(Into::into)
         }
-        Command::Man => clap_mangen::Man::new(Cli::command())
-            .render(&mut std::io::stdout())
-            .map(|()| ExitCode::SUCCESS)
-            .map_err(Into::into),
+        Command::Man { dir: None } => {
+            // Built as `--dir` builds it, so both are the same page.
+            let mut command = Cli::command().disable_help_subcommand(true);
+            command.build();
+            clap_mangen::Man::new(command)
+                .render(&mut std::io::stdout())
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(Into::into)
+        }
+        Command::Man { dir: Some(dir) } => std::fs::create_dir_all(&dir)
+            .and_then(|()| clap_mangen::generate_to(Cli::command(), &dir))
+            .map(|()| {
+                println!("wrote the man pages into {}", dir.display());
+                ExitCode::SUCCESS
+            })
+            .map_err(|e| anyhow::anyhow!("writing the man pages into {}: {e}", dir.display())),
         Command::Hook { .. } => Ok(ExitCode::SUCCESS),
     };
     match result {

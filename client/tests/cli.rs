@@ -120,3 +120,55 @@ fn a_closed_stdout_ends_the_command_quietly() {
         assert!(stderr.is_empty(), "{args:?}: {stderr}");
     }
 }
+
+/// Issue 35.15: the man page refers to a page per subcommand (`repowire-daemon(1)` …);
+/// `repowire man --dir` writes every one of them, so none is missing.
+#[test]
+fn every_man_page_the_man_page_refers_to_is_written() {
+    let home = tempfile::tempdir().expect("home");
+    let dir = home.path().join("man1");
+    let out = repowire(home.path(), &["man", "--dir", dir.to_str().expect("utf8")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pages: Vec<_> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert!(
+        pages
+            .iter()
+            .any(|p| p.ends_with("repowire-daemon-restart.1")),
+        "{pages:?}"
+    );
+    let mut references = 0;
+    for page in &pages {
+        let text = std::fs::read_to_string(page).expect("page");
+        // A reference is a line `repowire\-daemon(1)` (roff escapes the hyphens).
+        for line in text.lines() {
+            if let Some(name) = line.trim().strip_suffix("(1)") {
+                let file = format!(
+                    "{}.1",
+                    name.replace("\\-", "-")
+                        .replace("\\fB", "")
+                        .replace("\\fR", "")
+                );
+                assert!(
+                    dir.join(&file).exists(),
+                    "{} refers to {file}, which is missing",
+                    page.display()
+                );
+                references += 1;
+            }
+        }
+    }
+    assert!(references > 10, "{references} references found");
+    // On stdout: the same page as the file, so `repowire man | man -l -` refers to the same.
+    let stdout = repowire(home.path(), &["man"]);
+    assert_eq!(
+        String::from_utf8_lossy(&stdout.stdout),
+        std::fs::read_to_string(dir.join("repowire.1")).expect("main page")
+    );
+}

@@ -93,6 +93,12 @@ async fn a_gated_call_runs_when_a_person_on_another_machine_allows_it_and_not_wh
     assert!(!ran(&app, "touch allowed.txt"));
     assert!(!project.join("allowed.txt").exists());
     let cid = q["correlation_id"].as_str().expect("cid").to_owned();
+    // Shown as what it is to a person: waiting, not the wire's `accepted` (issue 35.5).
+    let shown = desk.ok(&["approvals", "show", &cid]);
+    assert!(
+        shown.contains("(waiting for a decision)") && !shown.contains("(accepted)"),
+        "{shown}"
+    );
     let allowed = desk.in_terminal(&["approvals", "allow", &cid]);
     assert!(
         allowed.status.success(),
@@ -568,6 +574,33 @@ async fn setup_installs_the_gate_with_its_cap_and_removes_it_and_refuses_read_on
         std::fs::read_to_string(&settings).expect("settings"),
         before
     );
+    // Doctor and status say what is gated (issue 35.7).
+    let approvals_check = |home: &Home| -> Value {
+        let out = home.repowire(&["doctor", "--json"]);
+        let report: Value = serde_json::from_slice(&out.stdout).expect("doctor json");
+        report
+            .as_array()
+            .or(report["checks"].as_array())
+            .expect("checks")
+            .iter()
+            .find(|c| {
+                c["check"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("approvals"))
+            })
+            .cloned()
+            .expect("an approvals line")
+    };
+    let on = approvals_check(&home);
+    assert_eq!(on["ok"], true, "{on}");
+    assert!(
+        on["check"]
+            .as_str()
+            .unwrap_or("")
+            .contains("approvals on: Bash, Write wait up to 90 s"),
+        "{on}"
+    );
+    assert!(home.ok(&["status"]).contains("approvals on: Bash, Write"));
     home.ok(&["setup", "--non-interactive", "--no-approvals"]);
     assert!(hooks("PreToolUse").is_empty());
     assert!(
@@ -575,4 +608,22 @@ async fn setup_installs_the_gate_with_its_cap_and_removes_it_and_refuses_read_on
             .expect("config.toml")
             .contains("enabled = false")
     );
+    // On in config.toml, but no hook in Claude Code: nothing is gated, and doctor says so.
+    let toml = std::fs::read_to_string(&config).expect("config.toml");
+    std::fs::write(&config, toml.replace("enabled = false", "enabled = true")).expect("write");
+    let off = approvals_check(&home);
+    assert_eq!(off["ok"], false, "{off}");
+    assert!(
+        off["fix"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no Repowire PreToolUse hook")
+            && off["fix"]
+                .as_str()
+                .unwrap_or("")
+                .contains("setup --approvals"),
+        "{off}"
+    );
+    let status = home.ok(&["status"]);
+    assert!(status.contains("NOT GATED AS CONFIGURED"), "{status}");
 }

@@ -84,13 +84,15 @@ async fn ask_wait_exit_codes_agree_and_peers_show_their_machine() {
     let relay = RelayProcess::start(&relay_bin(), &["--data-dir", &data_dir], &[]).await;
     let key = relay.first_key.clone().expect("key");
     let mut bob = TestClient::connect(&relay.http, &relay.ws, &key).await;
-    bob.register(repowire_protocol::Register {
-        name: Some("bob".into()),
-        backend: "claude-code".into(),
-        machine: Some("bobs-desktop".into()),
-        ..Default::default()
-    })
-    .await;
+    let bob_peer = bob
+        .register(repowire_protocol::Register {
+            name: Some("bob".into()),
+            backend: "claude-code".into(),
+            machine: Some("bobs-desktop".into()),
+            ..Default::default()
+        })
+        .await
+        .peer;
     let home = Home::new(Some((relay.http.clone(), key)));
     home.ok(&["daemon", "start"]);
     eventually("connected", || {
@@ -118,6 +120,105 @@ async fn ask_wait_exit_codes_agree_and_peers_show_their_machine() {
         }
         let out = home.repowire(&args);
         assert_eq!(out.status.code(), Some(2), "json {json}: {}", stdout(&out));
+        // Issue 35.9: the ask id is said before the wait, on stderr, so Ctrl-C loses nothing.
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            said.contains("waiting up to 1 s") && said.contains("(ask-"),
+            "json {json}: {said}"
+        );
     }
+
+    // Issue 35.9: `-` reads the text from stdin (it sent a literal `-`).
+    let mut notify = home.command(&["peer", "notify", "bob", "-"]);
+    notify.stdin(std::process::Stdio::piped());
+    let mut child = notify.spawn().expect("notify");
+    std::io::Write::write_all(
+        child.stdin.as_mut().expect("stdin"),
+        b"line one\nline two\n",
+    )
+    .expect("write");
+    drop(child.stdin.take());
+    let out = child.wait_with_output().expect("notify");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = loop {
+        let d = bob.delivered_to(&bob_peer.peer_id).await;
+        if d.message.kind == repowire_protocol::MessageKind::Notify {
+            break d;
+        }
+    };
+    assert_eq!(got.message.text, "line one\nline two");
+    // An empty text is refused as such, not as an invalid frame.
+    let out = home.repowire(&["peer", "notify", "bob", "  "]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("the text is empty"),
+        "{said}"
+    );
+    // An unknown peer says how to find the right one.
+    let out = home.repowire(&["peer", "notify", "nobody", "hello"]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("peer list --all"),
+        "{said}"
+    );
     home.ok(&["daemon", "stop"]);
+}
+
+/// Issue 35.4: a daemon whose session the relay refuses (its tenant at the plan's peer limit)
+/// said only "link connected" in `daemon start`, `status` and `doctor`. They now say which
+/// session was refused, why in the relay's words, and what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_over_the_peer_limit_is_reported_refused_with_what_to_do() {
+    use repowire_e2e::agents::Tmux;
+    const ADMIN: &str = "polish-admin-token-polish-admin-token";
+    let data = tempfile::tempdir().expect("data");
+    let data_dir = data.path().to_str().expect("utf8").to_owned();
+    let relay = RelayProcess::start(
+        &relay_bin(),
+        &["--data-dir", &data_dir],
+        &[("REPOWIRE_ADMIN_TOKEN", ADMIN)],
+    )
+    .await;
+    let key = relay.first_key.clone().expect("key");
+    let patched = reqwest::Client::new()
+        .patch(format!("{}/admin/v1/tenants/default", relay.http))
+        .bearer_auth(ADMIN)
+        .json(&serde_json::json!({ "overrides": { "max_peers": 1 } }))
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(patched.status(), 200);
+    let tmux = Tmux::start();
+    let home = Home::new(Some((relay.http.clone(), key)));
+    home.install_and_start();
+    let first = home.agent(&tmux, "first");
+    first.hook_done("SessionStart", 1).await;
+    let second = home.agent(&tmux, "second");
+    second.hook_done("SessionStart", 1).await;
+    let status = eventually("the refusal in the daemon's status", || {
+        let status = home.json(&["daemon", "status"]);
+        (!status["refused"].as_array()?.is_empty()).then_some(status)
+    })
+    .await;
+    assert_eq!(status["refused"][0]["code"], "limit_exceeded", "{status}");
+    let shown = home.ok(&["daemon", "status"]);
+    assert!(
+        shown.contains("REFUSED") && shown.contains("repowire session end"),
+        "{shown}"
+    );
+    let out = home.repowire(&["doctor"]);
+    let said = stdout(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("✗ the relay registered every local agent session")
+            && said.contains("limit_exceeded")
+            && said.contains("larger plan"),
+        "{said}"
+    );
+    home.ok(&["daemon", "stop"]);
+    drop(tmux);
 }

@@ -275,3 +275,47 @@ async fn a_resume_under_a_new_runtime_id_still_continues_the_session() {
     home.reaches_state(&message, "injected").await;
     drop(tmux);
 }
+
+/// Issue 35.6: an agent whose pane is killed runs no SessionEnd hook; its peer stayed `online`
+/// for a minute and more, and `session resume` refused it as live. The daemon looks at its
+/// agents' processes every few seconds: the session is detached within seconds, and resumable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_killed_without_ending_its_session_is_detached_within_seconds() {
+    let data = tempfile::tempdir().expect("data");
+    let dir = data.path().to_str().expect("utf8").to_owned();
+    let relay = RelayProcess::start(&relay_bin(), &["--data-dir", &dir], &[]).await;
+    let key = relay.first_key.clone().expect("key");
+    let tmux = Tmux::start();
+    let home = Home::new(Some((relay.http.clone(), key)));
+    home.install_and_start();
+    let app = home.agent(&tmux, "app");
+    app.hook_done("SessionStart", 1).await;
+    let bound = session_of(&home, "app", |s| s["status"] == "active").await;
+    let id = bound["session_id"].as_str().expect("id").to_owned();
+
+    let killed_at = std::time::Instant::now();
+    tmux.run(&["kill-pane", "-t", &app.pane]);
+    session_of(&home, "app", |s| s["status"] == "detached").await;
+    let took = killed_at.elapsed();
+    assert!(
+        !app.events().iter().any(|e| e["event"] == "exit"),
+        "the stand-in ran no exit of its own"
+    );
+    let peers = home.json(&["peer", "list", "--all"]);
+    let row = peers
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["name"] == "app"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(row["status"], "offline", "{peers}");
+    // Resumable now: not refused as attached.
+    let standin = format!(
+        "{} --transcript {}",
+        bin("repowire-standin").display(),
+        home.path().join("app-resumed.jsonl").display()
+    );
+    let dry = home.json(&["session", "resume", &id, "--dry-run", "--command", &standin]);
+    assert_eq!(dry["started"], false, "{dry}");
+    eprintln!("detached {took:?} after the pane was killed");
+    drop(tmux);
+}

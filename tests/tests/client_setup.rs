@@ -63,6 +63,7 @@ fn setup_twice_changes_nothing_keeps_user_entries_and_uninstall_restores_them() 
         unit.contains("daemon run") && unit.contains("WantedBy=default.target"),
         "{unit}"
     );
+
     let (first_text, first) = read(&settings);
     let (first_mcp_text, first_mcp) = read(&claude_json);
     assert_eq!(backups(&claude), 1);
@@ -195,17 +196,56 @@ async fn setup_with_a_relay_verifies_the_key_and_writes_it_or_changes_nothing() 
         said.contains(&relay.http) && said.contains(&token.tenant_id),
         "{said}"
     );
+    // The key is kept in a file of its own, never in config.toml (issue 35.10).
     let written = std::fs::read_to_string(&config).expect("config.toml");
     assert!(
-        written.contains(&key) && written.contains("backend"),
+        !written.contains(&key) && written.contains("backend") && written.contains(&relay.http),
         "{written}"
     );
-    let mode = std::fs::metadata(&config)
-        .expect("meta")
-        .permissions()
-        .mode()
-        & 0o777;
-    assert_eq!(mode, 0o600);
+    let key_file = home.repowire_home().join("relay-api-key");
+    assert_eq!(
+        std::fs::read_to_string(&key_file).expect("key file").trim(),
+        key
+    );
+    assert!(said.contains("relay-api-key"), "{said}");
+    for path in [&config, &key_file] {
+        let mode = std::fs::metadata(path).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", path.display());
+    }
+    let shown = home.ok(&["config", "show"]);
+    assert!(
+        !shown.contains(&key[12..]),
+        "config show printed the key: {shown}"
+    );
+    // A key an older setup left in config.toml moves to its own file at the next setup.
+    std::fs::remove_file(&key_file).expect("rm");
+    std::fs::write(
+        &config,
+        format!("{written}\n").replace(
+            &format!("url = \"{}\"", relay.http),
+            &format!("url = \"{}\"\napi_key = \"{key}\"", relay.http),
+        ),
+    )
+    .expect("legacy config");
+    assert!(
+        std::fs::read_to_string(&config)
+            .expect("config")
+            .contains(&key)
+    );
+    let moved = home.ok(&["setup", "--non-interactive"]);
+    assert!(
+        moved.contains("moved the API key out of config.toml"),
+        "{moved}"
+    );
+    assert!(
+        !std::fs::read_to_string(&config)
+            .expect("config")
+            .contains(&key)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&key_file).expect("key file").trim(),
+        key
+    );
 
     // A daemon started with no relay in its environment uses what setup wrote.
     home.ok(&["daemon", "start"]);
@@ -244,7 +284,7 @@ async fn the_running_daemons_relay_and_a_revoked_key_are_what_status_shows() {
     assert!(
         status.contains("DIFFERS")
             && status.contains(&relay.http)
-            && status.contains("daemon stop"),
+            && status.contains("daemon restart"),
         "{status}"
     );
     let shown = home.ok(&["config", "show"]);
@@ -300,6 +340,16 @@ async fn the_running_daemons_relay_and_a_revoked_key_are_what_status_shows() {
         "{said}"
     );
     assert!(!said.contains("when the link is up"), "{said}");
+    // Reads say so too, not that the link comes back by itself (issue 35.5).
+    for args in [&["peer", "list"][..], &["session", "list"]] {
+        let out = home.repowire(args);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {said}");
+        assert!(
+            said.contains("revoked") && !said.contains("reconnects by itself"),
+            "{args:?}: {said}"
+        );
+    }
     assert_eq!(
         home.json(&["daemon", "status"])["outbox"],
         0,
@@ -518,5 +568,57 @@ fn at_a_terminal_setup_asks_before_allowing_the_tools() {
             .as_array()
             .is_some_and(|a| a.contains(&json!("mcp__repowire__answer"))),
         "{allow}"
+    );
+}
+
+/// Issue 35.2: with `repowire` installed on PATH (as `cargo install` puts it in ~/.cargo/bin),
+/// `setup --service` wrote `ExecStart="repowire" daemon run`, which systemd cannot start: it
+/// does not search the user's PATH. The unit names the binary by its absolute path (the hooks
+/// keep the bare name), and systemd itself accepts it.
+#[test]
+fn the_service_unit_names_the_binary_by_its_absolute_path_and_systemd_accepts_it() {
+    let home = Home::new(None);
+    let bin = repowire_e2e::agents::bin("repowire");
+    let dir = bin.parent().expect("dir").to_owned();
+    let path = std::env::join_paths(std::iter::once(dir).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .expect("PATH");
+    let out = home
+        .command(&["setup", "--non-interactive", "--service"])
+        .env("PATH", &path)
+        .output()
+        .expect("setup");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let settings =
+        std::fs::read_to_string(home.path().join(".claude/settings.json")).expect("settings");
+    assert!(
+        settings.contains("\"command\": \"repowire "),
+        "the hooks keep the bare name on PATH: {settings}"
+    );
+    let unit_path = home.path().join(".config/systemd/user/repowire.service");
+    let unit = std::fs::read_to_string(&unit_path).expect("service unit");
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .expect("ExecStart");
+    assert!(
+        exec.starts_with(&format!("\"{}\"", bin.display())),
+        "ExecStart={exec}"
+    );
+    let verify = std::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&unit_path)
+        .output()
+        .expect("systemd-analyze (scripts/test installs it)");
+    assert!(
+        verify.status.success(),
+        "systemd-analyze verify: {}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
     );
 }

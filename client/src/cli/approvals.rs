@@ -143,7 +143,7 @@ pub fn run(config: &Config, command: ApprovalsCommand) -> anyhow::Result<ExitCod
                     "{}  from {}  ({})",
                     sanitize::for_terminal(&id),
                     peer(&q["from"]),
-                    sanitize::for_terminal(q["state"].as_str().unwrap_or("?"))
+                    outcome(&q)
                 );
                 print!("{}", indented(q["text"].as_str().unwrap_or("")));
             }
@@ -293,7 +293,15 @@ fn waiting(q: &Value, now: i64) -> String {
     )
 }
 
-fn decided(q: &Value) -> String {
+/// What became of an approval, as a person reads it: `waiting for a decision` while it is open
+/// (`accepted` on the wire), else `allowed by @ana`, `denied (no answer within 2m)` ….
+fn outcome(q: &Value) -> String {
+    if matches!(
+        q["state"].as_str(),
+        Some("accepted" | "delivered" | "injected")
+    ) {
+        return "waiting for a decision".to_owned();
+    }
     let option = q["answer"]["option_id"].as_str().unwrap_or("");
     let what = match (q["state"].as_str(), option) {
         (Some("answered"), "allow") => "allowed".to_owned(),
@@ -308,6 +316,11 @@ fn decided(q: &Value) -> String {
         (_, Some(reason)) => format!("({})", sanitize::for_terminal(reason)),
         _ => String::new(),
     };
+    format!("{what} {by}").trim_end().to_owned()
+}
+
+fn decided(q: &Value) -> String {
+    let what = outcome(q);
     let comment = q["answer"]["text"]
         .as_str()
         .map(|t| format!(": {}", sanitize::for_terminal(t)))
@@ -322,10 +335,15 @@ fn decided(q: &Value) -> String {
         _ => peer(&q["from"]),
     };
     format!(
-        "{when}  {}  {what} {by}{comment} — asked by {asker}\n{}",
+        "{when}  {}  {what}{comment} — asked by {asker}\n{}",
         sanitize::for_terminal(q["correlation_id"].as_str().unwrap_or("(not asked)")),
         body(q)
     )
+}
+
+/// [`utc`] of an unsigned time (as JSON numbers are read).
+pub(super) fn utc_ms(ms: u64) -> String {
+    utc(i64::try_from(ms).unwrap_or(i64::MAX))
 }
 
 /// `YYYY-MM-DD HH:MM:SSZ` of a time in milliseconds since the Unix epoch (UTC; the civil

@@ -235,6 +235,9 @@ fn report_link(config: &Config) {
                         "relay link connected (tenant {})",
                         crate::sanitize::for_terminal(last["tenant_id"].as_str().unwrap_or("?"))
                     );
+                    for line in super::refused_sessions(&status) {
+                        eprintln!("warning: {line}");
+                    }
                     return;
                 }
                 Some("stopped") => {
@@ -335,6 +338,9 @@ fn print_status(status: &Value) {
                 .map(|e| format!(" (last error: {e})"))
                 .unwrap_or_default()
         ),
+    }
+    for line in super::refused_sessions(status) {
+        println!("         REFUSED: {line}");
     }
     println!(
         "outbox   {} unsent",

@@ -62,6 +62,58 @@ fn hooks_installed() -> Vec<String> {
         .collect()
 }
 
+/// The tools our PreToolUse hook in settings.json gates (its matcher), if it is installed.
+fn gated_by_hook(settings: &Value) -> Option<String> {
+    settings
+        .get("hooks")
+        .and_then(|h| h.get("PreToolUse"))
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|e| is_ours(e))
+        .map(|e| e["matcher"].as_str().unwrap_or_default().to_owned())
+}
+
+/// What approvals do on this machine, as one line, and whether the hook that does it matches
+/// config.toml (`None` when it does, else what to do). Issue 35.7: enabled in config.toml with
+/// no hook installed, doctor showed every check passed.
+fn approvals_line(config: &Config) -> (String, Option<String>) {
+    let Ok(settings) = config.settings() else {
+        return (
+            "approvals unknown (the configuration is unreadable)".into(),
+            None,
+        );
+    };
+    let policy = &settings.approvals;
+    let claude = read_json(&settings_path())
+        .ok()
+        .flatten()
+        .unwrap_or(Value::Null);
+    let hook = gated_by_hook(&claude);
+    if !policy.enabled {
+        return (
+            "approvals off: agents' tool calls run without a person (`repowire setup --approvals` gates Bash, Edit and Write)".into(),
+            None,
+        );
+    }
+    let line = format!(
+        "approvals on: {} wait up to {} s for a person, then are denied; an agent started before a change keeps the hooks it started with until it is restarted",
+        policy.tools.join(", "),
+        policy.timeout.as_secs()
+    );
+    let wanted = policy.tools.join("|");
+    let fix = match hook {
+        Some(m) if m == wanted => None,
+        Some(m) => Some(format!(
+            "Claude Code's PreToolUse hook gates `{}`, config.toml says `{wanted}`: run `repowire setup --approvals`, then restart running agents",
+            crate::sanitize::for_terminal(&m)
+        )),
+        None => Some(
+            "config.toml turns approvals on, but Claude Code has no Repowire PreToolUse hook, so nothing is gated: run `repowire setup --approvals`, then restart running agents".into(),
+        ),
+    };
+    (line, fix)
+}
+
 fn mcp_installed() -> bool {
     matches!(read_json(&claude_json_path()), Ok(Some(v)) if v.get("mcpServers").and_then(|m| m.get("repowire")).is_some())
 }
@@ -74,6 +126,7 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
     let daemon = super::call(config, &Request::Status, Duration::from_secs(5)).ok();
     let drift = daemon.as_ref().and_then(|d| super::relay_drift(config, d));
     let version_drift = daemon.as_ref().and_then(super::version_drift);
+    let approvals = approvals_line(config);
     if json {
         let report = json!({
             "hooks": {
@@ -92,6 +145,7 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
             })),
             "relay_drift": drift.as_ref().map(|(daemon, shell)| json!({"daemon": daemon, "shell": shell})),
             "version_drift": version_drift.as_ref().map(|daemon| json!({"daemon": daemon, "this": crate::VERSION})),
+            "approvals": { "summary": approvals.0, "problem": approvals.1 },
         });
         println!("{report:#}");
         return Ok(ExitCode::SUCCESS);
@@ -115,6 +169,11 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
             "not registered"
         }
     );
+    let (approvals, fix) = approvals;
+    println!("{approvals}");
+    if let Some(fix) = fix {
+        println!("         NOT GATED AS CONFIGURED: {fix}");
+    }
     match &daemon {
         Some(status) => {
             let link = status
@@ -127,6 +186,9 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
                 status.get("pid").unwrap_or(&Value::Null),
                 super::daemon_relay(status)
             );
+            for line in super::refused_sessions(status) {
+                println!("         REFUSED: {line}");
+            }
             if let Some((daemon, shell)) = &drift {
                 println!(
                     "relay    DIFFERS: the running daemon uses {daemon}; this shell's settings say {shell}\n         {}",
@@ -223,6 +285,8 @@ pub fn doctor(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
         "tmux is available (needed to wake idle agents)",
         "install tmux",
     );
+    let (approvals, fix) = approvals_line(config);
+    c.check(fix.is_none(), &approvals, fix.as_deref().unwrap_or(""));
     match super::call(config, &Request::Status, Duration::from_secs(5)) {
         Ok(status) => {
             c.check(true, "daemon is running", "");
@@ -258,22 +322,23 @@ pub fn doctor(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
             c.check(
                 state == "connected",
                 &format!("relay link is connected ({state})"),
-                &format!(
-                    "check relay.url / relay.api_key; last error: {}",
-                    // The relay's own words (a close reason) may be in it.
-                    crate::sanitize::for_terminal(
-                        link.get("last_error")
-                            .or(link.get("reason"))
-                            .and_then(Value::as_str)
-                            .unwrap_or("-")
-                    )
-                ),
+                &link_fix(&link),
+            );
+            let refused = super::refused_sessions(&status);
+            c.check(
+                refused.is_empty(),
+                "the relay registered every local agent session",
+                &refused.join("; "),
             );
         }
+        // The first line only: the call error carries a hint of its own that says the same.
         Err(e) => c.check(
             false,
             "daemon is running",
-            &format!("`repowire daemon start` ({e})"),
+            &format!(
+                "`repowire daemon start` ({})",
+                e.to_string().lines().next().unwrap_or_default()
+            ),
         ),
     }
     c.print(json);
@@ -282,4 +347,29 @@ pub fn doctor(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// What to do about a relay link that is not connected, from what the daemon knows of why: a
+/// refused key needs a new one, a suspended tenant its operator; anything else the settings.
+fn link_fix(link: &Value) -> String {
+    // The relay's own words (a close reason) may be in it.
+    let said = crate::sanitize::for_terminal(
+        link.get("last_error")
+            .or(link.get("reason"))
+            .and_then(Value::as_str)
+            .unwrap_or("-"),
+    );
+    if link.get("key_refused").and_then(Value::as_bool) == Some(true) {
+        format!(
+            "the relay refused the API key (revoked, expired or unknown): get a new key, run `repowire setup --relay-url URL --api-key rw_live_…`, then `repowire daemon restart` ({said})"
+        )
+    } else if said.contains("tenant_suspended") || said.contains("suspended this tenant") {
+        format!(
+            "the relay's operator suspended this tenant: ask them to resume it; the same key works again then, and the daemon keeps retrying by itself ({said})"
+        )
+    } else {
+        format!(
+            "check the relay URL and the API key (`repowire config show`, `repowire check-relay`); last error: {said}"
+        )
+    }
 }

@@ -164,6 +164,27 @@ fn render(m: &Value) -> String {
             .collect();
         out.push_str(&format!("    options: {}\n", list.join(", ")));
     }
+    // A question's deadline and what happens at it (issue 35.9: the inbox did not say).
+    if let Some(timeout) = m["question"]["timeout_ms"].as_u64() {
+        let at = m["created_at_ms"]
+            .as_u64()
+            .map(|c| {
+                format!(
+                    ", at {}",
+                    super::approvals::utc_ms(c.saturating_add(timeout))
+                )
+            })
+            .unwrap_or_default();
+        let then = match m["question"]["default"].as_str() {
+            Some(d) => format!("`{}` is taken", sanitize::for_terminal(d)),
+            None if m["question"]["kind"] == "tool_permission" => "it is denied".to_owned(),
+            None => "it closes unanswered".to_owned(),
+        };
+        out.push_str(&format!(
+            "    answer within {} s{at}: after that {then}\n",
+            timeout / 1000
+        ));
+    }
     out
 }
 
@@ -194,4 +215,37 @@ pub fn whoami(config: &Config, from: Option<String>, json: bool) -> anyhow::Resu
         println!("  not registered with the relay yet: {why}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 35.9: a question's deadline and what happens at it are shown.
+    #[test]
+    fn a_question_shows_its_deadline_and_default() {
+        let m = serde_json::json!({
+            "message_id": "019aa576-88c9-79d2-a13f-fe7979cb9e86",
+            "from": {"name": "lead"},
+            "text": "deploy now?",
+            "created_at_ms": 0,
+            "question": {"kind": "choice", "options": [{"id": "yes", "label": "Yes"}, {"id": "no", "label": "No"}],
+                         "timeout_ms": 90_000, "default": "no"},
+        });
+        let shown = render(&m);
+        assert!(
+            shown.contains("answer within 90 s, at 1970-01-01 00:01:30Z: after that `no` is taken"),
+            "{shown}"
+        );
+        let mut gate = m.clone();
+        gate["question"] = serde_json::json!({"kind": "tool_permission", "timeout_ms": 5_000});
+        assert!(
+            render(&gate).contains("after that it is denied"),
+            "{}",
+            render(&gate)
+        );
+        let mut plain = m;
+        plain["question"] = Value::Null;
+        assert!(!render(&plain).contains("answer within"));
+    }
 }

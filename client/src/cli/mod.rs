@@ -59,6 +59,31 @@ pub fn version_drift(status: &Value) -> Option<String> {
     (daemon != crate::VERSION).then(|| daemon.to_owned())
 }
 
+/// The sessions the relay refused to register (from the daemon's status), each as a line that
+/// says which, why in the relay's words, and what to do (issue 35.4: a daemon over its tenant's
+/// peer limit said only "link connected").
+pub fn refused_sessions(status: &Value) -> Vec<String> {
+    status["refused"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            let code = r["code"].as_str().unwrap_or("?");
+            let todo = match code {
+                "limit_exceeded" => {
+                    "the tenant is at its plan's limit: end sessions you no longer need (`repowire session end ID`) or ask the relay's operator for a larger plan"
+                }
+                _ => "see `repowire daemon status` and the daemon's log",
+            };
+            format!(
+                "the relay refused session {}: {} ({code}); {todo}. It is registered again at its next hook or when the daemon reconnects",
+                crate::sanitize::for_terminal(r["session_id"].as_str().unwrap_or("?")),
+                crate::sanitize::for_terminal(r["message"].as_str().unwrap_or("?")),
+            )
+        })
+        .collect()
+}
+
 /// What to do about a drift.
 pub const RESTART_HINT: &str = "restart it from this shell to use them: `repowire daemon restart`";
 

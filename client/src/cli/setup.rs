@@ -135,6 +135,18 @@ pub(super) fn claude_json_path() -> PathBuf {
 /// The program hooks and the MCP entry run: `repowire` when that name on PATH is this very
 /// binary (an installed `repowire` keeps working after the build tree is cleaned or moved),
 /// else this binary's absolute path.
+/// The absolute path of this binary for a program that does not search the user's PATH (a
+/// systemd user service: `~/.cargo/bin` is not on its search path): the PATH entry that runs
+/// this binary when there is one (it survives a reinstall), else the binary itself.
+fn exe_path() -> anyhow::Result<String> {
+    let me = std::env::current_exe().context("locating the repowire binary")?;
+    let me_real = std::fs::canonicalize(&me).unwrap_or_else(|_| me.clone());
+    let on_path = find_on_path("repowire")
+        .and_then(|p| std::path::absolute(p).ok())
+        .filter(|p| std::fs::canonicalize(p).ok().as_deref() == Some(me_real.as_path()));
+    Ok(on_path.unwrap_or(me_real).to_string_lossy().into_owned())
+}
+
 fn exe() -> anyhow::Result<String> {
     let me = std::env::current_exe().context("locating the repowire binary")?;
     let me_real = std::fs::canonicalize(&me).unwrap_or_else(|_| me.clone());
@@ -316,7 +328,7 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
     super::approvals_setup::report(&approvals);
     if args.service {
         let path = service_path();
-        if install_service(&exe, config)? {
+        if install_service(&exe_path()?, config)? {
             println!("wrote {}", path.display());
         } else {
             println!("{} already up to date", path.display());
@@ -330,7 +342,7 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
             "This machine now uses the relay at {} (tenant {}); the key is in {} (readable only by you).",
             r.url,
             r.tenant_id,
-            config.home().join("config.toml").display()
+            crate::keyfile::path(&config.home()).display()
         ),
         None => match config.settings().map(|s| s.relay) {
             Ok(crate::config::RelayTarget::Remote { url, .. }) => {
@@ -341,10 +353,13 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
             ),
         },
     }
-    if relay.is_some() && super::call(config, &Request::Status, Duration::from_secs(2)).is_ok() {
+    let running = super::call(config, &Request::Status, Duration::from_secs(2)).is_ok();
+    if running && relay.is_some() {
         println!(
             "A daemon is running with the previous settings: restart it with `repowire daemon restart`."
         );
+    } else if running {
+        println!("The daemon is running; `repowire doctor` checks everything.");
     } else {
         println!(
             "Start the daemon with `repowire daemon start`; `repowire doctor` checks everything."

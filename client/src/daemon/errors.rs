@@ -16,6 +16,10 @@ pub fn relay_error(e: &ErrorFrame) -> ApiError {
         .collect();
     if !e.candidates.is_empty() {
         err.hint = Some("address the peer by its peer id, or pass --circle".into());
+    } else if e.code == repowire_protocol::ErrorCode::UnknownPeer {
+        err.hint = Some(
+            "`repowire peer list --all` shows the peers you can reach; a name is looked up in your circle unless you pass --circle, a peer id anywhere".into(),
+        );
     }
     err
 }
@@ -30,6 +34,24 @@ pub fn link_error(e: &LinkError) -> ApiError {
             "the relay did not answer in time: the request may or may not have taken effect",
         )
         .hint("check with a read (e.g. `repowire peer list`) before repeating it"),
+    }
+}
+
+impl super::Daemon {
+    /// A link failure as the caller should read it: a link that gave up (a revoked key, a
+    /// version the relay refuses) says why and what to do, since it will not reconnect by
+    /// itself; one that is down for now does.
+    pub(super) fn link_failure(&self, e: &LinkError) -> ApiError {
+        match (e, self.link.state()) {
+            (
+                LinkError::Down,
+                super::link::LinkState::Stopped {
+                    reason,
+                    key_refused,
+                },
+            ) => stopped_error(&reason, key_refused),
+            _ => link_error(e),
+        }
     }
 }
 

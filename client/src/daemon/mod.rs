@@ -27,6 +27,7 @@ pub mod ops;
 mod outbox;
 pub mod panes;
 pub mod questions;
+pub mod reaper;
 pub mod render;
 pub mod server;
 pub mod store;
@@ -80,6 +81,9 @@ pub struct Daemon {
     registration: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Which connection each session is registered on.
     registered_on: Mutex<HashMap<String, u64>>,
+    /// Sessions the relay refused to register, with its code and words (a tenant at its
+    /// plan's peer limit): `status` and `doctor` say so instead of only "link connected".
+    refused: Mutex<HashMap<String, (String, String)>>,
     /// The last wake attempt per session, for `status` (why an agent was or was not woken).
     wakes: Mutex<HashMap<String, wake::WakeOutcome>>,
     /// Stops everything.
@@ -160,6 +164,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         wakes: Mutex::new(HashMap::new()),
         registration: Mutex::new(HashMap::new()),
         registered_on: Mutex::new(HashMap::new()),
+        refused: Mutex::new(HashMap::new()),
         shutdown: shutdown.clone(),
         relay_base: endpoint.base.clone(),
         relay_identity,
@@ -168,10 +173,12 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let listener = server::bind(&socket)?;
     tracing::info!(socket = %socket.display(), relay = %endpoint.base, "repowire daemon running");
     let link_task = tokio::spawn(link::run(daemon.clone(), endpoint, shutdown.clone()));
+    let reaper = tokio::spawn(reaper::run(daemon.clone(), shutdown.clone()));
     let signals = tokio::spawn(signals(shutdown.clone()));
     server::serve(daemon.clone(), listener).await;
     let _ = std::fs::remove_file(&socket);
     signals.abort();
+    let _ = reaper.await;
     let _ = link_task.await;
     if let Some(task) = relay_task {
         let _ = task.await;
@@ -301,12 +308,19 @@ impl Daemon {
             .link
             .request(frame, timeout)
             .await
-            .map_err(|e| errors::link_error(&e))?;
+            .map_err(|e| self.link_failure(&e))?;
         let registered = match answer.body {
             Body::Registered(r) => r,
-            Body::Error(e) => return Err(errors::relay_error(&e)),
+            Body::Error(e) => {
+                self.refused.lock().unwrap().insert(
+                    session.session_id.clone(),
+                    (e.code.as_str().to_owned(), e.message.clone()),
+                );
+                return Err(errors::relay_error(&e));
+            }
             other => return Err(errors::unexpected(&other)),
         };
+        self.refused.lock().unwrap().remove(&session.session_id);
         let peer = registered.peer;
         self.store
             .set_identity(
@@ -380,8 +394,22 @@ impl Daemon {
         })));
     }
 
+    /// The sessions the relay refused to register: `(session id, code, the relay's words)`.
+    pub fn refused_sessions(&self) -> Vec<(String, String, String)> {
+        let mut refused: Vec<_> = self
+            .refused
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(s, (code, message))| (s.clone(), code.clone(), message.clone()))
+            .collect();
+        refused.sort();
+        refused
+    }
+
     /// Ends a session: unregisters its peer and fails what can no longer reach its agent.
     pub async fn end_session(&self, session: &SessionRow) -> Result<(), crate::api::ApiError> {
+        self.refused.lock().unwrap().remove(&session.session_id);
         // Ended first: a message arriving from now on is refused at once (`on_deliver`).
         self.store
             .end_session(&session.session_id)

@@ -6,7 +6,7 @@ use repowire_protocol::{
 };
 use serde_json::{Value, json};
 
-use super::errors::{link_error, relay_error, stopped_error, store_error, unexpected};
+use super::errors::{relay_error, stopped_error, store_error, unexpected};
 use super::link::LinkError;
 use super::store::{SentRow, SessionRow, now_ms};
 use super::{Daemon, RELAY_TIMEOUT};
@@ -62,7 +62,7 @@ impl Daemon {
     ) -> Result<Value, ApiError> {
         self.validated(&frame)?;
         if !self.link.is_ready() {
-            return Err(link_error(&LinkError::Down));
+            return Err(self.link_failure(&LinkError::Down));
         }
         let id = frame.id.to_string();
         self.record_sent(&frame, peer, kind, to, text).await?;
@@ -103,7 +103,7 @@ impl Daemon {
             })),
             Err(e) => {
                 refused(e.to_string()).await;
-                Err(link_error(&e))
+                Err(self.link_failure(&e))
             }
         }
     }
@@ -224,7 +224,7 @@ impl Daemon {
                 ..
             }) => Err(relay_error(&e)),
             Ok(answer) => Ok(answer.body),
-            Err(e) => Err(link_error(&e)),
+            Err(e) => Err(self.link_failure(&e)),
         }
     }
 
@@ -429,6 +429,9 @@ impl Daemon {
             "queued_elsewhere": elsewhere,
             "sessions": sessions,
             "wakes": self.wake_outcomes(),
+            "refused": self.refused_sessions().into_iter().map(|(session_id, code, message)| json!({
+                "session_id": session_id, "code": code, "message": message,
+            })).collect::<Vec<_>>(),
         }))
     }
 }

@@ -43,7 +43,7 @@ pub enum PeerCommand {
     Ask {
         /// Recipient name or peer id.
         name: String,
-        /// The question.
+        /// The question; `-` reads it from stdin.
         text: String,
         /// Wait for the reply.
         #[arg(long)]
@@ -121,7 +121,7 @@ pub enum PeerCommand {
     Notify {
         /// Recipient name or peer id.
         name: String,
-        /// The text.
+        /// The text; `-` reads it from stdin.
         text: String,
         /// Resolve the name in this circle.
         #[arg(long)]
@@ -135,7 +135,7 @@ pub enum PeerCommand {
     },
     /// Message every online peer of your circle.
     Broadcast {
-        /// The text.
+        /// The text; `-` reads it from stdin.
         text: String,
         /// Act as this local session.
         #[arg(long)]
@@ -155,6 +155,38 @@ pub enum PeerCommand {
 }
 
 const TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A message text from the command line: `-` reads it from stdin (one trailing line break
+/// dropped, as `$(cat)` would), anything else is the text itself. An empty or blank text is
+/// refused here, saying so, rather than by the relay as an invalid frame.
+fn message_text(text: String) -> anyhow::Result<String> {
+    use std::io::Read;
+    let text = if text == "-" {
+        let limit = repowire_protocol::limits::MAX_TEXT_BYTES as u64;
+        let mut read = String::new();
+        std::io::stdin()
+            .take(limit + 2)
+            .read_to_string(&mut read)
+            .map_err(|e| anyhow::anyhow!("reading the text from stdin: {e}"))?;
+        let read = read
+            .strip_suffix('\n')
+            .map(|t| t.strip_suffix('\r').unwrap_or(t))
+            .unwrap_or(&read)
+            .to_owned();
+        if read.len() as u64 > limit {
+            anyhow::bail!(
+                "the text on stdin is longer than {limit} bytes, the most a message holds"
+            );
+        }
+        read
+    } else {
+        text
+    };
+    if text.trim().is_empty() {
+        anyhow::bail!("the text is empty: there is nothing to send");
+    }
+    Ok(text)
+}
 
 /// Runs a peer command.
 pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
@@ -198,6 +230,7 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
                     "--answer-timeout is for questions: add --choice, --text-answer or --acknowledge"
                 );
             }
+            let text = message_text(text)?;
             let from_for_wait = from.clone();
             let sent = super::call(
                 config,
@@ -225,6 +258,12 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
                         s(&sent, "message_id")
                     );
                 };
+                // Said first, on stderr (stdout keeps its documented shape): a Ctrl-C while
+                // waiting does not lose the ask.
+                eprintln!(
+                    "asked {} ({cid}); waiting up to {timeout} s for the reply (Ctrl-C stops waiting, not the ask: `repowire peer status {cid}` later)",
+                    crate::sanitize::for_terminal(&name)
+                );
                 let reply = super::call(
                     config,
                     &Request::WaitReply {
@@ -296,6 +335,7 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
             from,
             json,
         } => {
+            let text = message_text(text)?;
             let sent = super::call(
                 config,
                 &Request::Send(Outgoing {
@@ -312,6 +352,7 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
             print_sent(&sent, json, &format!("notification to {name}"))?;
         }
         PeerCommand::Broadcast { text, from, json } => {
+            let text = message_text(text)?;
             let sent = super::call(
                 config,
                 &Request::Send(Outgoing {
