@@ -180,6 +180,9 @@ async fn a_busy_agent_is_not_typed_over_and_gets_the_ask_at_its_turn_boundary_wi
         reason.contains("can you review PR 12?") && reason.contains(&cid),
         "{reason}"
     );
+    // Handed over as context the model reads once, not as a blocking error (issue 35.16):
+    // the agent says it is a Claude Code that honours it.
+    assert_eq!(cont["form"], "context", "{cont}");
     beta.hook_done("Stop", 2).await; // the second Stop (stop_hook_active) does not block again
     assert_eq!(
         beta.events()
@@ -519,4 +522,48 @@ async fn agents_without_our_mcp_server_are_told_the_cli() {
         text.contains(&format!("repowire peer ack {cid} -m")),
         "{text}"
     );
+}
+
+/// Issue 35.16: the Stop hook hands messages over as `additionalContext` (the model reads them
+/// once) only to a Claude Code that says it honours it (2.1.331 and later); any other agent
+/// binary keeps the `block` form, which every version honours, so nothing goes unread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stop_hand_over_form_follows_the_agents_version() {
+    use repowire::daemon::stop_form::{StopForm, for_agent};
+    let dir = tempfile::tempdir().expect("dir");
+    for (name, want) in [
+        ("claude-2.1.331", StopForm::Context),
+        ("claude-2.3.0", StopForm::Context),
+        ("claude-2.1.330", StopForm::Block),
+        ("claude-1.0.0", StopForm::Block),
+    ] {
+        let exe = dir.path().join(name);
+        std::fs::copy(bin("repowire-standin"), &exe).expect("copy");
+        let mut agent = std::process::Command::new(&exe)
+            .args([
+                "--transcript",
+                &dir.path().join(format!("{name}.jsonl")).to_string_lossy(),
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("agent");
+        let form = for_agent(Some(i64::from(agent.id()))).await;
+        let _ = agent.kill();
+        let _ = agent.wait();
+        assert_eq!(form, want, "{name}");
+    }
+    // A process that is not Claude Code (here: a shell) gets the form every version honours.
+    let mut other = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .expect("sleep");
+    assert_eq!(
+        for_agent(Some(i64::from(other.id()))).await,
+        StopForm::Block
+    );
+    let _ = other.kill();
+    let _ = other.wait();
+    assert_eq!(for_agent(None).await, StopForm::Block);
 }

@@ -1,6 +1,6 @@
 //! Agent runtime hooks (Claude Code's documented events). Each returns what the event allows:
-//! context for SessionStart and UserPromptSubmit, a `block` decision for Stop, nothing
-//! otherwise. Hook output is the native, keystroke-free way to hand an agent its messages.
+//! context for SessionStart and UserPromptSubmit, a continuation for Stop ([`super::stop_form`]),
+//! nothing otherwise. Hook output is the native, keystroke-free way to hand an agent its messages.
 //!
 //! Messages are only marked handed over (and reported `injected`) after the hook's answer
 //! was written to the hook process ([`AfterWrite`]): a hook that timed out or died hands
@@ -107,8 +107,10 @@ impl Daemon {
                         .hand_over(&session, false, Some("at the agent's turn boundary"))
                         .await?
                 {
-                    // The agent keeps working on these: its turn state stays `working`.
-                    return Ok((Some(json!({ "decision": "block", "reason": text })), after));
+                    // The agent keeps working on these: its turn state stays `working`. The
+                    // output that makes the model read them once, if this agent knows it.
+                    let form = super::stop_form::for_agent(session.agent_pid).await;
+                    return Ok((Some(form.output(&text)), after));
                 }
                 self.turn(&session, TurnState::Idle).await?;
                 if let Some(peer) = &session.peer_id {

@@ -3,8 +3,10 @@
 //! between two rules, takes typed and bracketed-pasted input in raw mode, submits on Enter
 //! (CR), calls the hook commands configured in `~/.claude/settings.json` (and the project's
 //! `.claude/settings.json`) through `sh -c` with the documented JSON payloads, adds hook
-//! context to its "model context", honours Stop-hook `block` decisions with
-//! `stop_hook_active`, and writes every event to a JSONL transcript.
+//! context to its "model context", continues a turn on a Stop hook's `block` decision or its
+//! `additionalContext` (with `stop_hook_active` on the next Stop), answers `--version` as
+//! Claude Code 2.1.331 does (`REPOWIRE_STANDIN_VERSION` plays another), and writes every event
+//! to a JSONL transcript.
 //!
 //! Its "model" is a script: a prompt `/run CMD` runs CMD through `sh -c` (like a Bash tool
 //! call, with the output recorded), after the PreToolUse hooks whose matcher takes `Bash`: as
@@ -89,6 +91,22 @@ fn main() {
     // `--fork-session`, as Claude Code's: the resumed session gets a new id.
     let mut fork = false;
     while let Some(a) = args.next() {
+        if a == "--version" {
+            // As `claude --version` answers. Another version is played with
+            // REPOWIRE_STANDIN_VERSION, or by a copy of this binary named `…-X.Y.Z`.
+            let named = std::env::current_exe().ok().and_then(|p| {
+                let name = p.file_name()?.to_str()?.to_owned();
+                let (_, v) = name.rsplit_once('-')?;
+                (v.split('.').count() == 3 && v.split('.').all(|n| n.parse::<u64>().is_ok()))
+                    .then(|| v.to_owned())
+            });
+            let version = std::env::var("REPOWIRE_STANDIN_VERSION")
+                .ok()
+                .or(named)
+                .unwrap_or_else(|| "2.1.331".into());
+            println!("{version} (Claude Code)");
+            return;
+        }
         if a == "--transcript" {
             transcript = args.next().map(PathBuf::from);
         }
@@ -381,17 +399,33 @@ impl Agent {
                 "Stop",
                 json!({ "stop_hook_active": continuing, "last_assistant_message": reply }),
             );
-            let Some(reason) = outputs.iter().find_map(|o| {
-                (o.get("decision").and_then(Value::as_str) == Some("block")).then(|| {
-                    o.get("reason")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_owned()
+            // Claude Code 2.1.331 continues the turn on either output: a `block` decision (its
+            // reason reaches the model twice, once as an error) or Stop `additionalContext`.
+            let Some((reason, form)) = outputs.iter().find_map(|o| {
+                if o.get("decision").and_then(Value::as_str) == Some("block") {
+                    return Some((
+                        o.get("reason")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_owned(),
+                        "block",
+                    ));
+                }
+                let specific = o.get("hookSpecificOutput")?;
+                (specific.get("hookEventName").and_then(Value::as_str) == Some("Stop")).then(|| {
+                    (
+                        specific
+                            .get("additionalContext")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_owned(),
+                        "context",
+                    )
                 })
             }) else {
                 break;
             };
-            self.record(json!({ "event": "continue", "reason": reason }));
+            self.record(json!({ "event": "continue", "reason": reason, "form": form }));
             continuing = true;
             reply = "ok".to_owned();
             self.record(json!({ "event": "reply", "text": reply }));
