@@ -104,6 +104,22 @@ async fn ask_wait_exit_codes_agree_and_peers_show_their_machine() {
         table.contains("MACHINE") && table.contains("bobs-desktop"),
         "{table}"
     );
+    // Issue 35.9: the caller's own row is marked, and only it.
+    assert_eq!(table.matches("(you)").count(), 1, "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("(you)") && !l.contains("bobs-desktop")),
+        "{table}"
+    );
+    let listed = home.json(&["peer", "list"]);
+    let mine: Vec<_> = listed
+        .as_array()
+        .expect("peers")
+        .iter()
+        .filter(|p| p["you"] == true)
+        .collect();
+    assert_eq!(mine.len(), 1, "{listed}");
 
     for json in [false, true] {
         let mut args = vec![

@@ -79,3 +79,43 @@ pub fn stopped_error(reason: &str, key_refused: bool) -> ApiError {
 pub fn store_error(e: sqlx::Error) -> ApiError {
     ApiError::new("daemon_storage", format!("local state database: {e}"))
 }
+
+/// An error with the causes under it (`error sending request … : connection refused`): an
+/// HTTP client's own message names the request, and the cause that says why is underneath
+/// (issue 35.9: an unreachable relay showed only "error sending request").
+pub(super) fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut said = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !said.contains(&text) {
+            said.push_str(": ");
+            said.push_str(&text);
+        }
+        cause = c.source();
+    }
+    said
+}
+
+#[cfg(test)]
+mod cause_tests {
+    use super::*;
+
+    #[test]
+    fn an_unreachable_relay_says_why() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        // A port nothing listens on: bound, then let go.
+        let addr = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("addr");
+        let error = runtime
+            .block_on(reqwest::Client::new().get(format!("http://{addr}/")).send())
+            .expect_err("nothing listens");
+        let said = with_causes(&error);
+        assert!(said.contains("error sending request"), "{said}");
+        assert!(said.to_lowercase().contains("connection refused"), "{said}");
+    }
+}

@@ -292,7 +292,12 @@ async fn fetch_token(endpoint: &Endpoint) -> Result<TokenResponse, Ended> {
         })
         .send()
         .await
-        .map_err(|e| Ended::Retry(format!("token exchange: {e}")))?;
+        .map_err(|e| {
+            Ended::Retry(format!(
+                "token exchange: {}",
+                super::errors::with_causes(&e)
+            ))
+        })?;
     let status = response.status();
     if status.is_success() {
         return response
@@ -360,7 +365,12 @@ async fn connect_and_serve(
                 .unwrap_or_else(|| resp.status().to_string());
             return Ended::Retry(format!("websocket upgrade refused: {why}"));
         }
-        Err(e) => return Ended::Retry(format!("websocket connect: {e}")),
+        Err(e) => {
+            return Ended::Retry(format!(
+                "websocket connect: {}",
+                super::errors::with_causes(&e)
+            ));
+        }
     };
     let (mut sink, mut stream) = ws.split();
 

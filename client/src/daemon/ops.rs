@@ -380,7 +380,16 @@ impl Daemon {
                     peers.extend(p.peers);
                     match p.next_cursor {
                         Some(next) => cursor = Some(next),
-                        None => return Ok(json!(peers)),
+                        None => {
+                            // The caller's own row says so (`peer list` shows "(you)").
+                            let mut listed = json!(peers);
+                            if let Some(me) = listed.as_array_mut().and_then(|all| {
+                                all.iter_mut().find(|p| p["peer_id"] == peer.as_str())
+                            }) {
+                                me["you"] = json!(true);
+                            }
+                            return Ok(listed);
+                        }
                     }
                 }
                 other => return Err(unexpected(&other)),

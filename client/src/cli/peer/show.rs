@@ -158,9 +158,14 @@ pub(super) fn print_peers(peers: &Value) {
     );
     for p in list {
         let machine = t(&p, "machine");
+        let name = if p["you"] == true {
+            format!("{} (you)", t(&p, "name"))
+        } else {
+            t(&p, "name")
+        };
         println!(
             "{:<20} {:<12} {:<8} {:<8} {:<12} {:<16} {:<22} {}",
-            t(&p, "name"),
+            name,
             t(&p, "circle"),
             t(&p, "status"),
             t(&p, "turn_state"),
