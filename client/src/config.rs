@@ -238,7 +238,7 @@ impl Config {
         let relay = match (url, key) {
             (None, _) => RelayTarget::Embedded,
             (Some(url), Some(api_key)) => RelayTarget::Remote {
-                url: url.trim_end_matches('/').to_owned(),
+                url: relay_url(&url)?,
                 api_key,
             },
             (Some(_), None) => bail!(
@@ -313,6 +313,30 @@ fn readable_root(p: &Path) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
+/// A relay URL as the client uses it: `http://` or `https://`, no trailing `/`. `ws://` and
+/// `wss://` are read as `http://` and `https://` (the operator writes the public relay URL into
+/// key Secrets, and a WebSocket URL is what a self-hoster may well give it; issue 32).
+pub fn relay_url(given: &str) -> anyhow::Result<String> {
+    let url = given.trim().trim_end_matches('/');
+    let url = if let Some(rest) = url.strip_prefix("wss://") {
+        format!("https://{rest}")
+    } else if let Some(rest) = url.strip_prefix("ws://") {
+        format!("http://{rest}")
+    } else {
+        url.to_owned()
+    };
+    let host = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"));
+    match host {
+        Some(h) if !h.is_empty() => Ok(url),
+        _ => bail!(
+            "the relay URL must start with http://, https://, ws:// or wss:// and name a host (got `{}`)",
+            given.trim()
+        ),
+    }
+}
+
 /// Paths under the state directory.
 pub fn socket_path(home: &Path) -> PathBuf {
     home.join("daemon.sock")
@@ -355,4 +379,28 @@ pub fn ensure_home(home: &Path) -> anyhow::Result<()> {
     std::fs::set_permissions(home, std::fs::Permissions::from_mode(0o700))
         .with_context(|| format!("securing {}", home.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_websocket_relay_url_is_read_as_its_http_one() {
+        assert_eq!(
+            relay_url("wss://relay.example.com/").expect("wss"),
+            "https://relay.example.com"
+        );
+        assert_eq!(
+            relay_url("ws://127.0.0.1:8080").expect("ws"),
+            "http://127.0.0.1:8080"
+        );
+        assert_eq!(
+            relay_url(" https://r.example ").expect("https"),
+            "https://r.example"
+        );
+        assert!(relay_url("relay.example.com").is_err());
+        assert!(relay_url("ftp://relay.example.com").is_err());
+        assert!(relay_url("https://").is_err());
+    }
 }

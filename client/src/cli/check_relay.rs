@@ -37,10 +37,7 @@ pub fn check(config: &Config) -> anyhow::Result<Checked> {
         None => crate::keyfile::read(&config.home())?
             .context("no API key: give --api-key (REPOWIRE_API_KEY) or run `repowire setup`")?,
     };
-    let url = url.trim_end_matches('/').to_owned();
-    if !(url.starts_with("http://") || url.starts_with("https://")) {
-        bail!("the relay URL must start with http:// or https:// (got `{url}`)");
-    }
+    let url = crate::config::relay_url(&url)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

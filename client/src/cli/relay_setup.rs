@@ -52,10 +52,7 @@ pub fn configure(config: &Config) -> anyhow::Result<Option<Configured>> {
         (None, Some(_)) => bail!("an API key needs the relay it belongs to: add --relay-url URL"),
         (Some(_), None) => bail!("a relay needs an API key: add --api-key rw_live_…"),
         (Some(url), Some(key)) => {
-            let url = url.trim_end_matches('/').to_owned();
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                bail!("the relay URL must start with http:// or https:// (got `{url}`)");
-            }
+            let url = crate::config::relay_url(&url)?;
             let tenant_id = verify(&url, &key)?;
             file.relay.url = Some(url.clone());
             // The key goes into a file of its own (0600), never config.toml.
