@@ -53,11 +53,36 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), DataDirError> {
         .permissions()
         .mode();
     if mode & 0o077 != 0 {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(io("making private", dir))?;
-        tracing::info!(dir = %dir.display(), "data directory made private to its user (0700)");
+        match std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)) {
+            Ok(()) => {
+                tracing::info!(dir = %dir.display(), "data directory made private to its user (0700)");
+            }
+            // A mounted volume (a Kubernetes emptyDir or PVC, a container volume) belongs to
+            // root, with this user's group at most: it cannot be made private, and need not
+            // be, since nothing else runs in the pod and every file the relay writes in it is
+            // 0600. Seen with the image run read-only as uid 10001 (scripts/image).
+            Err(e)
+                if e.kind() == std::io::ErrorKind::PermissionDenied && !owned_by_this_user(dir) =>
+            {
+                tracing::warn!(
+                    dir = %dir.display(),
+                    mode = format!("{:o}", mode & 0o777),
+                    "the data directory belongs to another user (a mounted volume) and is left as it is; the files the relay writes in it are private (0600)"
+                );
+            }
+            Err(e) => return Err(io("making private", dir)(e)),
+        }
     }
     Ok(())
+}
+
+/// Whether `path` is owned by this process's user (`/proc/self` is owned by it).
+fn owned_by_this_user(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(path), std::fs::metadata("/proc/self")) {
+        (Ok(p), Ok(me)) => p.uid() == me.uid(),
+        _ => true,
+    }
 }
 
 /// An exclusive hold of a lock file; released when dropped (or when the process ends, however
