@@ -259,9 +259,8 @@ impl Relay {
         }
     }
 
-    /// The ids of a tenant's keys, and which are usable now.
-    /// The scopes of each key of a tenant, as the relay stores them.
-    pub async fn key_scopes(&self, tenant: &str) -> Vec<String> {
+    /// The relay's page of a tenant's keys (`GET /admin/v1/tenants/{tenant}/keys`).
+    async fn key_items(&self, tenant: &str) -> Vec<Value> {
         let body: Value = reqwest::Client::new()
             .get(format!(
                 "{}/admin/v1/tenants/{tenant}/keys",
@@ -274,29 +273,23 @@ impl Relay {
             .json()
             .await
             .expect("json");
-        body["items"]
-            .as_array()
-            .expect("items")
+        body["items"].as_array().expect("items").clone()
+    }
+
+    /// The scopes of each key of a tenant, as the relay stores them.
+    pub async fn key_scopes(&self, tenant: &str) -> Vec<String> {
+        self.key_items(tenant)
+            .await
             .iter()
             .map(|k| k["scopes"].as_str().unwrap_or_default().to_owned())
             .collect()
     }
 
+    /// The ids of a tenant's keys, and which are usable now.
     pub async fn keys(&self, tenant: &str) -> Vec<(String, bool)> {
-        let response = reqwest::Client::new()
-            .get(format!(
-                "{}/admin/v1/tenants/{tenant}/keys",
-                self.process.http
-            ))
-            .bearer_auth(ADMIN)
-            .send()
-            .await
-            .expect("keys");
-        let body: Value = response.json().await.expect("json");
         let now = repowire_operator::context::now_ms();
-        body["items"]
-            .as_array()
-            .expect("items")
+        self.key_items(tenant)
+            .await
             .iter()
             .map(|k| {
                 let usable = k["revoked_at_ms"].is_null()

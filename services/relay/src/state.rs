@@ -160,12 +160,7 @@ impl AppState {
     /// The ids of a tenant's live peers on every pod (presence from the bus; when the bus
     /// cannot be read, this pod's own).
     pub async fn live_peer_ids(&self, tenant_id: &str) -> std::collections::HashSet<String> {
-        let mut live: std::collections::HashSet<String> = self
-            .hub
-            .live_peers(tenant_id)
-            .into_iter()
-            .map(|p| p.record.peer_id)
-            .collect();
+        let mut live = self.local_peer_ids(tenant_id);
         live.extend(self.cluster.remote_live(tenant_id).await.into_keys());
         live
     }
@@ -176,12 +171,7 @@ impl AppState {
         &self,
         tenant_id: &str,
     ) -> crate::bus::Result<std::collections::HashSet<String>> {
-        let mut live: std::collections::HashSet<String> = self
-            .hub
-            .live_peers(tenant_id)
-            .into_iter()
-            .map(|p| p.record.peer_id)
-            .collect();
+        let mut live = self.local_peer_ids(tenant_id);
         live.extend(
             self.cluster
                 .remote_live_strict(tenant_id)
@@ -189,6 +179,15 @@ impl AppState {
                 .into_keys(),
         );
         Ok(live)
+    }
+
+    /// The ids of a tenant's peers live on this pod.
+    fn local_peer_ids(&self, tenant_id: &str) -> std::collections::HashSet<String> {
+        self.hub
+            .live_peers(tenant_id)
+            .into_iter()
+            .map(|p| p.record.peer_id)
+            .collect()
     }
 
     /// True once shutdown began: `/readyz` fails and new connections are refused.
