@@ -351,6 +351,32 @@ impl ApiError {
         self.hint = Some(hint.into());
         self
     }
+
+    /// The error as a person or an agent reads it (the CLI prints it, MCP tools return it):
+    /// message and code, each candidate of an ambiguous name, then the hint. The message, the
+    /// hint and the candidates may quote remote text (a relay's, a peer's name), so every part
+    /// goes through the sanitizer: shown, never obeyed.
+    pub fn describe(&self) -> String {
+        use crate::sanitize::{for_context, for_terminal};
+        let mut text = format!(
+            "{} ({})",
+            for_context(&self.message),
+            for_terminal(&self.code)
+        );
+        for c in &self.candidates {
+            let field = |k: &str| for_terminal(c.get(k).and_then(Value::as_str).unwrap_or("?"));
+            text.push_str(&format!(
+                "\n  candidate: {} (peer {}, circle {})",
+                field("name"),
+                field("peer_id"),
+                field("circle"),
+            ));
+        }
+        if let Some(h) = &self.hint {
+            text.push_str(&format!("\nhint: {}", for_context(h)));
+        }
+        text
+    }
 }
 
 impl Response {

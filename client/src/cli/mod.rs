@@ -99,29 +99,7 @@ pub fn call_error(e: CallError) -> anyhow::Error {
         CallError::NotRunning(why) => anyhow::anyhow!(
             "the repowire daemon is not running ({why})\nhint: start it with `repowire daemon start`"
         ),
-        CallError::Api(e) => {
-            // The message may quote remote text (a relay's, a peer's): shown, never obeyed.
-            let mut text = format!(
-                "{} ({})",
-                crate::sanitize::for_context(&e.message),
-                crate::sanitize::for_terminal(&e.code)
-            );
-            for c in &e.candidates {
-                let field = |k: &str| {
-                    crate::sanitize::for_terminal(c.get(k).and_then(Value::as_str).unwrap_or("?"))
-                };
-                text.push_str(&format!(
-                    "\n  candidate: {} (peer {}, circle {})",
-                    field("name"),
-                    field("peer_id"),
-                    field("circle"),
-                ));
-            }
-            if let Some(h) = e.hint {
-                text.push_str(&format!("\nhint: {}", crate::sanitize::for_context(&h)));
-            }
-            anyhow::anyhow!(text)
-        }
+        CallError::Api(e) => anyhow::anyhow!(e.describe()),
         e => e.into(),
     }
 }

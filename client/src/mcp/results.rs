@@ -6,15 +6,21 @@ use serde_json::Value;
 
 use crate::api::CallError;
 use crate::api::text as s;
+use crate::sanitize::for_context;
 
+/// A tool's answer. Its text quotes remote peers (names, descriptions, shared state, a file's
+/// content, relay errors), so all of it goes through the sanitizer here, in the one place every
+/// result passes: the agent reads control characters as `\xNN`, never as what they would do.
+/// (The structured content is JSON, where serde escapes control characters.)
 pub(super) fn text_result(text: String, structured: Value) -> CallToolResult {
-    let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
+    let mut r = CallToolResult::success(vec![ContentBlock::text(for_context(&text))]);
     r.structured_content = Some(structured);
     r
 }
 
+/// A tool's failure, sanitized like [`text_result`].
 pub(super) fn error_result(text: String) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(text)])
+    CallToolResult::error(vec![ContentBlock::text(for_context(&text))])
 }
 
 pub(super) fn describe_error(e: CallError) -> String {
@@ -24,21 +30,7 @@ pub(super) fn describe_error(e: CallError) -> String {
              (or check the installation with `repowire doctor`)."
                 .into()
         }
-        CallError::Api(e) => {
-            let mut text = format!("{} ({})", e.message, e.code);
-            for c in &e.candidates {
-                text.push_str(&format!(
-                    "\n- candidate: {} (peer id {}, circle {})",
-                    c["name"].as_str().unwrap_or("?"),
-                    c["peer_id"].as_str().unwrap_or("?"),
-                    c["circle"].as_str().unwrap_or("?"),
-                ));
-            }
-            if let Some(h) = e.hint {
-                text.push_str(&format!("\nHint: {h}"));
-            }
-            text
-        }
+        CallError::Api(e) => e.describe(),
         other => other.to_string(),
     }
 }
@@ -65,5 +57,69 @@ pub(super) fn sent_text(what: &str, v: &Value) -> String {
             s(v, "message_id"),
             s(v, "reason")
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ApiError;
+    use serde_json::json;
+
+    fn only_text(r: &CallToolResult) -> String {
+        r.content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect()
+    }
+
+    /// No character that acts on a terminal or hides text: C0/C1 controls (bar newline and
+    /// tab), bidi overrides and isolates, zero-width characters.
+    fn is_inert(text: &str) -> bool {
+        !text.chars().any(|c| {
+            let u = c as u32;
+            (u < 0x20 && c != '\n' && c != '\t')
+                || (0x7f..=0x9f).contains(&u)
+                || (0x202a..=0x202e).contains(&u)
+                || (0x2066..=0x2069).contains(&u)
+                || (0x200b..=0x200f).contains(&u)
+        })
+    }
+
+    const HOSTILE: &str = "ok\u{1b}]0;pwned\u{7}\u{1b}[2J\u{202e}evil\u{200b}\r";
+
+    #[test]
+    fn a_relay_error_quoting_remote_text_reaches_the_agent_inert() {
+        let mut e = ApiError::new("ambiguous_name", format!("two peers are called {HOSTILE}"))
+            .hint(format!("use a peer id {HOSTILE}"));
+        e.candidates = vec![json!({"name": HOSTILE, "peer_id": "p_1", "circle": HOSTILE})];
+        let text = describe_error(CallError::Api(e));
+        assert!(is_inert(&text), "{text:?}");
+        assert!(
+            text.contains("two peers are called ok\\x1b]0;pwned"),
+            "{text:?}"
+        );
+        assert!(
+            text.contains("\\u{202e}"),
+            "the override is shown, not applied: {text:?}"
+        );
+        assert!(text.contains("candidate: ok"), "{text:?}");
+        assert!(text.contains("hint: use a peer id"), "{text:?}");
+        let r = error_result(text);
+        assert!(is_inert(&only_text(&r)));
+    }
+
+    #[test]
+    fn every_tool_result_text_is_sanitized_and_keeps_its_lines() {
+        let r = text_result(format!("- @a — {HOSTILE}\n- @b\tx\n"), json!({}));
+        let text = only_text(&r);
+        assert!(is_inert(&text), "{text:?}");
+        assert!(text.starts_with("- @a — ok\\x1b]0;pwned\\x07"), "{text:?}");
+        assert!(
+            text.ends_with("\n- @b\tx\n"),
+            "newlines and tabs stay: {text:?}"
+        );
+        // Already sanitized text (replies::wait_outcome) is not escaped twice.
+        assert_eq!(for_context(&text), text);
     }
 }
