@@ -266,6 +266,25 @@ impl TempDatabase {
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:5432/{}", self.0)
     }
+
+    /// Runs SQL in it with `psql`: the output, trimmed (asserts that psql succeeded).
+    pub fn psql(&self, sql: &str) -> String {
+        psql(&self.url(), sql)
+    }
+}
+
+/// Runs SQL against a database URL with `psql -Atq`: the output, trimmed (asserts success).
+pub fn psql(url: &str, sql: &str) -> String {
+    let out = std::process::Command::new("psql")
+        .args([url, "-Atqc", sql])
+        .output()
+        .expect("psql");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 impl Drop for TempDatabase {

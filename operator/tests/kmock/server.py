@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """
 A fake Kubernetes API server for running the operator's real kube-runtime controllers in
-tests (operator/tests/loop.rs). No kube-apiserver can be had on this machine.
+tests (operator/tests/it/controller_loop.rs). No kube-apiserver can be had on this machine.
 
 Built on PyPI kmock 0.8's KubernetesEmulator (HTTP server, URL parsing, discovery, Status
 errors, the `objects` store with history), with what kmock lacks added here: resourceVersion,
