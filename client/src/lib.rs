@@ -5,6 +5,7 @@
 //! - [`daemon`]: the long-running daemon. [`cli`]: the commands people and hooks run.
 //! - [`mcp`]: the stdio MCP server (`repowire mcp`) giving agents their tools.
 //! - [`tmux`], [`sanitize`], [`procinfo`]: terminal delivery and its safety checks.
+//! - [`relay_token`]: the API key → token exchange the daemon and the CLI share.
 //! - [`userfile`]: how the client writes the user's files (atomic, exclusive, modes kept).
 
 /// `--version`: the crate version and the git revision it was built from.
@@ -16,12 +17,14 @@ pub const VERSION: &str = concat!(
 );
 
 pub mod api;
+pub mod causes;
 pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod keyfile;
 pub mod mcp;
 pub mod procinfo;
+pub mod relay_token;
 pub mod replies;
 pub mod sanitize;
 pub mod tmux;

@@ -3,10 +3,8 @@
 //! `~/.repowire/config.toml` gets the relay and the key (mode 0600, it holds a secret), so the
 //! daemon uses them whatever the environment of the shell that starts it.
 
-use std::time::Duration;
-
 use anyhow::{Context, bail};
-use repowire_protocol::http::{HttpError, TokenRequest, TokenResponse};
+use repowire_protocol::http::TokenResponse;
 
 use crate::config::{Config, FileConfig};
 
@@ -87,59 +85,26 @@ fn verify(url: &str, key: &str) -> anyhow::Result<String> {
         .map_err(|e| anyhow::anyhow!("{e:#} (nothing was changed)"))
 }
 
-/// `POST /v1/token` with the key; every failure said in plain words (the relay's own words
-/// through the terminal sanitizer).
+/// `POST /v1/token` with the key; every failure said in plain words, with what to do.
 pub(crate) async fn exchange(url: &str, key: &str) -> anyhow::Result<TokenResponse> {
-    {
-        let response = reqwest::Client::new()
-            .post(format!("{url}/v1/token"))
-            .timeout(Duration::from_secs(10))
-            .json(&TokenRequest {
-                api_key: key.to_owned(),
-            })
-            .send()
-            .await
-            .map_err(|e| {
-                let why = if e.is_timeout() {
-                    "no answer within 10 s".to_owned()
-                } else if e.is_connect() {
-                    "nothing answers there".to_owned()
-                } else {
-                    e.without_url().to_string()
-                };
-                anyhow::anyhow!(
-                    "cannot reach the relay at {url}: {why}; check the URL and that the relay runs"
-                )
-            })?;
-        let status = response.status();
-        if status.is_success() {
-            let token: TokenResponse = response
-                .json()
-                .await
-                .map_err(|_| anyhow::anyhow!("{url} answered, but not as a Repowire relay does"))?;
-            return Ok(token);
-        }
-        let said: Option<HttpError> = response.json().await.ok();
-        match (status.as_u16(), said) {
-            (403, Some(e)) if e.error.code == repowire_protocol::ErrorCode::TenantSuspended => {
-                bail!(
-                    "the relay at {url} knows the key, but its operator suspended the key's tenant: \
-                 ask them to resume it (the same key works again then): {}",
-                    crate::sanitize::for_terminal(&e.error.message)
-                )
-            }
-            (401 | 403, Some(e)) => bail!(
-                "the relay at {url} refused the API key: {}",
-                crate::sanitize::for_terminal(&e.error.message)
+    use crate::relay_token::TokenError;
+    crate::relay_token::exchange(url, key)
+        .await
+        .map_err(|e| match e {
+            TokenError::Unreachable { why } => anyhow::anyhow!(
+                "cannot reach the relay at {url}: {why}; check the URL and that the relay runs"
             ),
-            (_, Some(e)) => bail!(
-                "the relay at {url} answered {status}: {}",
-                crate::sanitize::for_terminal(&e.error.message)
-            ),
-            (404, None) => bail!(
+            TokenError::NotARelay { status: 404 } => anyhow::anyhow!(
                 "{url} does not look like a Repowire relay (no /v1/token there); check the URL"
             ),
-            (_, None) => bail!("{url} answered {status}"),
-        }
-    }
+            TokenError::NotARelay { status } => {
+                anyhow::anyhow!("{url} answered {status}, but not as a Repowire relay does")
+            }
+            TokenError::TenantSuspended { message } => anyhow::anyhow!(
+                "the relay at {url} knows the key, but its operator suspended the key's tenant: \
+                 ask them to resume it (the same key works again then): {}",
+                crate::sanitize::for_terminal(&message)
+            ),
+            e => anyhow::anyhow!("{e} (relay {url})"),
+        })
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
-use repowire_protocol::http::{HttpError, TokenRequest, TokenResponse};
+use repowire_protocol::http::{HttpError, TokenResponse};
 use repowire_protocol::{Body, CloseCode, Frame, Hello, MessageId};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
@@ -284,46 +284,17 @@ pub async fn run(daemon: Arc<Daemon>, endpoint: Endpoint, shutdown: Cancellation
 }
 
 async fn fetch_token(endpoint: &Endpoint) -> Result<TokenResponse, Ended> {
-    let response = reqwest::Client::new()
-        .post(format!("{}/v1/token", endpoint.base))
-        .timeout(Duration::from_secs(10))
-        .json(&TokenRequest {
-            api_key: endpoint.api_key.clone(),
-        })
-        .send()
+    crate::relay_token::exchange(&endpoint.base, &endpoint.api_key)
         .await
         .map_err(|e| {
-            Ended::Retry(format!(
-                "token exchange: {}",
-                super::errors::with_causes(&e)
-            ))
-        })?;
-    let status = response.status();
-    if status.is_success() {
-        return response
-            .json()
-            .await
-            .map_err(|e| Ended::Retry(format!("token exchange: unreadable answer: {e}")));
-    }
-    let body: Option<HttpError> = response.json().await.ok();
-    let suspended = body
-        .as_ref()
-        .is_some_and(|b| b.error.code == repowire_protocol::ErrorCode::TenantSuspended);
-    let message = body
-        .map(|b| format!("{} ({})", b.error.message, b.error.code.as_str()))
-        .unwrap_or_else(|| status.to_string());
-    if suspended {
-        // The key is fine; the operator may resume the tenant: keep trying, slowly.
-        Err(Ended::Retry(format!("token exchange: {message}")))
-    } else if status == reqwest::StatusCode::UNAUTHORIZED
-        || status == reqwest::StatusCode::FORBIDDEN
-    {
-        Err(Ended::KeyRefused(format!(
-            "the relay refused the API key: {message}"
-        )))
-    } else {
-        Err(Ended::Retry(format!("token exchange: {message}")))
-    }
+            if e.key_refused() {
+                Ended::KeyRefused(e.to_string())
+            } else {
+                // A relay that is down, a suspended tenant (the operator may resume it), a
+                // relay fault: keep trying, with backoff.
+                Ended::Retry(format!("token exchange: {e}"))
+            }
+        })
 }
 
 async fn connect_and_serve(
@@ -368,7 +339,7 @@ async fn connect_and_serve(
         Err(e) => {
             return Ended::Retry(format!(
                 "websocket connect: {}",
-                super::errors::with_causes(&e)
+                crate::causes::with_causes(&e)
             ));
         }
     };
