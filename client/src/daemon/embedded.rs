@@ -35,7 +35,7 @@ pub async fn start(home: &Path, shutdown: CancellationToken) -> anyhow::Result<E
             .context("opening the embedded relay's database")?,
     );
     let api_key = api_key(store.as_ref(), &dir).await?;
-    let secret = secret(&dir)?;
+    let secret = repowire_relay::datadir::embedded_jwt_secret(&dir)?;
     let mut config = repowire_relay::Config::parse_from(["repowire-relay"]).relay;
     config.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     config.database_url = None;
@@ -46,7 +46,7 @@ pub async fn start(home: &Path, shutdown: CancellationToken) -> anyhow::Result<E
     config.metrics_auth = true;
     config.tls_cert = None;
     config.tls_key = None;
-    let tokens = Tokens::new(secret.as_bytes(), config.token_ttl());
+    let tokens = Tokens::new(&secret, config.token_ttl());
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .context("binding the embedded relay to loopback")?;
@@ -99,16 +99,4 @@ async fn api_key(store: &dyn Store, dir: &Path) -> anyhow::Result<String> {
     };
     write_private(&path, &key).with_context(|| format!("writing {}", path.display()))?;
     Ok(key)
-}
-
-fn secret(dir: &Path) -> anyhow::Result<String> {
-    let path = dir.join("jwt-secret");
-    if let Ok(s) = std::fs::read_to_string(&path) {
-        return Ok(s.trim().to_owned());
-    }
-    let s: String = (0..32)
-        .map(|_| format!("{:02x}", rand::random::<u8>()))
-        .collect();
-    write_private(&path, &s).with_context(|| format!("writing {}", path.display()))?;
-    Ok(s)
 }

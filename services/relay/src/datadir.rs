@@ -203,6 +203,22 @@ pub fn write_secret(path: &Path, contents: &str) -> Result<(), DataDirError> {
     })
 }
 
+/// The JWT signing secret of a relay on embedded storage (the relay binary without
+/// `REPOWIRE_JWT_SECRET`, and the daemon's in-process relay): 48 random bytes, hex, generated
+/// once into `dir/jwt-secret` (0600) and read back on every later start, so tokens outlive a
+/// restart. One implementation for both, so both get the same strength.
+pub fn embedded_jwt_secret(dir: &Path) -> Result<Vec<u8>, DataDirError> {
+    let path = dir.join("jwt-secret");
+    if let Ok(existing) = std::fs::read_to_string(&path) {
+        return Ok(existing.trim().as_bytes().to_vec());
+    }
+    let secret: String = (0..48)
+        .map(|_| format!("{:02x}", rand::random::<u8>()))
+        .collect();
+    write_secret(&path, &secret)?;
+    Ok(secret.into_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -79,7 +79,7 @@ fn init_tracing(relay: &RelayConfig, admin: bool) -> anyhow::Result<Option<Expor
             .init();
         return Ok(None);
     }
-    let logs = if relay.log_format == "text" {
+    let logs = if relay.log_format == repowire_relay::config::LogFormat::Text {
         tracing_subscriber::fmt::layer().with_filter(filter).boxed()
     } else {
         tracing_subscriber::fmt::layer()
@@ -159,15 +159,7 @@ fn jwt_secret(config: &RelayConfig, data_dir: &Path) -> anyhow::Result<Vec<u8>> 
     if config.database_url.is_some() {
         bail!("set REPOWIRE_JWT_SECRET: with Postgres every relay pod must verify the same tokens");
     }
-    let path = data_dir.join("jwt-secret");
-    if let Ok(existing) = std::fs::read_to_string(&path) {
-        return Ok(existing.trim().as_bytes().to_vec());
-    }
-    let secret: String = (0..48)
-        .map(|_| format!("{:02x}", rand::random::<u8>()))
-        .collect();
-    datadir::write_secret(&path, &secret)?;
-    Ok(secret.into_bytes())
+    Ok(datadir::embedded_jwt_secret(data_dir)?)
 }
 
 async fn run(config: Config) -> anyhow::Result<()> {
