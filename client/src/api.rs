@@ -10,6 +10,62 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// An agent runtime's hook event: the one table the hook command (`repowire hook <event>`),
+/// setup (which writes the runtime's settings) and the daemon share. Serialized (in the local
+/// API) and parsed (on the command line) in kebab-case: `session-start`, `pre-tool-use` ….
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum HookEvent {
+    /// SessionStart: register the session, give it identity and peers.
+    SessionStart,
+    /// UserPromptSubmit: busy; hand over queued messages and reminders.
+    PromptSubmit,
+    /// Stop: idle; continue with waiting messages.
+    Stop,
+    /// Notification: idle prompt.
+    Notification,
+    /// SessionEnd: unregister.
+    SessionEnd,
+    /// PreToolUse (opt-in, `setup --approvals`): a gated tool waits for an approver.
+    PreToolUse,
+}
+
+impl HookEvent {
+    /// The events every `setup` installs (`pre-tool-use` only with `--approvals`).
+    pub const ALWAYS: [HookEvent; 5] = [
+        HookEvent::SessionStart,
+        HookEvent::PromptSubmit,
+        HookEvent::Stop,
+        HookEvent::Notification,
+        HookEvent::SessionEnd,
+    ];
+
+    /// Our name: the `repowire hook` argument and the local API's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            HookEvent::SessionStart => "session-start",
+            HookEvent::PromptSubmit => "prompt-submit",
+            HookEvent::Stop => "stop",
+            HookEvent::Notification => "notification",
+            HookEvent::SessionEnd => "session-end",
+            HookEvent::PreToolUse => "pre-tool-use",
+        }
+    }
+
+    /// The event's name in Claude Code's settings (`hooks.<name>`) and hook output
+    /// (`hookEventName`).
+    pub fn claude_name(self) -> &'static str {
+        match self {
+            HookEvent::SessionStart => "SessionStart",
+            HookEvent::PromptSubmit => "UserPromptSubmit",
+            HookEvent::Stop => "Stop",
+            HookEvent::Notification => "Notification",
+            HookEvent::SessionEnd => "SessionEnd",
+            HookEvent::PreToolUse => "PreToolUse",
+        }
+    }
+}
+
 /// A request to the daemon.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -25,8 +81,8 @@ pub enum Request {
     },
     /// An agent runtime hook fired.
     Hook {
-        /// `session-start`, `prompt-submit`, `stop`, `notification`, `session-end`, `pre-tool-use`.
-        event: String,
+        /// Which hook fired.
+        event: HookEvent,
         /// The JSON the runtime gave the hook on stdin.
         payload: Value,
         /// `TMUX` of the hook's environment (socket path, server pid, session index).
@@ -304,6 +360,17 @@ pub enum SendKind {
     Notify,
     /// To every online peer of the circle.
     Broadcast,
+}
+
+impl SendKind {
+    /// The kind of message it creates, as the protocol names it (the one spelling table).
+    pub fn message_kind(self) -> repowire_protocol::MessageKind {
+        match self {
+            SendKind::Ask => repowire_protocol::MessageKind::Ask,
+            SendKind::Notify => repowire_protocol::MessageKind::Notify,
+            SendKind::Broadcast => repowire_protocol::MessageKind::Broadcast,
+        }
+    }
 }
 
 /// A response line.

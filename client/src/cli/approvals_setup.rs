@@ -8,7 +8,6 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use super::setup::SetupArgs;
 use crate::config::{ApprovalPolicy, Config, FileConfig};
 
 /// Seconds added to the approval timeout for the hook entry's own timeout: the daemon's grace
@@ -26,9 +25,33 @@ pub enum Change {
     Keep,
 }
 
+/// The approval options of `repowire setup` (flattened into its arguments).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ApprovalArgs {
+    /// Gate tool calls: before a gated tool runs (Bash, Edit, Write, MultiEdit, NotebookEdit
+    /// unless --gated-tools says otherwise), ask a person on any machine of the tenant
+    /// (`repowire approvals`) and wait; denied when nobody allows it in time.
+    #[arg(long, alias = "pre-tool-use", conflicts_with = "no_approvals")]
+    pub approvals: bool,
+    /// Stop gating tool calls (removes the PreToolUse hook, turns `[approvals]` off).
+    #[arg(long)]
+    pub no_approvals: bool,
+    /// With --approvals: the gated tools, comma-separated (e.g. `Bash,Write`).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        requires = "approvals",
+        value_name = "TOOLS"
+    )]
+    pub gated_tools: Option<Vec<String>>,
+    /// With --approvals: seconds a gated call waits for a decision before it is denied.
+    #[arg(long, requires = "approvals", value_name = "SECONDS")]
+    pub approval_timeout: Option<u64>,
+}
+
 /// Checks, and with a flag records, `[approvals]` in config.toml. A bad tool list or timeout
 /// stops setup before anything is written.
-pub fn configure(config: &Config, args: &SetupArgs) -> anyhow::Result<Change> {
+pub fn configure(config: &Config, args: &ApprovalArgs) -> anyhow::Result<Change> {
     if !args.approvals && !args.no_approvals {
         return Ok(Change::Keep);
     }

@@ -51,14 +51,15 @@ fn hooks_installed() -> Vec<String> {
     };
     EVENTS
         .iter()
-        .filter(|(event, _)| {
+        .map(|event| event.claude_name())
+        .filter(|event| {
             settings
                 .get("hooks")
                 .and_then(|h| h.get(*event))
                 .and_then(Value::as_array)
                 .is_some_and(|l| l.iter().any(is_ours))
         })
-        .map(|(event, _)| (*event).to_owned())
+        .map(str::to_owned)
         .collect()
 }
 
@@ -66,7 +67,7 @@ fn hooks_installed() -> Vec<String> {
 fn gated_by_hook(settings: &Value) -> Option<String> {
     settings
         .get("hooks")
-        .and_then(|h| h.get("PreToolUse"))
+        .and_then(|h| h.get(crate::api::HookEvent::PreToolUse.claude_name()))
         .and_then(Value::as_array)?
         .iter()
         .find(|e| is_ours(e))

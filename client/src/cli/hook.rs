@@ -11,7 +11,6 @@ use std::io::{Read, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::ValueEnum;
 use serde_json::Value;
 
 use crate::api::{self, Request};
@@ -20,41 +19,15 @@ use crate::config::Config;
 /// Largest payload read from stdin.
 const MAX_PAYLOAD: u64 = 4 * 1024 * 1024;
 
-/// Hook events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Event {
-    /// SessionStart: register the session, give it identity and peers.
-    SessionStart,
-    /// UserPromptSubmit: busy; hand over queued messages and reminders.
-    PromptSubmit,
-    /// Stop: idle; continue with waiting messages.
-    Stop,
-    /// Notification: idle prompt.
-    Notification,
-    /// SessionEnd: unregister.
-    SessionEnd,
-    /// PreToolUse (opt-in, `setup --approvals`): a gated tool waits for an approver.
-    PreToolUse,
-}
+/// Hook events (the shared table).
+pub use crate::api::HookEvent as Event;
 
-impl Event {
-    fn name(self) -> &'static str {
-        match self {
-            Event::SessionStart => "session-start",
-            Event::PromptSubmit => "prompt-submit",
-            Event::Stop => "stop",
-            Event::Notification => "notification",
-            Event::SessionEnd => "session-end",
-            Event::PreToolUse => "pre-tool-use",
-        }
-    }
-
-    fn timeout(self) -> Duration {
-        match self {
-            // Registration and the peer list are two relay round trips.
-            Event::SessionStart => Duration::from_secs(12),
-            _ => Duration::from_secs(8),
-        }
+/// How long the daemon may take to answer a hook.
+fn timeout(event: Event) -> Duration {
+    match event {
+        // Registration and the peer list are two relay round trips.
+        Event::SessionStart => Duration::from_secs(12),
+        _ => Duration::from_secs(8),
     }
 }
 
@@ -115,7 +88,7 @@ pub fn run(config: &Config, event: Event, approval_cap: Option<u64>) -> ExitCode
         return ExitCode::SUCCESS;
     };
     let request = Request::Hook {
-        event: event.name().into(),
+        event,
         payload,
         tmux: std::env::var("TMUX").ok(),
         tmux_pane: std::env::var("TMUX_PANE").ok(),
@@ -123,7 +96,7 @@ pub fn run(config: &Config, event: Event, approval_cap: Option<u64>) -> ExitCode
         repowire_session: std::env::var("REPOWIRE_SESSION").ok(),
     };
     let socket = crate::config::socket_path(&config.home());
-    match api::call(&socket, &request, event.timeout()) {
+    match api::call(&socket, &request, timeout(event)) {
         Ok(result) => {
             if let Some(output) = result.get("output").filter(|o| !o.is_null()) {
                 let mut stdout = std::io::stdout().lock();
@@ -177,7 +150,7 @@ fn pre_tool_use(config: &Config, cap: Option<u64>) -> Option<Value> {
         None => policy.timeout,
     };
     let request = Request::Hook {
-        event: Event::PreToolUse.name().into(),
+        event: Event::PreToolUse,
         payload,
         tmux: std::env::var("TMUX").ok(),
         tmux_pane: std::env::var("TMUX_PANE").ok(),

@@ -16,7 +16,7 @@ use super::claude_settings::{
     write_if_changed,
 };
 use super::permissions;
-use crate::api::Request;
+use crate::api::{HookEvent, Request};
 use crate::config::{Config, user_home};
 
 /// Options of setup.
@@ -25,25 +25,9 @@ pub struct SetupArgs {
     /// Never prompt (setup never prompts today; accepted for scripts).
     #[arg(long)]
     pub non_interactive: bool,
-    /// Gate tool calls: before a gated tool runs (Bash, Edit, Write, MultiEdit, NotebookEdit
-    /// unless --gated-tools says otherwise), ask a person on any machine of the tenant
-    /// (`repowire approvals`) and wait; denied when nobody allows it in time.
-    #[arg(long, alias = "pre-tool-use", conflicts_with = "no_approvals")]
-    pub approvals: bool,
-    /// Stop gating tool calls (removes the PreToolUse hook, turns `[approvals]` off).
-    #[arg(long)]
-    pub no_approvals: bool,
-    /// With --approvals: the gated tools, comma-separated (e.g. `Bash,Write`).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        requires = "approvals",
-        value_name = "TOOLS"
-    )]
-    pub gated_tools: Option<Vec<String>>,
-    /// With --approvals: seconds a gated call waits for a decision before it is denied.
-    #[arg(long, requires = "approvals", value_name = "SECONDS")]
-    pub approval_timeout: Option<u64>,
+    // Tool-call approvals (`--approvals`, `--no-approvals`, `--gated-tools`, …).
+    #[command(flatten)]
+    pub approvals: super::approvals_setup::ApprovalArgs,
     /// Also write a systemd user service that runs the daemon.
     #[arg(long)]
     pub service: bool,
@@ -114,15 +98,9 @@ fn install_service(exe: &str, config: &Config) -> anyhow::Result<bool> {
     Ok(true)
 }
 
-/// Claude Code events and our hook event names.
-pub(super) const EVENTS: &[(&str, &str)] = &[
-    ("SessionStart", "session-start"),
-    ("UserPromptSubmit", "prompt-submit"),
-    ("Stop", "stop"),
-    ("Notification", "notification"),
-    ("SessionEnd", "session-end"),
-];
-const PRE_TOOL_USE: (&str, &str) = ("PreToolUse", "pre-tool-use");
+/// The hook events every setup installs (the shared table in [`HookEvent`]).
+pub(super) const EVENTS: [HookEvent; 5] = HookEvent::ALWAYS;
+const PRE_TOOL_USE: HookEvent = HookEvent::PreToolUse;
 
 pub(super) fn settings_path() -> PathBuf {
     user_home().join(".claude").join("settings.json")
@@ -180,10 +158,10 @@ pub(super) fn broken_hooks() -> Vec<(String, String)> {
         return Vec::new();
     };
     let mut broken = Vec::new();
-    for (event, _) in EVENTS.iter().chain(std::iter::once(&PRE_TOOL_USE)) {
+    for event in EVENTS.iter().chain(std::iter::once(&PRE_TOOL_USE)) {
         let entries = settings
             .get("hooks")
-            .and_then(|h| h.get(*event))
+            .and_then(|h| h.get(event.claude_name()))
             .and_then(Value::as_array);
         for entry in entries.into_iter().flatten().filter(|e| is_ours(e)) {
             for h in entry
@@ -195,7 +173,7 @@ pub(super) fn broken_hooks() -> Vec<(String, String)> {
                 let (program, _) =
                     split_program(h.get("command").and_then(Value::as_str).unwrap_or(""));
                 if find_on_path(&program).is_none() {
-                    broken.push(((*event).to_owned(), program));
+                    broken.push((event.claude_name().to_owned(), program));
                 }
             }
         }
@@ -255,10 +233,15 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
     let exe = exe()?;
     let commands: Vec<(&str, String)> = EVENTS
         .iter()
-        .map(|(event, name)| (*event, hook_command(&exe, config, name)))
+        .map(|event| {
+            (
+                event.claude_name(),
+                hook_command(&exe, config, event.name()),
+            )
+        })
         .collect();
     // `[approvals]` is checked (and, with a flag, written) before anything else is.
-    let approvals = super::approvals_setup::configure(config, args)?;
+    let approvals = super::approvals_setup::configure(config, &args.approvals)?;
 
     // Both files are read and their new content built before either is written: a file
     // that cannot be updated (not JSON, not an object) stops setup with nothing changed.
@@ -272,14 +255,14 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
         super::approvals_setup::Change::Enable(policy) => {
             let command = format!(
                 "{} --approval-timeout {}",
-                hook_command(&exe, config, PRE_TOOL_USE.1),
+                hook_command(&exe, config, PRE_TOOL_USE.name()),
                 policy.timeout.as_secs()
             );
             let entry = super::approvals_setup::hook_entry(&command, policy);
-            settings_after = merge_entries(settings_after, &[(PRE_TOOL_USE.0, entry)])?;
+            settings_after = merge_entries(settings_after, &[(PRE_TOOL_USE.claude_name(), entry)])?;
         }
         super::approvals_setup::Change::Disable => {
-            settings_after = remove_event(settings_after, PRE_TOOL_USE.0);
+            settings_after = remove_event(settings_after, PRE_TOOL_USE.claude_name());
         }
         super::approvals_setup::Change::Keep => {}
     }

@@ -24,7 +24,7 @@ use crate::sanitize;
 /// Claude Code's answer to a PreToolUse hook.
 pub fn decision(allow: bool, reason: &str) -> Value {
     json!({ "hookSpecificOutput": {
-        "hookEventName": "PreToolUse",
+        "hookEventName": crate::api::HookEvent::PreToolUse.claude_name(),
         "permissionDecision": if allow { "allow" } else { "deny" },
         "permissionDecisionReason": reason,
     }})

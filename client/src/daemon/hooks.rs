@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use super::render::{Tools, clip, first_line, mcp_tool, render, tools_text};
 use super::store::SessionRow;
 use super::{Daemon, errors};
-use crate::api::ApiError;
+use crate::api::{ApiError, HookEvent};
 use crate::sanitize;
 
 pub use super::render::display_name;
@@ -45,8 +45,8 @@ pub struct AfterWrite {
 
 /// Facts the hook command passes along besides the payload.
 pub struct HookCall<'a> {
-    /// Event name (`session-start` …).
-    pub event: &'a str,
+    /// Which hook fired.
+    pub event: HookEvent,
     /// The runtime's JSON.
     pub payload: &'a Value,
     /// `TMUX`.
@@ -76,11 +76,11 @@ impl Daemon {
             .ok_or_else(|| ApiError::new("invalid_request", "hook payload has no session_id"))?
             .to_owned();
         match call.event {
-            "session-start" => {
+            HookEvent::SessionStart => {
                 let (out, after) = self.session_start(&session_id, &call).await?;
                 Ok((Some(out), after))
             }
-            "prompt-submit" => {
+            HookEvent::PromptSubmit => {
                 // A submit while our wake presses Enter is the wake's; any other prompt is a
                 // person's, also one that sends the prompt a deferred or unconfirmed wake left
                 // in the box (its messages then carry the wake's reason). Read before the
@@ -91,11 +91,11 @@ impl Daemon {
                 self.turn(&session, TurnState::Working).await?;
                 let via = (!ours).then_some("with the next prompt typed in the pane");
                 Ok(match self.hand_over(&session, true, via).await? {
-                    Some((text, after)) => (Some(context("UserPromptSubmit", &text)), after),
+                    Some((text, after)) => (Some(context(HookEvent::PromptSubmit, &text)), after),
                     None => (None, None),
                 })
             }
-            "stop" => {
+            HookEvent::Stop => {
                 let session = self.known_session(&session_id, &call).await?;
                 let continuing = call
                     .payload
@@ -120,7 +120,7 @@ impl Daemon {
                 }
                 Ok((None, None))
             }
-            "notification" => {
+            HookEvent::Notification => {
                 let session = self.known_session(&session_id, &call).await?;
                 if field(call.payload, "notification_type") == Some("idle_prompt") {
                     self.turn(&session, TurnState::Idle).await?;
@@ -130,7 +130,7 @@ impl Daemon {
                 }
                 Ok((None, None))
             }
-            "session-end" => {
+            HookEvent::SessionEnd => {
                 if let Some(session) = self
                     .store
                     .session(&session_id)
@@ -150,14 +150,10 @@ impl Daemon {
                 }
                 Ok((None, None))
             }
-            "pre-tool-use" => {
+            HookEvent::PreToolUse => {
                 let (output, after) = self.pre_tool_use(&session_id, &call).await;
                 Ok((Some(output), after))
             }
-            other => Err(ApiError::new(
-                "invalid_request",
-                format!("unknown hook event `{other}`"),
-            )),
         }
     }
 
@@ -284,7 +280,7 @@ impl Daemon {
                 "[repowire] The relay is not reachable right now; this session will join the mesh when it is back.\n{}",
                 tools_text()
             );
-            return Ok((context("SessionStart", &text), None));
+            return Ok((context(HookEvent::SessionStart, &text), None));
         };
         let name = session.name.clone().unwrap_or_default();
         let mut text = format!(
@@ -330,7 +326,7 @@ impl Daemon {
             text.push_str(&queued);
             after = handed;
         }
-        Ok((context("SessionStart", &text), after))
+        Ok((context(HookEvent::SessionStart, &text), after))
     }
 
     async fn turn(&self, session: &SessionRow, turn: TurnState) -> Result<(), ApiError> {
@@ -458,6 +454,6 @@ fn past_deadline(m: &Message) -> bool {
     super::store::now_ms() >= deadline
 }
 
-fn context(event: &str, text: &str) -> Value {
-    json!({ "hookSpecificOutput": { "hookEventName": event, "additionalContext": text } })
+fn context(event: HookEvent, text: &str) -> Value {
+    json!({ "hookSpecificOutput": { "hookEventName": event.claude_name(), "additionalContext": text } })
 }

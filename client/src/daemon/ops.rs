@@ -491,10 +491,6 @@ pub(super) fn frame_of(
             text: text.clone(),
         }),
     };
-    let kind_name = match kind {
-        SendKind::Ask => "ask",
-        SendKind::Notify => "notify",
-        SendKind::Broadcast => "broadcast",
-    };
+    let kind_name = kind.message_kind().as_str();
     Ok((Frame::new(body), kind_name, to, text))
 }

@@ -123,7 +123,7 @@ async fn handle(
         } => {
             let (output, after) = daemon
                 .hook(HookCall {
-                    event: &event,
+                    event,
                     payload: &payload,
                     tmux: tmux.as_deref(),
                     tmux_pane: tmux_pane.as_deref(),

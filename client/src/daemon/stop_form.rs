@@ -34,7 +34,10 @@ impl StopForm {
     pub fn output(self, text: &str) -> Value {
         match self {
             Self::Context => json!({
-                "hookSpecificOutput": { "hookEventName": "Stop", "additionalContext": text }
+                "hookSpecificOutput": {
+                    "hookEventName": crate::api::HookEvent::Stop.claude_name(),
+                    "additionalContext": text
+                }
             }),
             Self::Block => json!({ "decision": "block", "reason": text }),
         }
