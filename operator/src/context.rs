@@ -42,14 +42,14 @@ impl Error {
 
     /// Whether the object changed on the server since the reconcile read it.
     pub fn is_conflict(&self) -> bool {
-        matches!(self, Self::Kube(e) if crate::reconcile::status::is_conflict(e))
+        matches!(self, Self::Kube(e) if is_conflict(e))
     }
 
     /// A short reason, for metrics.
     pub fn reason(&self) -> &'static str {
         match self {
             Self::Relay(e) => e.reason(),
-            Self::Kube(e) if crate::reconcile::status::is_conflict(e) => "Conflict",
+            Self::Kube(e) if is_conflict(e) => "Conflict",
             Self::Kube(_) => "Kube",
             Self::Invalid(_) => "Invalid",
         }
@@ -243,6 +243,11 @@ pub fn namespace<K: Resource>(obj: &K) -> Result<String, Error> {
         .namespace
         .clone()
         .ok_or_else(|| Error::Invalid(format!("{} has no namespace", obj.name_any())))
+}
+
+/// Whether a Kubernetes error is 409 Conflict (the object changed since it was read).
+pub fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
 #[cfg(test)]

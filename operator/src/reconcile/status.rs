@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 use kube::runtime::controller::Action;
 
-use crate::context::{Error, MANAGER};
+use crate::context::{Error, MANAGER, is_conflict};
 use crate::crd::{Conditions, set_condition};
 
 /// What this reconcile believes is on the server.
@@ -162,9 +162,4 @@ where
             Err(e) => Err(e.into()),
         }
     }
-}
-
-/// Whether a Kubernetes error is 409 Conflict (the object changed since it was read).
-pub fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
 }
