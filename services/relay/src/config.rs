@@ -334,9 +334,18 @@ pub struct RelayConfig {
     /// scrapes over the pod network and leaves it off.
     #[arg(long, env = "REPOWIRE_METRICS_AUTH", default_value_t = false)]
     pub metrics_auth: bool,
-    /// Log format: `json` or `text`.
-    #[arg(long, env = "REPOWIRE_LOG_FORMAT", default_value = "json")]
-    pub log_format: String,
+    /// Log format: `json` or `text` (anything else is refused at start).
+    #[arg(long, env = "REPOWIRE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    pub log_format: LogFormat,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One JSON object per line (the event's fields flattened in).
+    Json,
+    /// For people.
+    Text,
 }
 
 impl RelayConfig {

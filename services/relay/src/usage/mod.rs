@@ -14,7 +14,7 @@ use crate::store::metering::{HOUR_MS, metric};
 use crate::store::{Store, StoreError, UsageRow};
 
 /// How usage is summed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Granularity {
@@ -146,6 +146,15 @@ fn csv_cell(field: &str) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_granularity_is_spelled_the_same_in_json_and_csv() {
+        for g in [Granularity::Hour, Granularity::Day, Granularity::Month] {
+            assert_eq!(serde_json::to_value(g).expect("json"), g.as_str());
+            let back: Granularity = serde_json::from_value(g.as_str().into()).expect("parses");
+            assert_eq!(back, g);
+        }
+    }
 
     #[test]
     fn a_csv_field_that_could_be_a_formula_is_neutralised_and_quoted() {

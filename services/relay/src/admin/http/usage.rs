@@ -81,16 +81,6 @@ pub(crate) struct UsageReport {
     periods: Vec<Period>,
 }
 
-impl Serialize for Granularity {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(match self {
-            Granularity::Hour => "hour",
-            Granularity::Day => "day",
-            Granularity::Month => "month",
-        })
-    }
-}
-
 async fn answer(
     state: &AppState,
     periods: Vec<Period>,
