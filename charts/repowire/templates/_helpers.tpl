@@ -77,6 +77,20 @@ metricsAuth: REPOWIRE_METRICS_AUTH
 logFormat: REPOWIRE_LOG_FORMAT
 {{- end -}}
 
+{{/*
+Operator settings (values key under `operator` -> environment variable of `repowire-operator run
+--help`), like the relay's table: a key set to null keeps the binary's default. scripts/check-chart
+checks the names against --help and the defaults values.yaml shows against the binary's.
+*/}}
+{{- define "repowire.operator.settingEnv" -}}
+leaseName: REPOWIRE_OPERATOR_LEASE_NAME
+leaseSecs: REPOWIRE_OPERATOR_LEASE_SECS
+resyncSecs: REPOWIRE_OPERATOR_RESYNC_SECS
+usageIntervalSecs: REPOWIRE_OPERATOR_USAGE_INTERVAL_SECS
+deletionTimeoutSecs: REPOWIRE_OPERATOR_DELETION_TIMEOUT_SECS
+relayTimeoutSecs: REPOWIRE_OPERATOR_RELAY_TIMEOUT_SECS
+{{- end -}}
+
 {{/* A value from an existing Secret. */}}
 {{- define "repowire.secretEnv" -}}
 - name: {{ .env }}
