@@ -1,6 +1,9 @@
 //! The client's one configuration struct: global flags and environment variables, merged over
-//! `~/.repowire/config.toml`. Nothing below `main` reads the environment, except the hook
-//! command, which must read what the agent runtime gives it (`TMUX`, `TMUX_PANE`).
+//! `~/.repowire/config.toml`, and the rest of the process environment a command needs (what an
+//! agent runtime or tmux sets, `PATH`, `XDG_CONFIG_HOME`) in [`Environment`]. Nothing below
+//! `main` reads the environment: it is read here, when the command line is parsed.
+
+use std::ffi::OsString;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -32,6 +35,55 @@ pub struct Config {
     /// Log filter for the daemon (tracing env-filter syntax).
     #[arg(long, env = "REPOWIRE_LOG", global = true, default_value = "info")]
     pub log: String,
+    /// The rest of the process environment commands read (not options).
+    #[arg(skip = Environment::from_process())]
+    pub env: Environment,
+}
+
+/// What the process environment says besides the settings above, read once when the command
+/// line is parsed.
+#[derive(Debug, Clone, Default)]
+pub struct Environment {
+    /// `TMUX`: the tmux server (socket path, pid, session index) a command runs under.
+    pub tmux: Option<String>,
+    /// `TMUX_PANE`: the pane a command runs in.
+    pub tmux_pane: Option<String>,
+    /// `REPOWIRE_SESSION`: the Repowire session `repowire session resume` started this agent
+    /// runtime to continue.
+    pub repowire_session: Option<String>,
+    /// An agent runtime started this process: Claude Code sets `CLAUDE_PROJECT_DIR` for hooks,
+    /// and `CLAUDECODE` and `CLAUDE_CODE_ENTRYPOINT` for everything it starts.
+    pub agent_runtime: bool,
+    /// `XDG_CONFIG_HOME` (where the systemd user unit goes).
+    pub xdg_config_home: Option<PathBuf>,
+    /// `PATH` (to find `repowire` and `claude`).
+    pub path: Option<OsString>,
+}
+
+/// Variables an agent runtime sets for the commands it runs (see [`Environment::agent_runtime`]).
+const RUNTIME_ENV: &[&str] = &["CLAUDE_PROJECT_DIR", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"];
+
+impl Environment {
+    /// This process's environment.
+    pub fn from_process() -> Self {
+        let text = |name: &str| std::env::var(name).ok();
+        Self {
+            tmux: text("TMUX"),
+            tmux_pane: text("TMUX_PANE"),
+            repowire_session: text("REPOWIRE_SESSION"),
+            agent_runtime: RUNTIME_ENV.iter().any(|v| std::env::var_os(v).is_some()),
+            xdg_config_home: std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from),
+            path: std::env::var_os("PATH"),
+        }
+    }
+
+    /// The directories of `PATH`, in order.
+    pub fn path_dirs(&self) -> Vec<PathBuf> {
+        self.path
+            .as_ref()
+            .map(|p| std::env::split_paths(p).collect())
+            .unwrap_or_default()
+    }
 }
 
 /// `config.toml`.
@@ -226,16 +278,17 @@ impl Config {
             .unwrap_or_else(|| user_home().join(".repowire"))
     }
 
-    /// Reads config.toml (if any) and resolves every setting.
-    pub fn settings(&self) -> anyhow::Result<Settings> {
+    /// The relay: `--relay-url`/`REPOWIRE_RELAY_URL` over config.toml's `[relay] url`, and the
+    /// key from `--api-key`/`REPOWIRE_API_KEY`, config.toml (an older setup's), or the key file.
+    /// The one place this precedence is written (the daemon and `check-relay` both use it).
+    pub fn relay_target(&self, file: &FileConfig) -> anyhow::Result<RelayTarget> {
         let home = self.home();
-        let file = FileConfig::load(&home)?;
-        let url = self.relay_url.clone().or(file.relay.url);
-        let key = match self.api_key.clone().or(file.relay.api_key) {
+        let url = self.relay_url.clone().or(file.relay.url.clone());
+        let key = match self.api_key.clone().or(file.relay.api_key.clone()) {
             Some(key) => Some(key),
             None => crate::keyfile::read(&home)?,
         };
-        let relay = match (url, key) {
+        Ok(match (url, key) {
             (None, _) => RelayTarget::Embedded,
             (Some(url), Some(api_key)) => RelayTarget::Remote {
                 url: relay_url(&url)?,
@@ -245,7 +298,14 @@ impl Config {
                 "a relay URL is configured but no API key: run `repowire setup --relay-url URL --api-key KEY` (it keeps the key in {}) or set REPOWIRE_API_KEY",
                 crate::keyfile::path(&home).display()
             ),
-        };
+        })
+    }
+
+    /// Reads config.toml (if any) and resolves every setting.
+    pub fn settings(&self) -> anyhow::Result<Settings> {
+        let home = self.home();
+        let file = FileConfig::load(&home)?;
+        let relay = self.relay_target(&file)?;
         let circle = self
             .circle
             .clone()

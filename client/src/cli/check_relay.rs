@@ -27,17 +27,14 @@ pub struct Checked {
 /// Runs the check with the relay URL and key of the flags, environment or config.toml.
 pub fn check(config: &Config) -> anyhow::Result<Checked> {
     let file = crate::config::FileConfig::load(&config.home())?;
-    let url = config.relay_url.clone().or(file.relay.url).context(
-        "no relay configured: this machine uses its own embedded relay, which `repowire doctor` \
+    let crate::config::RelayTarget::Remote { url, api_key: key } = config.relay_target(&file)?
+    else {
+        bail!(
+            "no relay configured: this machine uses its own embedded relay, which `repowire doctor` \
              checks; check-relay checks a shared relay: give --relay-url URL (REPOWIRE_RELAY_URL) \
-             and --api-key KEY, or join one with `repowire setup --relay-url URL --api-key KEY`",
-    )?;
-    let key = match config.api_key.clone().or(file.relay.api_key) {
-        Some(key) => key,
-        None => crate::keyfile::read(&config.home())?
-            .context("no API key: give --api-key (REPOWIRE_API_KEY) or run `repowire setup`")?,
+             and --api-key KEY, or join one with `repowire setup --relay-url URL --api-key KEY`"
+        );
     };
-    let url = crate::config::relay_url(&url)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

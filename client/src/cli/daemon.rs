@@ -373,7 +373,7 @@ pub fn mcp(config: &Config) -> anyhow::Result<ExitCode> {
         .context("starting the async runtime")?;
     runtime.block_on(crate::mcp::serve(
         crate::config::socket_path(&config.home()),
-        std::env::var("TMUX_PANE").ok(),
+        config.env.tmux_pane.clone(),
     ))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -122,7 +122,7 @@ fn mcp_installed() -> bool {
 /// `repowire status`.
 pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
     let hooks = hooks_installed();
-    let broken = broken_hooks();
+    let broken = broken_hooks(&config.env);
     let mcp = mcp_installed();
     let daemon = super::call(config, &Request::Status, Duration::from_secs(5)).ok();
     let drift = daemon.as_ref().and_then(|d| super::relay_drift(config, d));
@@ -268,7 +268,7 @@ pub fn doctor(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
         "Repowire's MCP tools are allowed without a permission prompt",
         "run `repowire setup --allow-tools`: until then each call of ask, ack, answer… waits for a person to approve it",
     );
-    let broken = broken_hooks();
+    let broken = broken_hooks(&config.env);
     let what: Vec<String> = broken
         .iter()
         .map(|(event, program)| format!("{event} runs `{program}`, which does not exist"))

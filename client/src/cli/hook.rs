@@ -31,11 +31,6 @@ fn timeout(event: Event) -> Duration {
     }
 }
 
-/// Variables an agent runtime sets for the hook commands it runs (Claude Code documents
-/// `CLAUDE_PROJECT_DIR` for hooks and sets `CLAUDECODE` and `CLAUDE_CODE_ENTRYPOINT` for
-/// everything it starts).
-const RUNTIME_ENV: &[&str] = &["CLAUDE_PROJECT_DIR", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"];
-
 /// True when a person runs the hook in a terminal, not a runtime: a runtime pipes the hook's
 /// stdin (the payload) and stdout (what it reads back), and sets its own variables.
 fn run_by_hand(stdin_tty: bool, stdout_tty: bool, runtime_env: bool) -> bool {
@@ -55,7 +50,7 @@ Hooks are run by Claude Code once `repowire setup` installed them. From a termin
 /// break the agent. Run by hand in a terminal, it refuses with exit 1 and says what to do.
 pub fn run(config: &Config, event: Event, approval_cap: Option<u64>) -> ExitCode {
     use std::io::IsTerminal;
-    let runtime_env = RUNTIME_ENV.iter().any(|v| std::env::var_os(v).is_some());
+    let runtime_env = config.env.agent_runtime;
     if run_by_hand(
         std::io::stdin().is_terminal(),
         std::io::stdout().is_terminal(),
@@ -90,10 +85,10 @@ pub fn run(config: &Config, event: Event, approval_cap: Option<u64>) -> ExitCode
     let request = Request::Hook {
         event,
         payload,
-        tmux: std::env::var("TMUX").ok(),
-        tmux_pane: std::env::var("TMUX_PANE").ok(),
+        tmux: config.env.tmux.clone(),
+        tmux_pane: config.env.tmux_pane.clone(),
         approval_timeout_ms: None,
-        repowire_session: std::env::var("REPOWIRE_SESSION").ok(),
+        repowire_session: config.env.repowire_session.clone(),
     };
     let socket = crate::config::socket_path(&config.home());
     match api::call(&socket, &request, timeout(event)) {
@@ -152,10 +147,10 @@ fn pre_tool_use(config: &Config, cap: Option<u64>) -> Option<Value> {
     let request = Request::Hook {
         event: Event::PreToolUse,
         payload,
-        tmux: std::env::var("TMUX").ok(),
-        tmux_pane: std::env::var("TMUX_PANE").ok(),
+        tmux: config.env.tmux.clone(),
+        tmux_pane: config.env.tmux_pane.clone(),
         approval_timeout_ms: Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
-        repowire_session: std::env::var("REPOWIRE_SESSION").ok(),
+        repowire_session: config.env.repowire_session.clone(),
     };
     // The daemon decides within the timeout plus its grace (and a registration before it);
     // this bound is only for a daemon that hangs, and stays inside the hook timeout `setup`

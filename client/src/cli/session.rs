@@ -116,7 +116,7 @@ pub fn run(config: &Config, command: SessionCommand) -> anyhow::Result<ExitCode>
                     session: session.clone(),
                     command,
                     dry_run,
-                    tmux: std::env::var("TMUX").ok(),
+                    tmux: config.env.tmux.clone(),
                 },
                 Duration::from_secs(15),
             )?;
@@ -158,7 +158,7 @@ pub fn run(config: &Config, command: SessionCommand) -> anyhow::Result<ExitCode>
     let panes = super::call(
         config,
         &Request::Panes {
-            tmux: std::env::var("TMUX").ok(),
+            tmux: config.env.tmux.clone(),
         },
         Duration::from_secs(10),
     )?;
@@ -209,7 +209,7 @@ pub fn link(
         &Request::Link {
             pane: pane.clone(),
             backend,
-            tmux: std::env::var("TMUX").ok(),
+            tmux: config.env.tmux.clone(),
         },
         Duration::from_secs(15),
     )?;

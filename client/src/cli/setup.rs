@@ -17,7 +17,7 @@ use super::claude_settings::{
 };
 use super::permissions;
 use crate::api::{HookEvent, Request};
-use crate::config::{Config, user_home};
+use crate::config::{Config, Environment, user_home};
 
 /// Options of setup.
 #[derive(Debug, Clone, Args)]
@@ -51,9 +51,9 @@ pub struct UninstallArgs {
 const SERVICE_MARK: &str =
     "# Installed by `repowire setup --service`; removed by `repowire uninstall`.";
 
-fn service_path() -> PathBuf {
-    std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
+fn service_path(env: &Environment) -> PathBuf {
+    env.xdg_config_home
+        .clone()
         .unwrap_or_else(|| user_home().join(".config"))
         .join("systemd/user/repowire.service")
 }
@@ -83,7 +83,7 @@ fn service_unit(exe: &str, config: &Config) -> String {
 
 /// Writes the user service if it differs; true when written.
 fn install_service(exe: &str, config: &Config) -> anyhow::Result<bool> {
-    let path = service_path();
+    let path = service_path(&config.env);
     let unit = service_unit(exe, config);
     match std::fs::read_to_string(&path) {
         Ok(existing) if existing == unit => return Ok(false),
@@ -110,25 +110,25 @@ pub(super) fn claude_json_path() -> PathBuf {
     user_home().join(".claude.json")
 }
 
-/// The program hooks and the MCP entry run: `repowire` when that name on PATH is this very
-/// binary (an installed `repowire` keeps working after the build tree is cleaned or moved),
-/// else this binary's absolute path.
 /// The absolute path of this binary for a program that does not search the user's PATH (a
 /// systemd user service: `~/.cargo/bin` is not on its search path): the PATH entry that runs
 /// this binary when there is one (it survives a reinstall), else the binary itself.
-fn exe_path() -> anyhow::Result<String> {
+fn exe_path(env: &Environment) -> anyhow::Result<String> {
     let me = std::env::current_exe().context("locating the repowire binary")?;
     let me_real = std::fs::canonicalize(&me).unwrap_or_else(|_| me.clone());
-    let on_path = find_on_path("repowire")
+    let on_path = find_on_path(env, "repowire")
         .and_then(|p| std::path::absolute(p).ok())
         .filter(|p| std::fs::canonicalize(p).ok().as_deref() == Some(me_real.as_path()));
     Ok(on_path.unwrap_or(me_real).to_string_lossy().into_owned())
 }
 
-fn exe() -> anyhow::Result<String> {
+/// The program hooks and the MCP entry run: `repowire` when that name on PATH is this very
+/// binary (an installed `repowire` keeps working after the build tree is cleaned or moved),
+/// else this binary's absolute path.
+fn exe(env: &Environment) -> anyhow::Result<String> {
     let me = std::env::current_exe().context("locating the repowire binary")?;
     let me_real = std::fs::canonicalize(&me).unwrap_or_else(|_| me.clone());
-    let on_path = find_on_path("repowire").and_then(|p| std::fs::canonicalize(p).ok());
+    let on_path = find_on_path(env, "repowire").and_then(|p| std::fs::canonicalize(p).ok());
     Ok(if on_path.as_deref() == Some(me_real.as_path()) {
         "repowire".to_owned()
     } else {
@@ -137,7 +137,7 @@ fn exe() -> anyhow::Result<String> {
 }
 
 /// The executable file a program name resolves to: itself if it has a `/`, else through PATH.
-fn find_on_path(program: &str) -> Option<PathBuf> {
+fn find_on_path(env: &Environment, program: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let runnable = |p: &Path| {
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -146,14 +146,15 @@ fn find_on_path(program: &str) -> Option<PathBuf> {
         let p = PathBuf::from(program);
         return runnable(&p).then_some(p);
     }
-    std::env::split_paths(&std::env::var_os("PATH")?)
+    env.path_dirs()
+        .into_iter()
         .map(|dir| dir.join(program))
         .find(|p| runnable(p))
 }
 
 /// The programs of our hook commands in settings.json that do not resolve to an executable
 /// (a moved checkout, a `cargo clean`): `(event, program)`.
-pub(super) fn broken_hooks() -> Vec<(String, String)> {
+pub(super) fn broken_hooks(env: &Environment) -> Vec<(String, String)> {
     let Ok(Some(settings)) = read_json(&settings_path()) else {
         return Vec::new();
     };
@@ -172,7 +173,7 @@ pub(super) fn broken_hooks() -> Vec<(String, String)> {
             {
                 let (program, _) =
                     split_program(h.get("command").and_then(Value::as_str).unwrap_or(""));
-                if find_on_path(&program).is_none() {
+                if find_on_path(env, &program).is_none() {
                     broken.push((event.claude_name().to_owned(), program));
                 }
             }
@@ -214,23 +215,22 @@ fn mcp_entry(exe: &str, config: &Config) -> Value {
     json!({ "type": "stdio", "command": exe, "args": ["mcp"], "env": env })
 }
 
-fn claude_present() -> bool {
+fn claude_present(env: &Environment) -> bool {
     user_home().join(".claude").is_dir()
         || claude_json_path().exists()
-        || std::env::var_os("PATH")
-            .is_some_and(|paths| std::env::split_paths(&paths).any(|p| p.join("claude").is_file()))
+        || env.path_dirs().iter().any(|p| p.join("claude").is_file())
 }
 
 /// `repowire setup`.
 pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
     // The relay first: a wrong URL or key stops setup before anything is written.
     let relay = super::relay_setup::configure(config)?;
-    if !claude_present() {
+    if !claude_present(&config.env) {
         println!(
             "Claude Code was not found (no ~/.claude, ~/.claude.json or `claude` on PATH); installing its configuration anyway."
         );
     }
-    let exe = exe()?;
+    let exe = exe(&config.env)?;
     let commands: Vec<(&str, String)> = EVENTS
         .iter()
         .map(|event| {
@@ -310,8 +310,8 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
     );
     super::approvals_setup::report(&approvals);
     if args.service {
-        let path = service_path();
-        if install_service(&exe_path()?, config)? {
+        let path = service_path(&config.env);
+        if install_service(&exe_path(&config.env)?, config)? {
             println!("wrote {}", path.display());
         } else {
             println!("{} already up to date", path.display());
@@ -392,13 +392,13 @@ fn report(path: &Path, changed: bool, existed: bool, what: &str) {
 }
 
 /// `repowire uninstall`.
-pub fn uninstall(_config: &Config, _args: &UninstallArgs) -> anyhow::Result<ExitCode> {
+pub fn uninstall(config: &Config, _args: &UninstallArgs) -> anyhow::Result<ExitCode> {
     // Both files are read before anything is changed (see `setup`).
     let settings = settings_path();
     let claude_json = claude_json_path();
     let settings_before = read_json(&settings)?;
     let claude_before = read_json(&claude_json)?;
-    let unit = service_path();
+    let unit = service_path(&config.env);
     if std::fs::read_to_string(&unit).is_ok_and(|u| u.starts_with(SERVICE_MARK)) {
         std::fs::remove_file(&unit).with_context(|| format!("removing {}", unit.display()))?;
         println!(
