@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Parser;
-use repowire_relay::store::Store;
-use repowire_relay::store::sqlite::SqliteStore;
-use repowire_relay::token::Tokens;
-use repowire_relay::{AppState, admin};
+use repowire_relay::storage::store::Store;
+use repowire_relay::storage::store::sqlite::SqliteStore;
+use repowire_relay::tenancy::token::Tokens;
+use repowire_relay::{AppState, tenancy::admin};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -35,7 +35,7 @@ pub async fn start(home: &Path, shutdown: CancellationToken) -> anyhow::Result<E
             .context("opening the embedded relay's database")?,
     );
     let api_key = api_key(store.as_ref(), &dir).await?;
-    let secret = repowire_relay::datadir::embedded_jwt_secret(&dir)?;
+    let secret = repowire_relay::storage::datadir::embedded_jwt_secret(&dir)?;
     let mut config = repowire_relay::Config::parse_from(["repowire-relay"]).relay;
     config.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     config.database_url = None;
@@ -81,14 +81,14 @@ async fn api_key(store: &dyn Store, dir: &Path) -> anyhow::Result<String> {
                 .first()
                 .context("the embedded relay has no tenant")?;
             // The laptop's own relay: its one user approves their own agents' tool calls.
-            let every: Vec<String> = repowire_relay::apikey::ALL_SCOPES
+            let every: Vec<String> = repowire_relay::tenancy::apikey::ALL_SCOPES
                 .iter()
                 .map(|s| (*s).to_owned())
                 .collect();
             admin::create_key(
                 store,
                 &tenant.id,
-                repowire_relay::apikey::KeyMode::Live,
+                repowire_relay::tenancy::apikey::KeyMode::Live,
                 "repowire daemon",
                 None,
                 Some(&every),

@@ -99,7 +99,7 @@ pub struct Daemon {
 
 /// A key's fingerprint: the first 16 hex digits of its SHA-256.
 pub fn key_fingerprint(api_key: &str) -> String {
-    repowire_relay::apikey::hash(api_key)
+    repowire_relay::tenancy::apikey::hash(api_key)
         .chars()
         .take(16)
         .collect()
@@ -112,13 +112,14 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let socket = crate::config::socket_path(&settings.home);
     // One daemon per home: the lock is taken before the socket is touched, so a second daemon
     // started at the same moment can never unlink the first one's socket.
-    let _held = match repowire_relay::datadir::lock_file(&settings.home.join("daemon.lock")) {
-        Ok(held) => held,
-        Err(repowire_relay::datadir::LockError::Held { pid }) => {
-            return Err(AlreadyRunning(already_running(&settings.home, pid)).into());
-        }
-        Err(e) => return Err(e).context("locking the daemon's home"),
-    };
+    let _held =
+        match repowire_relay::storage::datadir::lock_file(&settings.home.join("daemon.lock")) {
+            Ok(held) => held,
+            Err(repowire_relay::storage::datadir::LockError::Held { pid }) => {
+                return Err(AlreadyRunning(already_running(&settings.home, pid)).into());
+            }
+            Err(e) => return Err(e).context("locking the daemon's home"),
+        };
     // Ours: a socket left there is a dead daemon's.
     let _ = std::fs::remove_file(&socket);
     let store = Store::open(&settings.home.join("state.db"))

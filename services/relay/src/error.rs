@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use repowire_protocol::ErrorCode;
 use repowire_protocol::http::{HttpError, HttpErrorBody};
 
-use crate::store::StoreError;
+use crate::storage::store::StoreError;
 
 /// An HTTP error response.
 #[derive(Debug, Clone, PartialEq, Eq)]

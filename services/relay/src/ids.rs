@@ -1,5 +1,9 @@
 //! Relay-minted identifiers: tenants (`tnt-…`), keys (`key-…`), peers, correlation ids.
 
+/// A live connection of this process (numbered by the hub, from 1; never reused while the
+/// process runs).
+pub type ConnId = u64;
+
 /// The prefix of every tenant id; no tenant name may start with it (in any case).
 pub const TENANT_ID_PREFIX: &str = "tnt-";
 

@@ -1,23 +1,22 @@
 //! The Repowire relay: authenticated WebSocket routing between agent sessions, with durable
 //! per-peer inboxes.
 //!
-//! Components:
-//! - [`config`]: the one configuration struct (flags + env).
-//! - [`api`]: HTTP routes (token exchange, WebSocket upgrade, health, metrics) and
-//!   [`admin`] (tenants and API keys, HTTP and CLI).
-//! - [`connection`]: one WebSocket connection's loop; [`route`]: the handlers of client frames,
-//!   where the routing semantics live.
-//! - [`hub`]: live state of this process (connections, bound peers, delivery order).
-//! - [`writer`]: batched durable writes; [`dispatch`]: fan-out after each commit.
-//! - [`store`]: the storage trait with Postgres and SQLite implementations.
-//! - [`bus`]: what pods share besides the database (presence, name claims, pod-addressed
-//!   events); [`cluster`] sends on it, [`inbound`] applies what other pods send.
-//! - [`datadir`]: the embedded relay's private data directory, its lock and secret files.
-//! - [`apikey`], [`token`]: API keys and the JWTs they are exchanged for.
-//! - [`keycheck`]: closes live connections whose key was revoked or expired, by any path.
-//! - [`metrics`], [`sweeper`] (message expiry), [`tls`] (optional rustls listener); `serve`
-//!   serves HTTP with the bounds that hold before authentication (header and body deadlines,
-//!   a cap on pending connections).
+//! Its folders are its layers (DESIGN §11–12); imports point down, never up:
+//! - [`edge`]: what faces clients — the HTTP routers ([`edge::router`]: token exchange,
+//!   WebSocket upgrade, health, metrics, self-serve, the admin API), one WebSocket
+//!   connection's loop, the HTTP server with its pre-authentication bounds, TLS.
+//! - [`routing`]: [`routing::route`] (the handlers of client frames, where the routing semantics
+//!   live), [`routing::dispatch`] (fan-out after each commit), [`routing::hub`] (this process's
+//!   live connections and delivery order), [`routing::directory`], [`routing::sweeper`], and
+//!   [`routing::inbound`] (applies what other pods send).
+//! - [`state`]: the handles every request shares.
+//! - [`cluster`]: pods as one relay — what this pod sends on the [`cluster::bus`].
+//! - [`tenancy`]: limits, usage, API keys and tokens, the live-key check, and the admin
+//!   operations on tenants, plans and keys ([`tenancy::admin`]).
+//! - [`storage`]: the [`storage::store`] trait (Postgres, SQLite), the batched
+//!   [`storage::writer`], the embedded relay's [`storage::datadir`].
+//! - At the root, used by all: [`config`] (the one configuration struct), [`error`], [`ids`],
+//!   [`metrics`], [`telemetry`].
 //!
 //! docs/architecture.md draws the layers and a message's path through them.
 //!
@@ -31,38 +30,17 @@ pub const VERSION: &str = concat!(
     ")"
 );
 
-pub mod admin;
-pub mod api;
-pub mod apikey;
-pub mod bus;
 pub mod cluster;
 pub mod config;
-pub mod connection;
-pub mod datadir;
-pub mod directory;
-pub mod dispatch;
+pub mod edge;
 pub mod error;
-pub mod flusher;
-pub mod gcra;
-pub mod httplimit;
-pub mod hub;
 pub mod ids;
-pub mod inbound;
-pub mod jsonbody;
-pub mod keycheck;
-pub mod limits;
 pub mod metrics;
-pub mod route;
-pub mod selfserve;
-mod serve;
+pub mod routing;
 pub mod state;
-pub mod store;
-pub mod sweeper;
+pub mod storage;
 pub mod telemetry;
-pub mod tls;
-pub mod token;
-pub mod usage;
-pub mod writer;
+pub mod tenancy;
 
 use std::sync::Arc;
 
@@ -100,7 +78,7 @@ pub async fn run_tls(
 ) -> std::io::Result<()> {
     let pending = state.pending_slots.clone();
     serve_on(
-        tls::TlsListener::new(listener, tls, pending)?,
+        edge::tls::TlsListener::new(listener, tls, pending)?,
         state,
         writer_task,
     )
@@ -115,12 +93,12 @@ async fn serve_on<L>(
 where
     L: axum::serve::Listener<Addr = std::net::SocketAddr>,
 {
-    let sweeper = tokio::spawn(sweeper::run(state.clone()));
-    let inbound = tokio::spawn(inbound::run(state.clone()));
-    let catch_ups = tokio::spawn(route::run_catch_ups(state.clone()));
-    let keycheck = tokio::spawn(keycheck::run(state.clone()));
-    let flusher = tokio::spawn(flusher::run(state.clone()));
-    serve::serve(listener, api::router(state.clone()), &state).await;
+    let sweeper = tokio::spawn(routing::sweeper::run(state.clone()));
+    let inbound = tokio::spawn(routing::inbound::run(state.clone()));
+    let catch_ups = tokio::spawn(routing::route::run_catch_ups(state.clone()));
+    let keycheck = tokio::spawn(tenancy::keycheck::run(state.clone()));
+    let flusher = tokio::spawn(tenancy::flusher::run(state.clone()));
+    edge::serve::serve(listener, edge::router(state.clone()), &state).await;
     let drain = state.config.drain_timeout();
     state.tracker.close();
     if tokio::time::timeout(drain, state.tracker.wait())
@@ -137,7 +115,7 @@ where
     }
     // Connections are closed: their time is measured to the end; store it.
     flusher.abort();
-    if tokio::time::timeout(drain, flusher::flush(&state))
+    if tokio::time::timeout(drain, tenancy::flusher::flush(&state))
         .await
         .is_err()
     {

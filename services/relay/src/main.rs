@@ -8,12 +8,12 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use clap::Parser;
 use repowire_relay::config::Command;
-use repowire_relay::store::Store;
-use repowire_relay::store::postgres::PgStore;
-use repowire_relay::store::sqlite::SqliteStore;
+use repowire_relay::storage::store::Store;
+use repowire_relay::storage::store::postgres::PgStore;
+use repowire_relay::storage::store::sqlite::SqliteStore;
 use repowire_relay::telemetry::Exporter;
-use repowire_relay::token::Tokens;
-use repowire_relay::{AppState, Config, RelayConfig, admin, datadir};
+use repowire_relay::tenancy::token::Tokens;
+use repowire_relay::{AppState, Config, RelayConfig, storage::datadir, tenancy::admin};
 use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {
@@ -214,7 +214,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
             };
             let tokens = Tokens::new(&jwt_secret(&relay, &data_dir)?, relay.token_ttl());
             let tls = match (&relay.tls_cert, &relay.tls_key) {
-                (Some(cert), Some(key)) => Some(repowire_relay::tls::server_config(cert, key)?),
+                (Some(cert), Some(key)) => {
+                    Some(repowire_relay::edge::tls::server_config(cert, key)?)
+                }
                 _ => None,
             };
             let store = open_store(&relay, &storage).await?;
@@ -292,9 +294,13 @@ async fn serve(
     let (state, writer) = match (&relay.redis_url, relay.database_url.is_some()) {
         (Some(url), true) => {
             let pod = relay.pod();
-            let bus = repowire_relay::bus::redis::RedisBus::connect(url, &relay.redis_prefix, &pod)
-                .await
-                .context("connecting to Redis")?;
+            let bus = repowire_relay::cluster::bus::redis::RedisBus::connect(
+                url,
+                &relay.redis_prefix,
+                &pod,
+            )
+            .await
+            .context("connecting to Redis")?;
             tracing::info!(%pod, prefix = %relay.redis_prefix, "one pod of a cluster: presence and cross-pod delivery through Redis");
             AppState::with_bus(relay, store, tokens, shutdown, Arc::new(bus))
         }

@@ -9,18 +9,18 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::bus::Bus;
-use crate::bus::memory::MemoryBus;
 use crate::cluster::Cluster;
+use crate::cluster::bus::Bus;
+use crate::cluster::bus::memory::MemoryBus;
 use crate::config::RelayConfig;
-use crate::directory::Directory;
-use crate::dispatch::Dispatcher;
-use crate::hub::Hub;
-use crate::limits::enforce::Enforcer;
 use crate::metrics::Metrics;
-use crate::store::Store;
-use crate::token::Tokens;
-use crate::writer::Writer;
+use crate::routing::directory::Directory;
+use crate::routing::dispatch::Dispatcher;
+use crate::routing::hub::Hub;
+use crate::storage::store::Store;
+use crate::storage::writer::Writer;
+use crate::tenancy::limits::enforce::Enforcer;
+use crate::tenancy::token::Tokens;
 
 /// Shared state; clone freely.
 #[derive(Clone, Debug)]
@@ -54,13 +54,13 @@ pub struct Inner {
     /// Tenant limits: what a message, registration or connection may spend.
     pub limits: Enforcer,
     /// The request rate of the tenant-facing HTTP endpoints, per credential.
-    pub http_limit: crate::httplimit::HttpLimiter,
+    pub http_limit: crate::edge::httplimit::HttpLimiter,
     /// Failed token exchanges, per source address.
-    pub failed_auth: crate::httplimit::FailureLimiter,
+    pub failed_auth: crate::edge::httplimit::FailureLimiter,
     /// Connection time and peaks measured here, until the next usage flush.
-    pub meter: Arc<crate::usage::meter::Meter>,
+    pub meter: Arc<crate::tenancy::usage::meter::Meter>,
     /// Bytes queued to every connection of this process, against `--outbound-budget-bytes`.
-    pub outbound_budget: Arc<crate::hub::Budget>,
+    pub outbound_budget: Arc<crate::routing::hub::Budget>,
     /// Connections not yet authenticated (HTTP requests, upgrades in progress), against
     /// `--max-pending-connections`.
     pub pending_slots: Arc<Semaphore>,
@@ -126,14 +126,16 @@ impl AppState {
             config.write_batch,
         );
         let conn_slots = Arc::new(Semaphore::new(config.max_connections));
-        let outbound_budget = crate::hub::Budget::new(config.outbound_budget_bytes);
-        let failed_auth = crate::httplimit::FailureLimiter::new(
+        let outbound_budget = crate::routing::hub::Budget::new(config.outbound_budget_bytes);
+        let failed_auth = crate::edge::httplimit::FailureLimiter::new(
             config.failed_auth_per_minute,
             config.failed_auth_burst,
         );
         let pending_slots = Arc::new(Semaphore::new(config.max_pending_connections.max(1)));
-        let http_limit =
-            crate::httplimit::HttpLimiter::new(config.http_requests_per_minute, config.http_burst);
+        let http_limit = crate::edge::httplimit::HttpLimiter::new(
+            config.http_requests_per_minute,
+            config.http_burst,
+        );
         let state = Self(Arc::new(Inner {
             config,
             store,
@@ -170,7 +172,7 @@ impl AppState {
     pub async fn live_peer_ids_strict(
         &self,
         tenant_id: &str,
-    ) -> crate::bus::Result<std::collections::HashSet<String>> {
+    ) -> crate::cluster::bus::Result<std::collections::HashSet<String>> {
         let mut live = self.local_peer_ids(tenant_id);
         live.extend(
             self.cluster

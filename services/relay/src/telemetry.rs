@@ -4,9 +4,9 @@
 //! one trace.
 //!
 //! A request's [`Trace`] starts where its frame is handled, continuing the frame's
-//! `traceparent`. It travels with the request's write ([`crate::writer::Origin`]) and is current
+//! `traceparent`. It travels with the request's write ([`crate::storage::writer::Origin`]) and is current
 //! while the dispatcher turns the write's outcome into frames: every frame built then carries it
-//! ([`crate::dispatch::frame_text`]), and so does every bus event sent then. A pod receiving a
+//! ([`crate::routing::dispatch::frame_text`]), and so does every bus event sent then. A pod receiving a
 //! forwarded frame continues the trace in a span of its own.
 //!
 //! With export off, no span is made and the relay hands a client's `traceparent` on unchanged,

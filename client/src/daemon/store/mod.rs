@@ -145,7 +145,7 @@ impl Store {
     /// Opens (creating if needed) the state database.
     pub async fn open(path: &Path) -> Result<Self> {
         // Message bodies live here: readable by this user only, like the relay's database.
-        if let Err(error) = repowire_relay::store::sqlite::private_files(path) {
+        if let Err(error) = repowire_relay::storage::store::sqlite::private_files(path) {
             return Err(sqlx::Error::Io(std::io::Error::other(error.to_string())));
         }
         let options = SqliteConnectOptions::from_str("sqlite://")?

@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::{ADMIN, Admin, Db, TestRelay, admin_cli};
-use repowire_relay::admin;
+use repowire_relay::tenancy::admin;
 use serde_json::{Value, json};
 
 both_backends!(
@@ -63,11 +63,14 @@ async fn the_admin_cli_shows_suspends_deletes_and_exports_like_the_api(db: Db) {
     assert!(admin.get("/tenants/acme").await.1["suspended_at_ms"].is_null());
 
     let now = repowire_relay::ids::now_ms();
-    let month = &repowire_relay::usage::utc_string(now)[..7];
+    let month = &repowire_relay::tenancy::usage::utc_string(now)[..7];
     let csv = admin_cli(&relay, false, &["usage", "--period", month, "--csv"])
         .await
         .expect("usage");
-    assert!(csv.starts_with(repowire_relay::usage::CSV_HEADER), "{csv}");
+    assert!(
+        csv.starts_with(repowire_relay::tenancy::usage::CSV_HEADER),
+        "{csv}"
+    );
     assert!(
         csv.contains(",acme,") && csv.contains(",month,messages_notify,1\n"),
         "{csv}"
@@ -106,9 +109,9 @@ async fn idempotency_records_are_forgotten_after_a_week(db: Db) {
     let (tenant_id, _) = relay.tenant("acme").await;
     let store = relay.state.store.clone();
     let eight_days_ago = repowire_relay::ids::now_ms() - 8 * 24 * 3_600_000;
-    let old = repowire_relay::apikey::mint(
+    let old = repowire_relay::tenancy::apikey::mint(
         &tenant_id,
-        repowire_relay::apikey::KeyMode::Live,
+        repowire_relay::tenancy::apikey::KeyMode::Live,
         "",
         eight_days_ago,
         None,
@@ -123,7 +126,7 @@ async fn idempotency_records_are_forgotten_after_a_week(db: Db) {
     );
     let (_, recent) = admin.create_key("acme", "new-1", json!({})).await;
     assert_eq!(
-        repowire_relay::sweeper::forget_old_key_requests(&relay.state).await,
+        repowire_relay::routing::sweeper::forget_old_key_requests(&relay.state).await,
         1
     );
     let (status, fresh) = admin.create_key("acme", "old-1", json!({})).await;
@@ -230,7 +233,7 @@ async fn usage_counts_exactly_what_was_stored(db: Db) {
 
     // The billing export: every tenant, by month.
     let now = repowire_relay::ids::now_ms();
-    let month = &repowire_relay::usage::utc_string(now)[..7];
+    let month = &repowire_relay::tenancy::usage::utc_string(now)[..7];
     let (status, export) = admin.get(&format!("/usage?period={month}")).await;
     assert_eq!(status, 200, "{export}");
     assert_eq!(
@@ -253,10 +256,10 @@ async fn usage_counts_exactly_what_was_stored(db: Db) {
     );
     let text = csv.text().await.expect("csv");
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines[0], repowire_relay::usage::CSV_HEADER);
+    assert_eq!(lines[0], repowire_relay::tenancy::usage::CSV_HEADER);
     assert_eq!(
         lines.len(),
-        1 + 2 * repowire_relay::store::metering::metric::ALL.len(),
+        1 + 2 * repowire_relay::storage::store::metering::metric::ALL.len(),
         "{text}"
     );
     assert!(
@@ -331,7 +334,7 @@ async fn every_admin_write_is_in_the_audit_log(db: Db) {
     // The CLI writes through the same operations.
     let mut out = Vec::new();
     let mut notes = Vec::new();
-    repowire_relay::admin::cli::run(
+    repowire_relay::tenancy::admin::cli::run(
         relay.state.store.as_ref(),
         repowire_relay::config::AdminCommand::Key(repowire_relay::config::KeyCommand::Create {
             tenant: "acme".into(),
@@ -605,7 +608,7 @@ async fn a_deleted_tenant_serves_nothing_until_it_is_purged(db: Db) {
         .call(reqwest::Method::DELETE, "/tenants/other", None)
         .await;
     assert_eq!(
-        repowire_relay::sweeper::purge_deleted(&relay.state).await,
+        repowire_relay::routing::sweeper::purge_deleted(&relay.state).await,
         1
     );
     assert_eq!(admin.get("/tenants/other").await.0, 404);
@@ -1020,7 +1023,7 @@ async fn the_openapi_document_is_served_committed_and_complete() {
         .json()
         .await
         .expect("json");
-    let generated = serde_json::to_value(repowire_relay::admin::openapi()).expect("json");
+    let generated = serde_json::to_value(repowire_relay::edge::admin::openapi()).expect("json");
     assert_eq!(served, generated);
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/admin-openapi.json");
@@ -1069,7 +1072,7 @@ async fn the_openapi_document_is_served_committed_and_complete() {
 /// `403 tenant_suspended`; other tenants are untouched; resuming lets the same key back in.
 #[sqlx::test(migrations = false)]
 async fn suspend_closes_connections_on_every_pod_and_resume_lets_them_back(pool: sqlx::PgPool) {
-    use repowire_relay::bus::redis::RedisBus;
+    use repowire_relay::cluster::bus::redis::RedisBus;
     let prefix = format!("repowire-test-{}", uuid::Uuid::new_v4().simple());
     let redis = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let bus = |pod: &'static str| {

@@ -258,9 +258,14 @@ async fn bad_tokens_and_keys_are_refused_over_http(db: Db) {
             .unwrap_or_default()
             .contains("checksum")
     );
-    let unknown =
-        repowire_relay::apikey::mint(&tenant, repowire_relay::apikey::KeyMode::Live, "", 0, None)
-            .text;
+    let unknown = repowire_relay::tenancy::apikey::mint(
+        &tenant,
+        repowire_relay::tenancy::apikey::KeyMode::Live,
+        "",
+        0,
+        None,
+    )
+    .text;
     assert_eq!(
         client::token(&relay.http, &unknown)
             .await
@@ -322,7 +327,7 @@ async fn bad_tokens_and_keys_are_refused_over_http(db: Db) {
             .await
             .is_ok()
     );
-    let forged = repowire_relay::token::Tokens::new(
+    let forged = repowire_relay::tenancy::token::Tokens::new(
         b"some-other-secret-some-other-secret",
         std::time::Duration::from_secs(60),
     );
@@ -362,10 +367,10 @@ async fn bad_tokens_and_keys_are_refused_over_http(db: Db) {
 async fn revoking_a_key_closes_its_live_connections(db: Db) {
     let relay = TestRelay::start(&db).await;
     let (tenant, key) = relay.tenant("acme").await;
-    let other = repowire_relay::admin::create_key(
+    let other = repowire_relay::tenancy::admin::create_key(
         relay.state.store.as_ref(),
         &tenant,
-        repowire_relay::apikey::KeyMode::Test,
+        repowire_relay::tenancy::apikey::KeyMode::Test,
         "",
         None,
         None,
@@ -414,7 +419,7 @@ async fn a_key_revoked_or_expired_in_the_database_closes_its_connections(db: Db)
     let mut live = relay.client(&key).await;
     live.peer("soon-revoked", "dev").await;
 
-    repowire_relay::admin::revoke_key(store.as_ref(), None, &key_id)
+    repowire_relay::tenancy::admin::revoke_key(store.as_ref(), None, &key_id)
         .await
         .expect("revoke in the database");
     let close = live.closed().await.expect("closed by the key check");
@@ -427,9 +432,9 @@ async fn a_key_revoked_or_expired_in_the_database_closes_its_connections(db: Db)
 
     // A key that expires while connected.
     let now = repowire_relay::ids::now_ms();
-    let expiring = repowire_relay::apikey::mint(
+    let expiring = repowire_relay::tenancy::apikey::mint(
         &tenant,
-        repowire_relay::apikey::KeyMode::Live,
+        repowire_relay::tenancy::apikey::KeyMode::Live,
         "short",
         now,
         Some(now + 1_500),

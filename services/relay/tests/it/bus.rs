@@ -4,9 +4,9 @@
 use repowire_e2e::{redis_prefix, redis_url};
 use std::time::Duration;
 
-use repowire_relay::bus::memory::MemoryBus;
-use repowire_relay::bus::redis::RedisBus;
-use repowire_relay::bus::{Bus, BusEvent, Presence, Refreshed, Target};
+use repowire_relay::cluster::bus::memory::MemoryBus;
+use repowire_relay::cluster::bus::redis::RedisBus;
+use repowire_relay::cluster::bus::{Bus, BusEvent, Presence, Refreshed, Target};
 
 async fn next(rx: &mut tokio::sync::mpsc::UnboundedReceiver<BusEvent>) -> BusEvent {
     tokio::time::timeout(Duration::from_secs(5), rx.recv())

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use repowire_relay::bus::redis::RedisBus;
-use repowire_relay::bus::{Bus, BusEvent};
+use repowire_relay::cluster::bus::redis::RedisBus;
+use repowire_relay::cluster::bus::{Bus, BusEvent};
 
 #[tokio::test]
 async fn a_dropped_subscription_comes_back_by_itself() {

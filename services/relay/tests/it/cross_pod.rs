@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use common::{Db, TestClient, TestRelay, WAIT};
-use repowire_relay::bus::redis::RedisBus;
-use repowire_relay::bus::{Bus, BusEvent, Presence, Refreshed, Result, Target};
-use repowire_relay::gcra::{Grant, Rate};
+use repowire_relay::cluster::bus::gcra::{Grant, Rate};
+use repowire_relay::cluster::bus::redis::RedisBus;
+use repowire_relay::cluster::bus::{Bus, BusEvent, Presence, Refreshed, Result, Target};
 use tokio::sync::{mpsc, watch};
 
 /// A Redis bus whose batched sends (the ordered forwards) wait while the gate is shut, and
@@ -43,7 +43,7 @@ impl Gated {
     fn presence_write(&self) -> Result<()> {
         if self.presence_down.load(Ordering::SeqCst) {
             self.refused.fetch_add(1, Ordering::SeqCst);
-            return Err(repowire_relay::bus::BusError::Unavailable(
+            return Err(repowire_relay::cluster::bus::BusError::Unavailable(
                 "presence write refused".into(),
             ));
         }

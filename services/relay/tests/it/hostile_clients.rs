@@ -354,9 +354,9 @@ async fn exchange(
 
 /// A well-formed key that no tenant has.
 fn unknown_key() -> String {
-    repowire_relay::apikey::mint(
+    repowire_relay::tenancy::apikey::mint(
         "tnt-0000000000000000",
-        repowire_relay::apikey::KeyMode::Live,
+        repowire_relay::tenancy::apikey::KeyMode::Live,
         "",
         0,
         None,

@@ -84,7 +84,7 @@ async fn keys_scoped_connect_or_usage_read_do_only_that(db: Db) {
     let made: Value = serde_json::from_str(&listed).expect("json");
     assert_eq!(made["key"]["scopes"], "connect approve", "{made}");
     // A relay's first key is its owner's, and approves.
-    let (_, first) = repowire_relay::admin::default_tenant();
+    let (_, first) = repowire_relay::tenancy::admin::default_tenant();
     assert_eq!(first.record.scopes, "connect usage:read approve");
     let both_text = both["api_key"].as_str().expect("text");
     assert_eq!(exchange(&relay, both_text).await.0, 200);

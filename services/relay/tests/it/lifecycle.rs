@@ -244,7 +244,10 @@ async fn undelivered_messages_expire_visibly_to_the_sender(db: Db) {
     let bob = offline(&relay, &key, "bob").await;
     let sent = a.notify(&alice, "bob", "too late").await.expect("accepted");
 
-    assert_eq!(repowire_relay::sweeper::sweep(&relay.state).await, 1);
+    assert_eq!(
+        repowire_relay::routing::sweeper::sweep(&relay.state).await,
+        1
+    );
     let expired = a.state_of(sent.message_id).await;
     assert_eq!(expired.state, DeliveryState::Expired);
     assert!(expired.reason.is_some());
@@ -273,7 +276,7 @@ async fn undelivered_messages_expire_visibly_to_the_sender(db: Db) {
     };
     assert_eq!(done.count, 0, "an expired message is never delivered late");
     assert_eq!(
-        repowire_relay::sweeper::sweep(&relay.state).await,
+        repowire_relay::routing::sweeper::sweep(&relay.state).await,
         0,
         "expiry happens once"
     );

@@ -11,8 +11,8 @@ use repowire_protocol::{
     Ack, Body, DeliveryState, ErrorCode, Frame, PeerInfo, PresenceEvent, ReceiptState, Register,
 };
 use repowire_relay::RelayConfig;
-use repowire_relay::admin::NewTenant;
-use repowire_relay::store::Limits;
+use repowire_relay::storage::store::Limits;
+use repowire_relay::tenancy::admin::NewTenant;
 use serde_json::json;
 
 async fn tenant_with(relay: &TestRelay, name: &str, overrides: Limits) -> (String, String) {

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 use common::{Db, TestClient, TestRelay, WAIT, client, counter};
 use repowire_protocol::{ErrorCode, PeerInfo};
 use repowire_relay::RelayConfig;
-use repowire_relay::admin::NewTenant;
-use repowire_relay::bus::redis::RedisBus;
-use repowire_relay::gcra::{self, Rate};
-use repowire_relay::store::Limits;
+use repowire_relay::cluster::bus::gcra::{self, Rate};
+use repowire_relay::cluster::bus::redis::RedisBus;
+use repowire_relay::storage::store::Limits;
+use repowire_relay::tenancy::admin::NewTenant;
 use serde_json::json;
 
 async fn bus(prefix: &str, pod: &str) -> RedisBus {
@@ -219,7 +219,7 @@ async fn connections_are_counted_across_pods(pool: sqlx::PgPool) {
 /// and the pod that saw the second connect and the second registration stores 2 for both.
 #[sqlx::test(migrations = false)]
 async fn peaks_are_counted_across_pods(pool: sqlx::PgPool) {
-    use repowire_relay::store::metering::metric;
+    use repowire_relay::storage::store::metering::metric;
     let db = Db::Postgres(pool);
     let (a, b) = pods(&db, RelayConfig::for_tests()).await;
     let (tenant, key) = tenant_with(&a, Limits::default()).await;
@@ -227,7 +227,7 @@ async fn peaks_are_counted_across_pods(pool: sqlx::PgPool) {
     on_a.peer("alice", "dev").await;
     let mut on_b = b.client(&key).await;
     on_b.peer("bob", "dev").await;
-    assert!(repowire_relay::flusher::flush(&b.state).await);
+    assert!(repowire_relay::tenancy::flusher::flush(&b.state).await);
     let rows = b
         .state
         .store
@@ -305,7 +305,7 @@ async fn the_key_check_closes_the_connections_of_a_tenant_purged_without_a_word(
         .expect("delete");
     assert!(store.purge_tenant(&tenant).await.expect("purge"));
     assert_eq!(
-        repowire_relay::keycheck::close_unusable(&b.state).await,
+        repowire_relay::tenancy::keycheck::close_unusable(&b.state).await,
         1,
         "the purged key's connection is closed by the check"
     );

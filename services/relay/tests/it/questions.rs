@@ -6,7 +6,7 @@ use crate::common;
 
 use common::{Db, TestRelay};
 use repowire_protocol::*;
-use repowire_relay::sweeper;
+use repowire_relay::routing::sweeper;
 
 both_backends!(
     approvers_answer_from_any_circle_and_agents_and_the_asker_may_not,
@@ -211,10 +211,10 @@ async fn approvers_see_every_question_of_their_tenant_and_agents_only_their_own(
     let mut h = relay.client(&key).await;
     let mut x = relay.client(&other_key).await;
     // A key of the same tenant without the `approve` scope (as a team gives agent machines).
-    let agents_key = repowire_relay::admin::create_key(
+    let agents_key = repowire_relay::tenancy::admin::create_key(
         relay.state.store.as_ref(),
         "acme",
-        repowire_relay::apikey::KeyMode::Live,
+        repowire_relay::tenancy::apikey::KeyMode::Live,
         "agents",
         None,
         Some(&["connect".to_owned(), "usage:read".to_owned()]),
@@ -544,7 +544,7 @@ async fn a_question_without_a_default_expires_at_its_timeout(db: Db) {
 /// that times out is closed once whichever pod sweeps it, and its asker on the other pod hears.
 #[sqlx::test(migrations = false)]
 async fn a_question_asked_on_one_pod_is_answered_from_another(pool: sqlx::PgPool) {
-    use repowire_relay::bus::redis::RedisBus;
+    use repowire_relay::cluster::bus::redis::RedisBus;
     use std::sync::Arc;
     let redis = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let prefix = format!("repowire-test-{}", uuid::Uuid::new_v4().simple());

@@ -281,7 +281,7 @@ async fn sessions_are_seen_by_circle_and_never_across_tenants(db: Db) {
 /// steps): the first to bind continues it, the second gets a session of its own, and the
 /// runtime id keeps leading to the continued one.
 async fn two_binders_that_found_one_detached_session_do_not_both_get_it(db: Db) {
-    use repowire_relay::store::SessionBind;
+    use repowire_relay::storage::store::SessionBind;
     let relay = TestRelay::start(&db).await;
     let (tenant, _) = relay.tenant("acme").await;
     let store = relay.state.store.clone();

@@ -147,10 +147,10 @@ async fn shared_state_is_scoped_to_tenant_and_circle_and_bounded(db: Db) {
 async fn a_tenants_shared_state_is_bounded_in_bytes_by_its_plan(db: Db) {
     let relay = TestRelay::start(&db).await;
     let (tenant, key) = relay
-        .tenant_on(repowire_relay::admin::NewTenant {
+        .tenant_on(repowire_relay::tenancy::admin::NewTenant {
             name: "acme".into(),
             plan: Some("unlimited".into()),
-            overrides: repowire_relay::store::Limits {
+            overrides: repowire_relay::storage::store::Limits {
                 max_state_bytes: Some(1000),
                 ..Default::default()
             },

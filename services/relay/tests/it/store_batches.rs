@@ -6,7 +6,7 @@ use crate::common;
 
 use common::Db;
 use repowire_protocol::{DeliveryState, MessageKind};
-use repowire_relay::store::*;
+use repowire_relay::storage::store::*;
 
 both_backends!(
     a_batch_gives_each_write_its_own_outcome_in_order,
@@ -637,7 +637,7 @@ async fn the_writers_own_connections_close_when_it_ends(pool: sqlx::PgPool) {
     use std::time::Duration;
 
     use repowire_relay::metrics::Metrics;
-    use repowire_relay::writer::{AfterCommit, Origin, Writer};
+    use repowire_relay::storage::writer::{AfterCommit, Origin, Writer};
 
     struct Quiet;
     impl AfterCommit for Quiet {

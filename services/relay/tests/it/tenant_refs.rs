@@ -9,7 +9,7 @@ use crate::common;
 
 use common::{Admin, Db, TestRelay};
 use repowire_relay::ids::now_ms;
-use repowire_relay::store::{Limits, TenantKey, TenantRecord};
+use repowire_relay::storage::store::{Limits, TenantKey, TenantRecord};
 use serde_json::{Value, json};
 
 both_backends!(

@@ -34,7 +34,7 @@ async fn the_relay_serves_wss_with_a_configured_certificate() {
     let (cert_path, key_path) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
     std::fs::write(&cert_path, issued.cert.pem()).expect("write");
     std::fs::write(&key_path, issued.signing_key.serialize_pem()).expect("write");
-    let tls = repowire_relay::tls::server_config(&cert_path, &key_path).expect("tls config");
+    let tls = repowire_relay::edge::tls::server_config(&cert_path, &key_path).expect("tls config");
 
     let db = Db::sqlite();
     let relay = TestRelay::start_tls(&db, tls).await;
@@ -91,7 +91,7 @@ fn unreadable_or_mismatched_pem_files_are_refused_with_their_path() {
     let dir = tempfile::tempdir().expect("tmp");
     let empty = dir.path().join("empty.pem");
     std::fs::write(&empty, "").expect("write");
-    let err = repowire_relay::tls::server_config(&empty, &empty).expect_err("no certificate");
+    let err = repowire_relay::edge::tls::server_config(&empty, &empty).expect_err("no certificate");
     assert!(err.to_string().contains("empty.pem"), "{err}");
     let a = rcgen::generate_simple_self_signed(vec!["a".to_owned()]).expect("cert");
     let b = rcgen::generate_simple_self_signed(vec!["b".to_owned()]).expect("cert");
@@ -99,7 +99,7 @@ fn unreadable_or_mismatched_pem_files_are_refused_with_their_path() {
     std::fs::write(&cert, a.cert.pem()).expect("write");
     std::fs::write(&key, b.signing_key.serialize_pem()).expect("write");
     assert!(
-        repowire_relay::tls::server_config(&cert, &key).is_err(),
+        repowire_relay::edge::tls::server_config(&cert, &key).is_err(),
         "a key that does not match the certificate"
     );
 }

@@ -10,9 +10,9 @@ use std::time::Instant;
 
 use common::{Db, TestRelay};
 use repowire_protocol::{Body, MessageId, Receipt, ReceiptState};
-use repowire_relay::flusher;
-use repowire_relay::store::Store;
-use repowire_relay::store::metering::metric;
+use repowire_relay::storage::store::Store;
+use repowire_relay::storage::store::metering::metric;
+use repowire_relay::tenancy::flusher;
 
 /// One metric of a tenant: summed over every hour, or for a peak the highest hour.
 async fn metered(store: &Arc<dyn Store>, tenant: &str, name: &str) -> i64 {

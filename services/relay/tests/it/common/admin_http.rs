@@ -75,7 +75,7 @@ pub async fn admin_cli(relay: &TestRelay, json: bool, args: &[&str]) -> Result<S
     let parsed = Cli::try_parse_from(std::iter::once("admin").chain(args.iter().copied()))
         .map_err(|e| e.to_string())?;
     let (mut out, mut notes) = (Vec::new(), Vec::new());
-    repowire_relay::admin::cli::run(
+    repowire_relay::tenancy::admin::cli::run(
         relay.state.store.as_ref(),
         parsed.command,
         json,

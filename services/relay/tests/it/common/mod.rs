@@ -9,13 +9,13 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use repowire_relay::apikey::KeyMode;
-use repowire_relay::bus::Bus;
-use repowire_relay::store::Store;
-use repowire_relay::store::postgres::PgStore;
-use repowire_relay::store::sqlite::SqliteStore;
-use repowire_relay::token::Tokens;
-use repowire_relay::{AppState, RelayConfig, admin};
+use repowire_relay::cluster::bus::Bus;
+use repowire_relay::storage::store::Store;
+use repowire_relay::storage::store::postgres::PgStore;
+use repowire_relay::storage::store::sqlite::SqliteStore;
+use repowire_relay::tenancy::apikey::KeyMode;
+use repowire_relay::tenancy::token::Tokens;
+use repowire_relay::{AppState, RelayConfig, tenancy::admin};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -170,7 +170,7 @@ impl TestRelay {
         let t = admin::create_tenant(self.state.store.as_ref(), new)
             .await
             .expect("tenant");
-        let every: Vec<String> = repowire_relay::apikey::ALL_SCOPES
+        let every: Vec<String> = repowire_relay::tenancy::apikey::ALL_SCOPES
             .iter()
             .map(|s| (*s).to_owned())
             .collect();
@@ -196,7 +196,7 @@ impl TestRelay {
     pub async fn key_id(&self, api_key: &str) -> String {
         self.state
             .store
-            .find_api_key_by_hash(&repowire_relay::apikey::hash(api_key))
+            .find_api_key_by_hash(&repowire_relay::tenancy::apikey::hash(api_key))
             .await
             .expect("db")
             .expect("key exists")

@@ -1,0 +1,454 @@
+//! After-commit fan-out: turns write outcomes into frames — `accepted` or `error` for the
+//! submitter, `deliver` for recipients, `delivery` state changes for senders.
+//!
+//! Runs on the writer's dispatching task, in commit order, and never blocks: every push is a `try_send`
+//! through the hub. A recipient that is not live here simply keeps the entry in its inbox.
+
+use std::sync::Arc;
+
+use repowire_protocol::{
+    Accepted, AnswerValue, Body, Deliver, Delivery, DeliveryState, ErrorCode, ErrorFrame, Frame,
+    Message, MessageId, MessageKind, PeerSummary, Question, encode,
+};
+
+use crate::cluster::Cluster;
+use crate::metrics::{Metrics, StateLabel, TypeLabel};
+use crate::routing::hub::{Hub, Live, Outbound};
+use crate::storage::store::INBOX_FULL_REASON;
+use crate::storage::store::*;
+use crate::storage::writer::{AfterCommit, Origin};
+
+/// Encodes a frame for the outbound queues.
+/// Encodes a frame for the outbound queues, carrying the current trace (see
+/// [`crate::telemetry`]).
+pub fn frame_text(body: Body) -> Outbound {
+    encode(&Frame::new(body).traced(crate::telemetry::current_traceparent())).into_boxed_str()
+}
+
+pub(crate) fn message_id(s: &str) -> MessageId {
+    s.parse().unwrap_or_else(|_| {
+        tracing::error!(message_id = s, "stored message id is not a UUID");
+        MessageId(uuid::Uuid::nil())
+    })
+}
+
+fn kind(s: &str) -> MessageKind {
+    s.parse().unwrap_or(MessageKind::Notify)
+}
+
+/// The wire form of a stored message.
+pub fn to_wire(m: &StoredMessage) -> Message {
+    Message {
+        message_id: message_id(&m.message_id),
+        kind: kind(&m.kind),
+        from: PeerSummary {
+            peer_id: m.from_peer_id.clone().into(),
+            name: m.from_name.clone(),
+            circle: m.from_circle.clone(),
+        },
+        text: m.body.clone(),
+        correlation_id: m.correlation_id.clone().map(Into::into),
+        reply_to: m.reply_to.clone().map(Into::into),
+        question: m
+            .question
+            .as_deref()
+            .and_then(|q| serde_json::from_str::<Question>(q).ok()),
+        answer: m
+            .answer
+            .as_deref()
+            .and_then(|a| serde_json::from_str::<AnswerValue>(a).ok()),
+        from_session_id: m.from_session_id.clone(),
+        to_session_id: m.to_session_id.clone(),
+        created_at_ms: m.created_at_ms,
+        expires_at_ms: m.expires_at_ms,
+    }
+}
+
+/// A message being written, as it will read back.
+pub fn stored(m: &NewMessage, correlation_id: Option<String>) -> StoredMessage {
+    StoredMessage {
+        message_id: m.message_id.clone(),
+        kind: m.kind.as_str().to_owned(),
+        from_peer_id: m.from_peer_id.clone(),
+        from_name: m.from_name.clone(),
+        from_circle: m.from_circle.clone(),
+        body: m.body.clone(),
+        correlation_id,
+        reply_to: m.reply_to.clone(),
+        question: m.question.clone(),
+        answer: m.answer.clone(),
+        created_at_ms: m.created_at_ms,
+        expires_at_ms: m.expires_at_ms,
+        reply_text: None,
+        content_hash: m.content_hash.clone(),
+        traceparent: m.traceparent.clone(),
+        from_session_id: m.from_session_id.clone(),
+        to_session_id: m.to_session_id.clone(),
+    }
+}
+
+/// A `deliver` frame.
+pub fn deliver_frame(to: &str, seq: i64, redelivery: bool, message: Message) -> Outbound {
+    frame_text(Body::Deliver(Deliver {
+        to: to.to_owned().into(),
+        seq: u64::try_from(seq).unwrap_or(0),
+        redelivery,
+        message,
+    }))
+}
+
+/// A `deliver` frame of a message pushed from the inbox (catch-up, replay), continuing the
+/// trace of the request that created the message: with export on, under a span of its own
+/// (`inbox deliver`, a child of that request's span).
+pub fn deliver_stored(to: &str, seq: i64, redelivery: bool, message: &StoredMessage) -> Outbound {
+    let body = Body::Deliver(Deliver {
+        to: to.to_owned().into(),
+        seq: u64::try_from(seq).unwrap_or(0),
+        redelivery,
+        message: to_wire(message),
+    });
+    let trace = match message.traceparent.as_deref() {
+        Some(tp) => crate::telemetry::Trace::start("inbox deliver", "producer", Some(tp))
+            .traceparent()
+            .map(str::to_owned),
+        None => crate::telemetry::current_traceparent(),
+    };
+    encode(&Frame::new(body).traced(trace)).into_boxed_str()
+}
+
+/// Post-commit dispatcher.
+#[derive(Debug)]
+pub struct Dispatcher {
+    hub: Arc<Hub>,
+    metrics: Arc<Metrics>,
+    cluster: Arc<Cluster>,
+}
+
+impl Dispatcher {
+    /// A dispatcher pushing through `hub`.
+    pub fn new(hub: Arc<Hub>, metrics: Arc<Metrics>, cluster: Arc<Cluster>) -> Self {
+        Self {
+            hub,
+            metrics,
+            cluster,
+        }
+    }
+
+    fn reply(&self, origin: Option<&Origin>, body: Body) {
+        if let Some(o) = origin {
+            self.hub
+                .send_to_conn(&o.tenant_id, o.conn, frame_text(body));
+        }
+    }
+
+    fn refuse(&self, origin: Option<&Origin>, code: ErrorCode, message: String) {
+        self.metrics.error(code);
+        if let Some(o) = origin {
+            self.reply(
+                origin,
+                Body::Error(ErrorFrame::new(Some(o.re), code, message)),
+            );
+        }
+    }
+
+    fn accepted(&self, origin: Option<&Origin>, id: &str, cid: Option<String>, ids: &[String]) {
+        let Some(o) = origin else { return };
+        self.metrics
+            .accept_seconds
+            .observe(o.started.elapsed().as_secs_f64());
+        let recipients = ids
+            .iter()
+            .map(|id| {
+                o.recipients
+                    .iter()
+                    .find(|r| r.peer_id.as_str() == id)
+                    .cloned()
+                    .unwrap_or_else(|| PeerSummary {
+                        peer_id: id.clone().into(),
+                        name: id.clone(),
+                        circle: String::new(),
+                    })
+            })
+            .collect();
+        self.reply(
+            origin,
+            Body::Accepted(Accepted {
+                re: o.re,
+                message_id: message_id(id),
+                correlation_id: cid.map(Into::into),
+                recipients,
+            }),
+        );
+    }
+
+    fn state_change(&self, c: &StateChange) {
+        self.metrics
+            .delivery_states
+            .get_or_create(&StateLabel {
+                state: c.state.as_str(),
+            })
+            .inc();
+        let frame = frame_text(Body::Delivery(Delivery {
+            from: c.sender.clone().into(),
+            message_id: message_id(&c.message_id),
+            correlation_id: c.correlation_id.clone().map(Into::into),
+            recipient: c.recipient.clone().into(),
+            state: c.state,
+            reason: c.reason.clone(),
+        }));
+        if !self
+            .hub
+            .send_to_peer(&c.tenant_id, &c.sender, frame.clone())
+        {
+            // Not here: maybe on another pod. (`delivery` frames are best-effort, §13.4.)
+            self.cluster.forward(&c.tenant_id, &c.sender, None, frame);
+        }
+    }
+
+    fn closed(&self, tenant_id: &str, closed: &ClosedAsk) {
+        self.state_change(&StateChange {
+            tenant_id: tenant_id.to_owned(),
+            sender: closed.asker.clone(),
+            message_id: closed.message_id.clone(),
+            correlation_id: Some(closed.correlation_id.clone()),
+            recipient: closed.recipient.clone(),
+            state: closed.state,
+            reason: closed.reason.clone(),
+        });
+    }
+
+    fn enqueue(&self, m: &NewMessage, cid: Option<String>, slots: &[Enqueued]) {
+        let message = to_wire(&stored(m, cid));
+        for slot in slots {
+            let live = self
+                .hub
+                .deliver_live(&m.tenant_id, &slot.peer_id, slot.seq, || {
+                    deliver_frame(&slot.peer_id, slot.seq, false, message.clone())
+                });
+            if live == Live::NotHere {
+                // Not live in this process: the pod holding it (if any) pushes it.
+                self.cluster.forward(
+                    &m.tenant_id,
+                    &slot.peer_id,
+                    Some(slot.seq),
+                    deliver_frame(&slot.peer_id, slot.seq, false, message.clone()),
+                );
+            }
+        }
+    }
+
+    fn accept(&self, m: &NewMessage, outcome: &AcceptOutcome, origin: Option<&Origin>) {
+        match outcome {
+            AcceptOutcome::Accepted { enqueued, refused, correlation_id, closed_prior } => {
+                self.metrics.messages_accepted.get_or_create(&TypeLabel { r#type: m.kind.as_str() }).inc();
+                let ids: Vec<String> = enqueued.iter().map(|e| e.peer_id.clone()).collect();
+                self.accepted(origin, &m.message_id, correlation_id.clone(), &ids);
+                for peer in refused {
+                    self.state_change(&StateChange {
+                        tenant_id: m.tenant_id.clone(),
+                        sender: m.from_peer_id.clone(),
+                        message_id: m.message_id.clone(),
+                        correlation_id: correlation_id.clone(),
+                        recipient: peer.clone(),
+                        state: DeliveryState::Failed,
+                        reason: Some(INBOX_FULL_REASON.into()),
+                    });
+                }
+                if let Some(closed) = closed_prior {
+                    self.closed(&m.tenant_id, closed);
+                }
+                self.enqueue(m, correlation_id.clone(), enqueued);
+            }
+            AcceptOutcome::Duplicate { recipients, correlation_id } => {
+                self.accepted(origin, &m.message_id, correlation_id.clone(), recipients);
+            }
+            AcceptOutcome::IdReused => self.refuse(
+                origin,
+                ErrorCode::DuplicateId,
+                "this message id was already used for a different message; mint a new UUIDv7".into(),
+            ),
+            AcceptOutcome::InboxFull { peer_id } => self.refuse(
+                origin,
+                ErrorCode::InboxFull,
+                format!("the inbox of {peer_id} is full of undelivered messages; nothing was accepted, try again later"),
+            ),
+            AcceptOutcome::UnknownRecipient { peer_id } => self.refuse(
+                origin,
+                ErrorCode::UnknownPeer,
+                format!("peer {peer_id} no longer exists"),
+            ),
+            AcceptOutcome::BadReplyTo => self.refuse(
+                origin,
+                ErrorCode::UnknownCorrelation,
+                format!(
+                    "reply_to {} names no ask you sent or received",
+                    m.reply_to.as_deref().unwrap_or_default()
+                ),
+            ),
+        }
+    }
+
+    fn close(&self, c: &CloseAsk, outcome: &CloseOutcome, origin: Option<&Origin>) {
+        match outcome {
+            CloseOutcome::Closed {
+                closed,
+                reply,
+                reply_text,
+            } => {
+                let asker = PeerSummary {
+                    peer_id: closed.asker.clone().into(),
+                    name: closed.asker_name.clone(),
+                    circle: closed.asker_circle.clone(),
+                };
+                let origin_with_asker = origin.map(|o| Origin {
+                    recipients: vec![asker.clone()],
+                    ..o.clone()
+                });
+                let ids: Vec<String> = reply.iter().map(|r| r.peer_id.clone()).collect();
+                self.accepted(
+                    origin_with_asker.as_ref(),
+                    &c.frame_id,
+                    Some(c.correlation_id.clone()),
+                    &ids,
+                );
+                self.closed(&c.tenant_id, closed);
+                if let (Some(r), Some(slot)) = (&c.reply, reply) {
+                    let mut r = r.clone();
+                    r.answer = c
+                        .answer
+                        .as_ref()
+                        .and_then(|a| serde_json::to_string(a).ok());
+                    r.body = reply_text.clone().unwrap_or_default();
+                    r.to_session_id = closed.asker_session_id.clone();
+                    self.enqueue(
+                        &r,
+                        Some(c.correlation_id.clone()),
+                        std::slice::from_ref(slot),
+                    );
+                }
+            }
+            CloseOutcome::Duplicate { closed } => {
+                self.accepted(
+                    origin,
+                    &c.frame_id,
+                    Some(closed.correlation_id.clone()),
+                    &[],
+                );
+            }
+            CloseOutcome::Unknown => self.refuse(
+                origin,
+                ErrorCode::UnknownCorrelation,
+                format!("no ask {} in this tenant", c.correlation_id),
+            ),
+            CloseOutcome::NotRecipient => self.refuse(
+                origin,
+                ErrorCode::NotRecipient,
+                format!(
+                    "only the peer that received {} can close it",
+                    c.correlation_id
+                ),
+            ),
+            CloseOutcome::NotEligible(why) => {
+                self.refuse(origin, ErrorCode::NotRecipient, why.clone())
+            }
+            CloseOutcome::AlreadyClosed(how) => self.refuse(
+                origin,
+                ErrorCode::AskClosed,
+                format!("{} is closed: {how}", c.correlation_id),
+            ),
+            CloseOutcome::TimedOut { closed } => {
+                self.refuse(
+                    origin,
+                    ErrorCode::AskClosed,
+                    format!(
+                        "{} is closed: {}",
+                        c.correlation_id,
+                        closed.reason.as_deref().unwrap_or("its question timed out")
+                    ),
+                );
+                self.closed(&c.tenant_id, closed);
+            }
+            CloseOutcome::InvalidAnswer(why) => {
+                self.refuse(origin, ErrorCode::InvalidAnswer, why.clone())
+            }
+            CloseOutcome::IdReused => self.refuse(
+                origin,
+                ErrorCode::DuplicateId,
+                "this frame id is already the id of another message; mint a new UUIDv7".into(),
+            ),
+            CloseOutcome::InboxFull => self.refuse(
+                origin,
+                ErrorCode::InboxFull,
+                "the asker's inbox is full; the ask stays open, try again later".into(),
+            ),
+        }
+    }
+}
+
+impl AfterCommit for Dispatcher {
+    fn committed(&self, op: &WriteOp, outcome: &WriteOutcome, origin: Option<&Origin>) {
+        match origin {
+            Some(o) => o.trace.in_scope(|| self.dispatch(op, outcome, origin)),
+            None => self.dispatch(op, outcome, origin),
+        }
+    }
+
+    fn failed(&self, _op: &WriteOp, error: &StoreError, origin: Option<&Origin>) {
+        let refuse = || {
+            self.refuse(
+                origin,
+                ErrorCode::Unavailable,
+                format!(
+                    "storage is unavailable; nothing was accepted, retry with the same id ({})",
+                    error_kind(error)
+                ),
+            );
+        };
+        match origin {
+            Some(o) => o.trace.in_scope(refuse),
+            None => refuse(),
+        }
+    }
+}
+
+impl Dispatcher {
+    fn dispatch(&self, op: &WriteOp, outcome: &WriteOutcome, origin: Option<&Origin>) {
+        match (op, outcome) {
+            (WriteOp::Accept(m), WriteOutcome::Accept(o)) => self.accept(m, o, origin),
+            (WriteOp::Close(c), WriteOutcome::Close(o)) => self.close(c, o, origin),
+            (WriteOp::Receipt(r), WriteOutcome::Receipt(o)) => match o {
+                ReceiptOutcome::Changed { change, .. } => self.state_change(change),
+                ReceiptOutcome::Unchanged => {}
+                ReceiptOutcome::Unknown => self.refuse(
+                    origin,
+                    ErrorCode::UnknownMessage,
+                    format!(
+                        "message {} is not in the inbox of {}",
+                        r.message_id, r.peer_id
+                    ),
+                ),
+            },
+            (WriteOp::Expire { .. }, WriteOutcome::Expire(changes)) => {
+                for change in changes {
+                    self.state_change(change);
+                }
+            }
+            (WriteOp::CloseOverdue { .. }, WriteOutcome::CloseOverdue(closed)) => {
+                for (tenant_id, ask) in closed {
+                    self.closed(tenant_id, ask);
+                }
+            }
+            (op, outcome) => tracing::error!(?op, ?outcome, "write outcome does not match its op"),
+        }
+    }
+}
+
+/// A non-revealing name for a storage failure.
+fn error_kind(e: &StoreError) -> &'static str {
+    match e {
+        StoreError::Unavailable(_) => "database unreachable",
+        StoreError::Migrate(_) => "schema",
+        StoreError::Corrupt(_) => "unreadable row",
+        StoreError::Conflict(_) => "concurrent write",
+    }
+}
