@@ -213,7 +213,7 @@ fn decide(
     json: bool,
     from: Option<String>,
 ) -> anyhow::Result<ExitCode> {
-    let done = super::call(
+    let done: crate::api::Sent = super::call_as(
         config,
         &Request::Decide {
             from,
@@ -227,11 +227,11 @@ fn decide(
         println!("{}", serde_json::to_string_pretty(&done)?);
     } else {
         let verb = if allow { "allowed" } else { "denied" };
-        match done.get("state").and_then(Value::as_str) {
-            Some("accepted") => println!("{verb} {id}"),
-            state => println!(
+        match &done.outcome {
+            crate::api::SendOutcome::Accepted { .. } => println!("{verb} {id}"),
+            other => println!(
                 "{verb} {id}: {} (the relay is not reachable; it is sent when it is, if still in time)",
-                state.unwrap_or("?")
+                other.state()
             ),
         }
     }

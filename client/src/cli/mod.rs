@@ -93,6 +93,16 @@ pub fn call(config: &Config, request: &Request, timeout: Duration) -> anyhow::Re
     api::call(&socket, request, timeout).map_err(call_error)
 }
 
+/// [`call`], with the answer read as the request's typed reply.
+pub fn call_as<T: serde::de::DeserializeOwned>(
+    config: &Config,
+    request: &Request,
+    timeout: Duration,
+) -> anyhow::Result<T> {
+    let socket = crate::config::socket_path(&config.home());
+    api::call_as(&socket, request, timeout).map_err(call_error)
+}
+
 /// A failed daemon call as the CLI says it: remote text made safe, with the daemon's hint.
 pub fn call_error(e: CallError) -> anyhow::Error {
     match e {

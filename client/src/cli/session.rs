@@ -88,7 +88,7 @@ pub fn run(config: &Config, command: SessionCommand) -> anyhow::Result<ExitCode>
                     crate::sanitize::for_terminal(&session)
                 );
             }
-            let sent = super::call(
+            let sent: crate::api::Sent = super::call_as(
                 config,
                 &Request::Send(Outgoing {
                     from,

@@ -138,7 +138,7 @@ impl Daemon {
         correlation_id: String,
         allow: bool,
         reason: Option<String>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<crate::api::Sent, ApiError> {
         let actor = self.actor(from, caller_pid).await?;
         if actor.session_id == super::CLI_SESSION {
             self.person_at_terminal(caller_pid).await?;

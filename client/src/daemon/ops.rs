@@ -10,23 +10,30 @@ use super::errors::{relay_error, stopped_error, store_error, unexpected};
 use super::link::LinkError;
 use super::store::{SentRow, SessionRow, now_ms};
 use super::{Daemon, RELAY_TIMEOUT};
-use crate::api::{ApiError, Outgoing, SendKind};
+use crate::api::{ApiError, Outgoing, SendKind, SendOutcome, Sender, Sent};
 
 /// A send's answer with the peer it was sent as (`peer ask` and friends print it).
-pub(super) fn with_sender(mut sent: Value, session: &SessionRow) -> Value {
-    sent["from"] = json!({
-        "peer_id": session.peer_id,
-        "name": session.name,
-        "session_id": session.session_id,
-    });
-    sent
+pub(super) fn with_sender(outcome: SendOutcome, session: &SessionRow) -> Sent {
+    Sent {
+        outcome,
+        from: sender_of(session),
+    }
+}
+
+/// The local peer a session sends as.
+pub(super) fn sender_of(session: &SessionRow) -> Sender {
+    Sender {
+        peer_id: session.peer_id.clone(),
+        name: session.name.clone(),
+        session_id: session.session_id.clone(),
+    }
 }
 
 impl Daemon {
     /// Sends an ask, notify or broadcast. The frame is durable in the outbox before it goes
     /// out; the answer says `accepted` only when the relay said so, else `queued`. A
     /// `tool_permission` question is refused here: only the PreToolUse hook path asks one.
-    pub async fn send(&self, out: Outgoing, caller_pid: Option<u32>) -> Result<Value, ApiError> {
+    pub async fn send(&self, out: Outgoing, caller_pid: Option<u32>) -> Result<Sent, ApiError> {
         if let Some(q) = &out.question
             && q.kind == repowire_protocol::QuestionKind::ToolPermission
         {
@@ -43,7 +50,7 @@ impl Daemon {
     }
 
     /// Sends `out` as `peer` (a registered local peer), any question kind allowed.
-    pub(super) async fn send_as(&self, peer: &str, out: Outgoing) -> Result<Value, ApiError> {
+    pub(super) async fn send_as(&self, peer: &str, out: Outgoing) -> Result<SendOutcome, ApiError> {
         let (frame, kind, to, text) = frame_of(peer, out)?;
         self.submit(frame, peer, kind, to, text).await
     }
@@ -59,7 +66,7 @@ impl Daemon {
         kind: &str,
         to: Option<String>,
         text: String,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<SendOutcome, ApiError> {
         self.validated(&frame)?;
         if !self.link.is_ready() {
             return Err(self.link_failure(&LinkError::Down));
@@ -82,12 +89,11 @@ impl Daemon {
             Ok(Frame {
                 body: Body::Accepted(a),
                 ..
-            }) => Ok(json!({
-                "state": "accepted",
-                "message_id": a.message_id,
-                "correlation_id": a.correlation_id,
-                "recipients": a.recipients,
-            })),
+            }) => Ok(SendOutcome::Accepted {
+                message_id: a.message_id.to_string(),
+                correlation_id: a.correlation_id.map(|c| c.0),
+                recipients: a.recipients,
+            }),
             Ok(Frame {
                 body: Body::Error(e),
                 ..
@@ -96,11 +102,10 @@ impl Daemon {
                 Err(relay_error(&e))
             }
             Ok(other) => Err(unexpected(&other.body)),
-            Err(LinkError::Timeout) => Ok(json!({
-                "state": "unknown",
-                "message_id": id,
-                "reason": "the relay did not answer in time; it may have the question",
-            })),
+            Err(LinkError::Timeout) => Ok(SendOutcome::Unknown {
+                message_id: id,
+                reason: "the relay did not answer in time; it may have the question".into(),
+            }),
             Err(e) => {
                 refused(e.to_string()).await;
                 Err(self.link_failure(&e))
@@ -115,7 +120,7 @@ impl Daemon {
         caller_pid: Option<u32>,
         correlation_id: String,
         reply: Option<String>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Sent, ApiError> {
         let (session, peer) = self.registered_actor(from, caller_pid).await?;
         let correlation_id = self.ask_id_of(&peer, &correlation_id).await?;
         let body = Body::Ack(Ack {
@@ -143,7 +148,7 @@ impl Daemon {
         correlation_id: String,
         option_id: Option<String>,
         text: Option<String>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Sent, ApiError> {
         let (session, peer) = self.registered_actor(from, caller_pid).await?;
         let received = self
             .store
@@ -293,7 +298,7 @@ impl Daemon {
         kind: &str,
         to: Option<String>,
         text: String,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<SendOutcome, ApiError> {
         // The relay's own decoder: the same limits and rules, checked before anything is stored.
         self.validated(&frame)?;
         // A link that gave up will not come back by itself: say so, and keep nothing that
@@ -315,22 +320,20 @@ impl Daemon {
         // Until the sessions are registered after a reconnect, a frame would be refused as
         // `not_registered`: it waits in the outbox, which is sent once registration is done.
         if !self.link.is_ready() {
-            return Ok(json!({
-                "state": "queued",
-                "message_id": id,
-                "reason": "the relay link is not up; kept in the outbox and sent when it is",
-            }));
+            return Ok(SendOutcome::Queued {
+                message_id: id,
+                reason: "the relay link is not up; kept in the outbox and sent when it is".into(),
+            });
         }
         match self.link.request(frame, RELAY_TIMEOUT).await {
             Ok(Frame {
                 body: Body::Accepted(a),
                 ..
-            }) => Ok(json!({
-                "state": "accepted",
-                "message_id": id,
-                "correlation_id": a.correlation_id,
-                "recipients": a.recipients,
-            })),
+            }) => Ok(SendOutcome::Accepted {
+                message_id: id,
+                correlation_id: a.correlation_id.map(|c| c.0),
+                recipients: a.recipients,
+            }),
             Ok(Frame {
                 body: Body::Error(e),
                 ..
@@ -338,17 +341,15 @@ impl Daemon {
             Ok(Frame {
                 body: Body::Error(e),
                 ..
-            }) => Ok(json!({
-                "state": "queued",
-                "message_id": id,
-                "reason": format!("the relay will be asked again: {}", e.message),
-            })),
+            }) => Ok(SendOutcome::Queued {
+                message_id: id,
+                reason: format!("the relay will be asked again: {}", e.message),
+            }),
             Ok(other) => Err(unexpected(&other.body)),
-            Err(e) => Ok(json!({
-                "state": "queued",
-                "message_id": id,
-                "reason": format!("{e}; kept in the outbox and sent when the relay is reachable"),
-            })),
+            Err(e) => Ok(SendOutcome::Queued {
+                message_id: id,
+                reason: format!("{e}; kept in the outbox and sent when the relay is reachable"),
+            }),
         }
     }
 

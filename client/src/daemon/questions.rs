@@ -17,7 +17,6 @@ use serde_json::{Value, json};
 
 use super::errors::store_error;
 use super::hooks::AfterWrite;
-use super::ops::with_sender;
 use super::store::{InboxRow, SentEvent, SentRow};
 use super::{Daemon, RELAY_TIMEOUT};
 use crate::api::{ApiError, Outgoing, SendKind};
@@ -179,8 +178,10 @@ impl Daemon {
         let (session, peer) = self
             .registered_actor(out.from.as_deref(), caller_pid)
             .await?;
-        let (value, after) = self.block_on(&peer, out, None).await?;
-        Ok((with_sender(value, &session), after))
+        let (mut value, after) = self.block_on(&peer, out, None).await?;
+        // The outcome of the wait, with the peer it was asked as (as a send's reply has it).
+        value["from"] = json!(super::ops::sender_of(&session));
+        Ok((value, after))
     }
 
     /// Sends the ask `out` (which must carry a question with `timeout_ms`) as `peer`, once and

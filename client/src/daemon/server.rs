@@ -10,7 +10,7 @@ use tokio::net::{UnixListener, UnixStream};
 
 use super::Daemon;
 use super::hooks::{AfterWrite, HookCall};
-use crate::api::{ApiError, Request, Response};
+use crate::api::{ApiError, Request, Response, Sent};
 
 /// Largest request line (a hook payload with a long prompt fits easily).
 const MAX_REQUEST: u64 = 4 * 1024 * 1024;
@@ -109,6 +109,11 @@ async fn handle(
     pid: Option<u32>,
 ) -> Result<(Value, Option<AfterWrite>), ApiError> {
     let plain = |v: Value| (v, None);
+    // A typed reply, as the JSON the caller reads back with `api::typed`.
+    let typed = |reply: Sent| {
+        let v = serde_json::to_value(reply).expect("a typed reply serializes (string keys only)");
+        (v, None)
+    };
     match request {
         Request::Status => daemon.status().await.map(plain),
         Request::Outbox => daemon.outbox().await.map(plain),
@@ -155,7 +160,7 @@ async fn handle(
         } => daemon
             .decide(from.as_deref(), pid, correlation_id, allow, reason)
             .await
-            .map(plain),
+            .map(typed),
         Request::Peers {
             from,
             include_offline,
@@ -165,7 +170,7 @@ async fn handle(
             .peers(from.as_deref(), pid, include_offline, all_circles, circle)
             .await
             .map(plain),
-        Request::Send(out) => daemon.send(out, pid).await.map(plain),
+        Request::Send(out) => daemon.send(out, pid).await.map(typed),
         Request::Ack {
             from,
             correlation_id,
@@ -173,7 +178,7 @@ async fn handle(
         } => daemon
             .ack(from.as_deref(), pid, correlation_id, reply)
             .await
-            .map(plain),
+            .map(typed),
         Request::Answer {
             from,
             correlation_id,
@@ -182,7 +187,7 @@ async fn handle(
         } => daemon
             .answer(from.as_deref(), pid, correlation_id, option_id, text)
             .await
-            .map(plain),
+            .map(typed),
         Request::Whoami { tmux_pane } => daemon.whoami(pid, tmux_pane.as_deref()).await.map(plain),
         Request::Identity { from } => daemon.identity(from.as_deref(), pid).await.map(plain),
         Request::Inbox(query) => daemon.inbox(query, pid).await.map(plain),

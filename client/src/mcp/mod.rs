@@ -16,7 +16,7 @@ use rmcp::{ErrorData, ServerHandler, ServiceExt, tool, tool_handler, tool_router
 use serde_json::{Value, json};
 
 use crate::api::text as s;
-use crate::api::{self, Outgoing, Request, SendKind};
+use crate::api::{self, Outgoing, Request, SendKind, Sent};
 
 /// The longest `wait_on_ack` may block.
 const MAX_WAIT_SECS: u64 = 600;
@@ -28,7 +28,7 @@ mod args;
 mod results;
 
 pub use args::*;
-use results::{describe_error, error_result, sent_text, text_result};
+use results::{describe_error, error_result, sent_result, text_result};
 
 /// The MCP server.
 #[derive(Debug, Clone)]
@@ -109,12 +109,22 @@ impl RepowireMcp {
             .await
     }
 
-    async fn send(&self, out: Outgoing) -> Result<Value, String> {
-        self.as_me(
+    async fn send(&self, out: Outgoing) -> Result<Sent, String> {
+        self.sent(
             |from| Request::Send(Outgoing { from, ..out }),
             Duration::from_secs(15),
         )
         .await
+    }
+
+    /// A sending request (send, ack, answer) as this session, read as its typed reply.
+    async fn sent(
+        &self,
+        build: impl FnOnce(Option<String>) -> Request,
+        timeout: Duration,
+    ) -> Result<Sent, String> {
+        let v = self.as_me(build, timeout).await?;
+        api::typed(v).map_err(describe_error)
     }
 }
 
@@ -246,7 +256,7 @@ impl RepowireMcp {
             question,
         };
         Ok(match self.send(out).await {
-            Ok(v) => text_result(sent_text(&format!("Ask to {}", a.peer_name), &v), v),
+            Ok(sent) => sent_result(&format!("Ask to {}", a.peer_name), &sent),
             Err(e) => error_result(e),
         })
     }
@@ -293,7 +303,7 @@ impl RepowireMcp {
         let (cid, reply) = (a.correlation_id.clone(), a.message);
         Ok(
             match self
-                .as_me(
+                .sent(
                     |from| Request::Ack {
                         from,
                         correlation_id: cid,
@@ -303,7 +313,7 @@ impl RepowireMcp {
                 )
                 .await
             {
-                Ok(v) => text_result(sent_text(&format!("Ack of {}", a.correlation_id), &v), v),
+                Ok(sent) => sent_result(&format!("Ack of {}", a.correlation_id), &sent),
                 Err(e) => error_result(e),
             },
         )
@@ -319,7 +329,7 @@ impl RepowireMcp {
         let cid = a.correlation_id.clone();
         Ok(
             match self
-                .as_me(
+                .sent(
                     |from| Request::Answer {
                         from,
                         correlation_id: cid,
@@ -330,7 +340,7 @@ impl RepowireMcp {
                 )
                 .await
             {
-                Ok(v) => text_result(sent_text(&format!("Answer to {}", a.correlation_id), &v), v),
+                Ok(sent) => sent_result(&format!("Answer to {}", a.correlation_id), &sent),
                 Err(e) => error_result(e),
             },
         )
@@ -351,10 +361,7 @@ impl RepowireMcp {
             question: None,
         };
         Ok(match self.send(out).await {
-            Ok(v) => text_result(
-                sent_text(&format!("Notification to {}", a.peer_name), &v),
-                v,
-            ),
+            Ok(sent) => sent_result(&format!("Notification to {}", a.peer_name), &sent),
             Err(e) => error_result(e),
         })
     }
@@ -374,7 +381,7 @@ impl RepowireMcp {
             question: None,
         };
         Ok(match self.send(out).await {
-            Ok(v) => text_result(sent_text("Broadcast", &v), v),
+            Ok(sent) => sent_result("Broadcast", &sent),
             Err(e) => error_result(e),
         })
     }

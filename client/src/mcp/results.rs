@@ -4,8 +4,7 @@
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::Value;
 
-use crate::api::CallError;
-use crate::api::text as s;
+use crate::api::{CallError, SendOutcome, Sent};
 use crate::sanitize::for_context;
 
 /// A tool's answer. Its text quotes remote peers (names, descriptions, shared state, a file's
@@ -35,16 +34,25 @@ pub(super) fn describe_error(e: CallError) -> String {
     }
 }
 
-pub(super) fn sent_text(what: &str, v: &Value) -> String {
-    match v["state"].as_str() {
-        Some("accepted") => {
-            let to: Vec<String> = v["recipients"]
-                .as_array()
-                .map(|r| r.iter().map(|p| format!("@{}", s(p, "name"))).collect())
-                .unwrap_or_default();
+/// A send's, ack's or answer's result: what became of it, with the reply as structured content.
+pub(super) fn sent_result(what: &str, sent: &Sent) -> CallToolResult {
+    text_result(
+        sent_text(what, &sent.outcome),
+        serde_json::to_value(sent).expect("a typed reply serializes (string keys only)"),
+    )
+}
+
+fn sent_text(what: &str, outcome: &SendOutcome) -> String {
+    match outcome {
+        SendOutcome::Accepted {
+            correlation_id,
+            recipients,
+            ..
+        } => {
+            let to: Vec<String> = recipients.iter().map(|p| format!("@{}", p.name)).collect();
             format!(
                 "{what} accepted: {} → {}",
-                v["correlation_id"].as_str().unwrap_or(""),
+                correlation_id.as_deref().unwrap_or(""),
                 if to.is_empty() {
                     "(no recipients)".into()
                 } else {
@@ -52,10 +60,11 @@ pub(super) fn sent_text(what: &str, v: &Value) -> String {
                 }
             )
         }
-        _ => format!(
-            "{what} queued (message {}): {}",
-            s(v, "message_id"),
-            s(v, "reason")
+        other => format!(
+            "{what} {} (message {}): {}",
+            other.state(),
+            other.message_id(),
+            other.reason()
         ),
     }
 }

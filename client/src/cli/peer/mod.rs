@@ -4,14 +4,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Subcommand;
-use serde_json::Value;
 
 use crate::api::text as s;
-use crate::api::{Outgoing, Request, SendKind};
+use crate::api::{Outgoing, Request, SendKind, SendOutcome, Sender, Sent};
 use crate::config::Config;
 
 mod show;
-use show::{print_peers, t};
+use show::print_peers;
 
 /// Peer commands.
 #[derive(Debug, Clone, Subcommand)]
@@ -232,7 +231,7 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
             }
             let text = message_text(text)?;
             let from_for_wait = from.clone();
-            let sent = super::call(
+            let sent: Sent = super::call_as(
                 config,
                 &Request::Send(Outgoing {
                     from,
@@ -245,17 +244,14 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
                 }),
                 TIMEOUT,
             )?;
-            let cid = sent
-                .get("correlation_id")
-                .and_then(Value::as_str)
-                .map(str::to_owned);
+            let cid = sent.outcome.correlation_id().map(str::to_owned);
             if wait {
                 let Some(cid) = cid else {
                     anyhow::bail!(
                         "the ask is {} ({}); it has no ask id yet, so there is nothing to wait on\nhint: `repowire peer status {}` later",
-                        s(&sent, "state"),
-                        s(&sent, "reason"),
-                        s(&sent, "message_id")
+                        sent.outcome.state(),
+                        crate::sanitize::for_terminal(sent.outcome.reason()),
+                        sent.outcome.message_id()
                     );
                 };
                 // Said first, on stderr (stdout keeps its documented shape): a Ctrl-C while
@@ -298,7 +294,7 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
             from,
             json,
         } => {
-            let sent = super::call(
+            let sent: Sent = super::call_as(
                 config,
                 &Request::Ack {
                     from,
@@ -316,7 +312,7 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
             from,
             json,
         } => {
-            let sent = super::call(
+            let sent: Sent = super::call_as(
                 config,
                 &Request::Answer {
                     from,
@@ -336,7 +332,7 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
             json,
         } => {
             let text = message_text(text)?;
-            let sent = super::call(
+            let sent: Sent = super::call_as(
                 config,
                 &Request::Send(Outgoing {
                     from,
@@ -353,7 +349,7 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
         }
         PeerCommand::Broadcast { text, from, json } => {
             let text = message_text(text)?;
-            let sent = super::call(
+            let sent: Sent = super::call_as(
                 config,
                 &Request::Send(Outgoing {
                     from,
@@ -373,25 +369,25 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub(super) fn print_sent(sent: &Value, json: bool, what: &str) -> anyhow::Result<()> {
+pub(super) fn print_sent(sent: &Sent, json: bool, what: &str) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(sent)?);
         return Ok(());
     }
-    let what = &format!("{what} as {}", sender(sent));
-    match s(sent, "state").as_str() {
-        "accepted" => {
-            let to: Vec<String> = sent
-                .get("recipients")
-                .and_then(Value::as_array)
-                .map(|r| r.iter().map(|p| format!("@{}", t(p, "name"))).collect())
-                .unwrap_or_default();
-            let id = sent
-                .get("correlation_id")
-                .and_then(Value::as_str)
-                .unwrap_or("");
+    let what = &format!("{what} as {}", sender(&sent.from));
+    match &sent.outcome {
+        SendOutcome::Accepted {
+            correlation_id,
+            recipients,
+            ..
+        } => {
+            let to: Vec<String> = recipients
+                .iter()
+                .map(|p| format!("@{}", crate::sanitize::for_terminal(&p.name)))
+                .collect();
             println!(
-                "{what}: accepted {id} → {}",
+                "{what}: accepted {} → {}",
+                correlation_id.as_deref().unwrap_or(""),
                 if to.is_empty() {
                     "(no recipients)".into()
                 } else {
@@ -399,21 +395,21 @@ pub(super) fn print_sent(sent: &Value, json: bool, what: &str) -> anyhow::Result
                 }
             );
         }
-        state => println!(
-            "{what}: {state} (message {}) — {}",
-            s(sent, "message_id"),
-            s(sent, "reason")
+        other => println!(
+            "{what}: {} (message {}) — {}",
+            other.state(),
+            other.message_id(),
+            crate::sanitize::for_terminal(other.reason())
         ),
     }
     Ok(())
 }
 
 /// The peer a send went out as: `@name`, or the session when it has no name yet.
-fn sender(sent: &Value) -> String {
-    let from = &sent["from"];
-    match from["name"].as_str() {
+fn sender(from: &Sender) -> String {
+    match &from.name {
         Some(name) => format!("@{}", crate::sanitize::for_terminal(name)),
-        None => format!("session {}", s(from, "session_id")),
+        None => format!("session {}", from.session_id),
     }
 }
 

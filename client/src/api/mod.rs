@@ -10,6 +10,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod sent;
+
+pub use sent::{SendOutcome, Sender, Sent};
+
 /// An agent runtime's hook event: the one table the hook command (`repowire hook <event>`),
 /// setup (which writes the runtime's settings) and the daemon share. Serialized (in the local
 /// API) and parsed (on the command line) in kebab-case: `session-start`, `pre-tool-use` ….
@@ -486,6 +490,21 @@ pub enum CallError {
     /// The daemon's answer could not be read.
     #[error("unreadable answer from the daemon: {0}")]
     Protocol(String),
+}
+
+/// [`call`], with the answer read as the request's typed reply.
+pub fn call_as<T: serde::de::DeserializeOwned>(
+    socket: &Path,
+    request: &Request,
+    timeout: Duration,
+) -> Result<T, CallError> {
+    typed(call(socket, request, timeout)?)
+}
+
+/// A daemon's answer as a typed reply; one that does not fit is a protocol error (a daemon of
+/// another version), never a default.
+pub fn typed<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, CallError> {
+    serde_json::from_value(v).map_err(|e| CallError::Protocol(format!("the answer's shape: {e}")))
 }
 
 /// Sends one request and reads its response (blocking; no async runtime needed, so hooks stay fast).
