@@ -1,5 +1,5 @@
-//! Tenants and API keys: the operations, shared by the admin HTTP API ([`http`]) and the
-//! `repowire-relay admin` subcommands ([`cli`]).
+//! Tenants and API keys: the operations, shared by the admin HTTP API
+//! ([`crate::edge::admin`]) and the `repowire-relay admin` subcommands ([`cli`]).
 
 pub mod audit;
 pub mod cli;
@@ -10,7 +10,6 @@ pub mod plans;
 pub mod tenants;
 pub mod tokens;
 
-#[cfg(feature = "openapi")]
 pub use keys::{
     KeyCreated, KeyRequestBody, create_key, get_key, list_keys, revoke_key, rotate_key,
 };
