@@ -11,8 +11,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod sent;
+mod session;
 
 pub use sent::{SendOutcome, Sender, Sent};
+pub use session::{Identity, LocalSession};
 
 /// An agent runtime's hook event: the one table the hook command (`repowire hook <event>`),
 /// setup (which writes the runtime's settings) and the daemon share. Serialized (in the local

@@ -190,29 +190,32 @@ fn render(m: &Value) -> String {
 
 /// Runs `repowire whoami`.
 pub fn whoami(config: &Config, from: Option<String>, json: bool) -> anyhow::Result<ExitCode> {
-    let who = super::call(config, &Request::Identity { from }, TIMEOUT)?;
+    let who: crate::api::Identity = super::call_as(config, &Request::Identity { from }, TIMEOUT)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&who)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let session = &who["session"];
-    let name = session["name"].as_str().map(sanitize::for_terminal);
+    let session = &who.session;
+    let name = session.name.as_deref().map(sanitize::for_terminal);
     match &name {
-        Some(name) => println!("@{name} (peer {})", s(session, "peer_id")),
-        None => println!("session {} (no peer yet)", s(session, "session_id")),
+        Some(name) => println!(
+            "@{name} (peer {})",
+            session.peer_id.as_deref().unwrap_or("-")
+        ),
+        None => println!("session {} (no peer yet)", session.session_id),
     }
-    println!("  session  {}", s(session, "session_id"));
-    println!("  role     {}", s(session, "role"));
-    println!(
-        "  circle   {}",
-        sanitize::for_terminal(&s(session, "circle"))
-    );
-    if let Some(path) = session["path"].as_str() {
+    println!("  session  {}", session.session_id);
+    println!("  role     {}", session.role);
+    println!("  circle   {}", sanitize::for_terminal(&session.circle));
+    if let Some(path) = &session.path {
         println!("  project  {}", sanitize::for_terminal(path));
     }
-    println!("  why      {}", s(&who, "because"));
-    if let Some(why) = who["unregistered"].as_str() {
-        println!("  not registered with the relay yet: {why}");
+    println!("  why      {}", who.because);
+    if let Some(why) = &who.unregistered {
+        println!(
+            "  not registered with the relay yet: {}",
+            sanitize::for_terminal(why)
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -165,17 +165,17 @@ impl Daemon {
         &self,
         from: Option<&str>,
         caller_pid: Option<u32>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<crate::api::Identity, ApiError> {
         let Acting { session, because } = self.acting(from, caller_pid).await?;
         let (session, registration) = match self.registered(session.clone()).await {
             Ok((session, _)) => (session, None),
             Err(e) => (session, Some(e.message)),
         };
-        Ok(json!({
-            "session": session,
-            "because": because,
-            "unregistered": registration,
-        }))
+        Ok(crate::api::Identity {
+            session: session.into(),
+            because,
+            unregistered: registration,
+        })
     }
 
     /// The agent session the caller belongs to, proven by process ancestry (pid and start
@@ -186,7 +186,7 @@ impl Daemon {
         &self,
         caller_pid: Option<u32>,
         tmux_pane: Option<&str>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<crate::api::LocalSession, ApiError> {
         let unproven = |why: String| {
             ApiError::new("identity_unproven", why).hint(
                 "run the MCP server from an agent session whose hooks are installed (`repowire setup`), \
@@ -208,7 +208,7 @@ impl Daemon {
             )));
         }
         let (session, _) = self.registered(session).await?;
-        Ok(json!(session))
+        Ok(session.into())
     }
 
     /// `repowire session end`: ends a local agent session by session id, peer id or name.

@@ -10,7 +10,7 @@ use tokio::net::{UnixListener, UnixStream};
 
 use super::Daemon;
 use super::hooks::{AfterWrite, HookCall};
-use crate::api::{ApiError, Request, Response, Sent};
+use crate::api::{ApiError, Request, Response};
 
 /// Largest request line (a hook payload with a long prompt fits easily).
 const MAX_REQUEST: u64 = 4 * 1024 * 1024;
@@ -110,10 +110,10 @@ async fn handle(
 ) -> Result<(Value, Option<AfterWrite>), ApiError> {
     let plain = |v: Value| (v, None);
     // A typed reply, as the JSON the caller reads back with `api::typed`.
-    let typed = |reply: Sent| {
+    fn typed(reply: impl serde::Serialize) -> (Value, Option<AfterWrite>) {
         let v = serde_json::to_value(reply).expect("a typed reply serializes (string keys only)");
         (v, None)
-    };
+    }
     match request {
         Request::Status => daemon.status().await.map(plain),
         Request::Outbox => daemon.outbox().await.map(plain),
@@ -188,8 +188,8 @@ async fn handle(
             .answer(from.as_deref(), pid, correlation_id, option_id, text)
             .await
             .map(typed),
-        Request::Whoami { tmux_pane } => daemon.whoami(pid, tmux_pane.as_deref()).await.map(plain),
-        Request::Identity { from } => daemon.identity(from.as_deref(), pid).await.map(plain),
+        Request::Whoami { tmux_pane } => daemon.whoami(pid, tmux_pane.as_deref()).await.map(typed),
+        Request::Identity { from } => daemon.identity(from.as_deref(), pid).await.map(typed),
         Request::Inbox(query) => daemon.inbox(query, pid).await.map(plain),
         Request::EndSession { session } => daemon.end_named_session(&session).await.map(plain),
         Request::Describe { from, text } => {

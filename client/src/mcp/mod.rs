@@ -16,7 +16,7 @@ use rmcp::{ErrorData, ServerHandler, ServiceExt, tool, tool_handler, tool_router
 use serde_json::{Value, json};
 
 use crate::api::text as s;
-use crate::api::{self, Outgoing, Request, SendKind, Sent};
+use crate::api::{self, LocalSession, Outgoing, Request, SendKind, Sent};
 
 /// The longest `wait_on_ack` may block.
 const MAX_WAIT_SECS: u64 = 600;
@@ -82,7 +82,7 @@ impl RepowireMcp {
     }
 
     /// The session this server acts as (its session id), proven by the daemon.
-    async fn me(&self) -> Result<Value, String> {
+    async fn me(&self) -> Result<LocalSession, String> {
         self.call(
             Request::Whoami {
                 tmux_pane: self.tmux_pane.clone(),
@@ -90,6 +90,7 @@ impl RepowireMcp {
             Duration::from_secs(10),
         )
         .await
+        .and_then(|v| api::typed(v).map_err(describe_error))
         .map_err(|e| {
             if e.contains("identity_unproven") {
                 format!("Refusing to act: this MCP server cannot prove which agent session it belongs to.\n{e}")
@@ -105,8 +106,7 @@ impl RepowireMcp {
         timeout: Duration,
     ) -> Result<Value, String> {
         let me = self.me().await?;
-        self.call(build(me["session_id"].as_str().map(str::to_owned)), timeout)
-            .await
+        self.call(build(Some(me.session_id)), timeout).await
     }
 
     async fn send(&self, out: Outgoing) -> Result<Sent, String> {
@@ -144,7 +144,7 @@ impl RepowireMcp {
         let peers = match self
             .call(
                 Request::Peers {
-                    from: me["session_id"].as_str().map(str::to_owned),
+                    from: Some(me.session_id.clone()),
                     include_offline: a.show_offline.unwrap_or(false),
                     all_circles: false,
                     circle: a.circle,
@@ -156,7 +156,7 @@ impl RepowireMcp {
             Ok(p) => p,
             Err(e) => return Ok(error_result(e)),
         };
-        let mine = me["peer_id"].as_str().unwrap_or("");
+        let mine = me.peer_id.as_deref().unwrap_or("");
         let list: Vec<Value> = peers
             .as_array()
             .cloned()
@@ -199,13 +199,13 @@ impl RepowireMcp {
             Ok(me) => text_result(
                 format!(
                     "You are @{} (peer id {}) in circle {}; backend {}, project {}.",
-                    s(&me, "name"),
-                    s(&me, "peer_id"),
-                    s(&me, "circle"),
-                    s(&me, "backend"),
-                    s(&me, "path")
+                    me.name.as_deref().unwrap_or("-"),
+                    me.peer_id.as_deref().unwrap_or("-"),
+                    me.circle,
+                    me.backend,
+                    me.path.as_deref().unwrap_or("-")
                 ),
-                me,
+                serde_json::to_value(&me).expect("a typed reply serializes (string keys only)"),
             ),
             Err(e) => error_result(e),
         })
@@ -282,7 +282,7 @@ impl RepowireMcp {
         let result = tokio::select! {
             r = self.call(
                 Request::WaitReply {
-                    from: me["session_id"].as_str().map(str::to_owned),
+                    from: Some(me.session_id.clone()),
                     correlation_id: a.correlation_id.clone(),
                     timeout_ms: secs * 1000,
                 },

@@ -43,6 +43,31 @@ pub struct SessionRow {
     pub repowire_session_id: Option<String>,
 }
 
+impl From<SessionRow> for crate::api::LocalSession {
+    fn from(r: SessionRow) -> Self {
+        Self {
+            session_id: r.session_id,
+            backend: r.backend,
+            role: r.role,
+            circle: r.circle,
+            path: r.path,
+            pane: r.pane,
+            tmux_socket: r.tmux_socket,
+            agent_pid: r.agent_pid,
+            agent_start: r.agent_start,
+            transcript: r.transcript,
+            peer_id: r.peer_id,
+            name: r.name,
+            turn_state: r.turn_state,
+            active: r.active,
+            handoff: r.handoff,
+            started_at_ms: r.started_at_ms,
+            ended_at_ms: r.ended_at_ms,
+            repowire_session_id: r.repowire_session_id,
+        }
+    }
+}
+
 impl SessionRow {
     /// A new, active session with nothing known yet but who it is.
     pub fn new(session_id: String, backend: &str, role: &str, circle: &str) -> Self {
