@@ -9,10 +9,12 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod code;
 mod sent;
 mod session;
 mod transport;
 
+pub use code::{ApiCode, DaemonCode};
 pub use sent::{SendOutcome, Sender, Sent};
 pub use session::{Identity, LocalSession};
 pub use transport::{CallError, call, call_as, call_async, typed};
@@ -397,8 +399,8 @@ pub struct Response {
 #[derive(Debug, Clone, Serialize, Deserialize, thiserror::Error)]
 #[error("{message}")]
 pub struct ApiError {
-    /// Machine-readable code (protocol error codes plus `daemon_*` codes).
-    pub code: String,
+    /// Machine-readable code: a protocol error code, or one of the daemon's own.
+    pub code: ApiCode,
     /// What went wrong.
     pub message: String,
     /// What to do about it.
@@ -411,7 +413,7 @@ pub struct ApiError {
 
 impl ApiError {
     /// An error with a code and message.
-    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+    pub fn new(code: impl Into<ApiCode>, message: impl Into<String>) -> Self {
         Self {
             code: code.into(),
             message: message.into(),
@@ -435,7 +437,7 @@ impl ApiError {
         let mut text = format!(
             "{} ({})",
             for_context(&self.message),
-            for_terminal(&self.code)
+            for_terminal(self.code.as_str())
         );
         for c in &self.candidates {
             let field = |k: &str| for_terminal(c.get(k).and_then(Value::as_str).unwrap_or("?"));

@@ -171,7 +171,7 @@ pub fn run(config: &Config, command: ApprovalsCommand) -> anyhow::Result<ExitCod
             // could not be reached among them) are still shown, and the gap is said.
             let (questions, partial) = match crate::api::call(&socket, &record, TIMEOUT) {
                 Ok(all) => (all, None),
-                Err(crate::api::CallError::Api(e)) if e.code.starts_with("relay_") => {
+                Err(crate::api::CallError::Api(e)) if e.code.is_link_failure() => {
                     let local = Request::LocalDecisions {
                         from,
                         limit: Some(limit),

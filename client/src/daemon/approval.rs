@@ -159,7 +159,7 @@ impl Daemon {
     /// need a terminal of its own, detached from the agent).
     pub(super) async fn person_at_terminal(&self, pid: Option<u32>) -> Result<(), ApiError> {
         let refuse = |why: String| {
-            ApiError::new("not_a_person", why).hint(
+            ApiError::new(crate::api::DaemonCode::NotAPerson, why).hint(
                 "approvals are answered by a person: run `repowire approvals allow|deny ID` in a terminal",
             )
         };

@@ -121,18 +121,21 @@ impl Daemon {
             .into_iter()
             .find(|s| s.session_id == session)
             .ok_or_else(|| {
-                ApiError::new("unknown_session", format!("no session `{session}`"))
-                    .hint("`repowire session list --all` lists the sessions")
+                ApiError::new(
+                    crate::api::DaemonCode::UnknownSession,
+                    format!("no session `{session}`"),
+                )
+                .hint("`repowire session list --all` lists the sessions")
             })?;
         let (runtime, project) = resume_plan(&s, &self.settings.machine, |p| Path::new(p).is_dir())
-            .map_err(|why| ApiError::new("not_resumable", why))?;
+            .map_err(|why| ApiError::new(crate::api::DaemonCode::NotResumable, why))?;
         // The relay calls it detached, but right after a reconnect it may not have heard again
         // from a session that still runs here: a second agent must not resume the same
         // transcript.
         let rows = self.store.active_sessions().await.map_err(store_error)?;
         if let Some(running) = running_here(&s, &rows, agent_alive) {
             return Err(ApiError::new(
-                "not_resumable",
+                crate::api::DaemonCode::NotResumable,
                 format!(
                     "{session} still runs on this machine (runtime session {}, agent pid {}); resume only a session whose agent has ended",
                     running.session_id,
@@ -162,7 +165,12 @@ impl Daemon {
         ];
         let pane = crate::tmux::new_window(tmux_socket, &project, &line, &env)
             .await
-            .map_err(|e| ApiError::new("tmux", format!("starting the resume: {e}")))?;
+            .map_err(|e| {
+                ApiError::new(
+                    crate::api::DaemonCode::Tmux,
+                    format!("starting the resume: {e}"),
+                )
+            })?;
         tracing::info!(session, %pane, command = %line, "session resumed");
         Ok(json!({ "session": s, "command": line, "cwd": project, "started": true, "pane": pane }))
     }

@@ -8,7 +8,7 @@ use crate::api::ApiError;
 
 /// An error from the relay as an API error (keeps the protocol code and the candidates).
 pub fn relay_error(e: &ErrorFrame) -> ApiError {
-    let mut err = ApiError::new(e.code.as_str(), e.message.clone());
+    let mut err = ApiError::new(e.code, e.message.clone());
     err.candidates = e
         .candidates
         .iter()
@@ -27,10 +27,10 @@ pub fn relay_error(e: &ErrorFrame) -> ApiError {
 /// A link failure as an API error.
 pub fn link_error(e: &LinkError) -> ApiError {
     match e {
-        LinkError::Down => ApiError::new("relay_unreachable", e.to_string())
+        LinkError::Down => ApiError::new(crate::api::DaemonCode::RelayUnreachable, e.to_string())
             .hint("`repowire daemon status` shows the relay link; it reconnects by itself"),
         LinkError::Timeout => ApiError::new(
-            "relay_timeout",
+            crate::api::DaemonCode::RelayTimeout,
             "the relay did not answer in time: the request may or may not have taken effect",
         )
         .hint("check with a read (e.g. `repowire peer list`) before repeating it"),
@@ -58,14 +58,17 @@ impl super::Daemon {
 /// An answer of the wrong type (a relay bug) as an API error.
 pub(super) fn unexpected(body: &Body) -> ApiError {
     ApiError::new(
-        "daemon_protocol",
+        crate::api::DaemonCode::DaemonProtocol,
         format!("unexpected answer: {}", body.type_name()),
     )
 }
 
 /// What a request that needs the relay answers once the link has given up for good.
 pub fn stopped_error(reason: &str, key_refused: bool) -> ApiError {
-    let error = ApiError::new("relay_refused", format!("not sent: {reason}"));
+    let error = ApiError::new(
+        crate::api::DaemonCode::RelayRefused,
+        format!("not sent: {reason}"),
+    );
     if key_refused {
         error.hint(
             "the API key is revoked or unknown: get a new one, run `repowire setup --relay-url URL --api-key rw_live_…`, then `repowire daemon restart`",
@@ -77,5 +80,8 @@ pub fn stopped_error(reason: &str, key_refused: bool) -> ApiError {
 
 /// A state.db failure as an API error.
 pub fn store_error(e: sqlx::Error) -> ApiError {
-    ApiError::new("daemon_storage", format!("local state database: {e}"))
+    ApiError::new(
+        crate::api::DaemonCode::DaemonStorage,
+        format!("local state database: {e}"),
+    )
 }

@@ -11,7 +11,7 @@ use super::{Daemon, errors};
 use crate::api::ApiError;
 
 fn refuse(message: String) -> ApiError {
-    ApiError::new("file_refused", message)
+    ApiError::new(crate::api::DaemonCode::FileRefused, message)
 }
 
 fn has_dot_component(path: &Path) -> bool {
@@ -133,13 +133,13 @@ impl Daemon {
             [one] => (*one).clone(),
             [] => {
                 return Err(ApiError::new(
-                    "unknown_peer",
+                    repowire_protocol::ErrorCode::UnknownPeer,
                     format!("no visible peer `{peer}`"),
                 ));
             }
             many => {
                 let mut e = ApiError::new(
-                    "ambiguous_peer",
+                    repowire_protocol::ErrorCode::AmbiguousPeer,
                     format!("`{peer}` names {} peers; use a peer id", many.len()),
                 );
                 e.candidates = many.iter().map(|p| (*p).clone()).collect();

@@ -73,7 +73,12 @@ impl Daemon {
     ) -> Result<(HookOutput, Option<AfterWrite>), ApiError> {
         let session_id = field(call.payload, "session_id")
             .filter(|s| !s.is_empty() && s.len() <= 128)
-            .ok_or_else(|| ApiError::new("invalid_request", "hook payload has no session_id"))?
+            .ok_or_else(|| {
+                ApiError::new(
+                    repowire_protocol::ErrorCode::InvalidRequest,
+                    "hook payload has no session_id",
+                )
+            })?
             .to_owned();
         match call.event {
             HookEvent::SessionStart => {
@@ -182,7 +187,7 @@ impl Daemon {
             // Adopting it would make every shell of that terminal (or tmux server) speak as
             // this session.
             return Err(ApiError::new(
-                "not_an_agent",
+                crate::api::DaemonCode::NotAnAgent,
                 format!(
                     "this hook was not run by an agent runtime: the process behind it is `{}` (pid {host}); nothing was registered",
                     crate::procinfo::comm(host).unwrap_or_default()

@@ -42,7 +42,7 @@ impl Daemon {
                 && super::panes::AGENTS.contains(&program.as_str())
             {
                 return Err(ApiError::new(
-                    "identity_unproven",
+                    crate::api::DaemonCode::IdentityUnproven,
                     format!(
                         "this `{program}` session (pid {ancestor}) is not registered with the repowire daemon"
                     ),
@@ -87,15 +87,18 @@ impl Daemon {
                 })
                 .cloned()
                 .ok_or_else(|| {
-                    ApiError::new("unknown_session", format!("no local session `{from}`"))
-                        .hint("`repowire daemon status` lists this daemon's sessions")
+                    ApiError::new(
+                        crate::api::DaemonCode::UnknownSession,
+                        format!("no local session `{from}`"),
+                    )
+                    .hint("`repowire daemon status` lists this daemon's sessions")
                 })?;
             if let Some(own) = &proven
                 && own.session.session_id != named.session_id
             {
                 let name = own.session.name.as_deref().unwrap_or("?");
                 return Err(ApiError::new(
-                    "identity_mismatch",
+                    crate::api::DaemonCode::IdentityMismatch,
                     format!(
                         "this process runs inside agent session @{name} (agent process {}); it may not act as `{from}`",
                         own.pid
@@ -188,7 +191,7 @@ impl Daemon {
         tmux_pane: Option<&str>,
     ) -> Result<crate::api::LocalSession, ApiError> {
         let unproven = |why: String| {
-            ApiError::new("identity_unproven", why).hint(
+            ApiError::new(crate::api::DaemonCode::IdentityUnproven, why).hint(
                 "run the MCP server from an agent session whose hooks are installed (`repowire setup`), \
                  or adopt the agent's pane with `repowire link --pane $TMUX_PANE`",
             )
@@ -218,14 +221,14 @@ impl Daemon {
             s.session_id == id || s.peer_id.as_deref() == Some(id) || s.name.as_deref() == Some(id)
         }) else {
             return Err(ApiError::new(
-                "unknown_session",
+                crate::api::DaemonCode::UnknownSession,
                 format!("no active local session `{id}`"),
             )
             .hint("`repowire daemon status` lists this daemon's sessions"));
         };
         if session.session_id == CLI_SESSION {
             return Err(ApiError::new(
-                "invalid_request",
+                repowire_protocol::ErrorCode::InvalidRequest,
                 "the daemon's own peer (for the person at the terminal) is not a session to end",
             )
             .hint("`repowire daemon stop` takes it offline with the daemon"));

@@ -30,7 +30,7 @@ impl Daemon {
     ) -> Result<Value, ApiError> {
         if query.limit > MAX_LIMIT {
             return Err(ApiError::new(
-                "invalid_request",
+                repowire_protocol::ErrorCode::InvalidRequest,
                 format!("limit {} is over the maximum of {MAX_LIMIT}", query.limit),
             )
             .hint("page with --after SEQ instead"));

@@ -38,7 +38,7 @@ impl Daemon {
             && q.kind == repowire_protocol::QuestionKind::ToolPermission
         {
             return Err(ApiError::new(
-                "invalid_request",
+                repowire_protocol::ErrorCode::InvalidRequest,
                 "a tool_permission question comes only from the PreToolUse hook path; ask a `choice` question instead",
             ));
         }
@@ -237,7 +237,7 @@ impl Daemon {
     pub(super) fn validated(&self, frame: &Frame) -> Result<(), ApiError> {
         repowire_protocol::decode(&repowire_protocol::encode(frame))
             .map(drop)
-            .map_err(|e| ApiError::new(e.code.as_str(), e.message))
+            .map_err(|e| ApiError::new(e.code, e.message))
     }
 
     /// Sets or clears the actor's description.
@@ -397,7 +397,7 @@ impl Daemon {
             }
         }
         Err(ApiError::new(
-            "unavailable",
+            repowire_protocol::ErrorCode::Unavailable,
             "the relay's peer list did not end after 10 000 pages",
         ))
     }
@@ -407,7 +407,7 @@ impl Daemon {
         match self.store.sent(id).await.map_err(store_error)? {
             Some((row, events)) => Ok(json!({ "message": row, "events": events })),
             None => Err(ApiError::new(
-                "unknown_message",
+                repowire_protocol::ErrorCode::UnknownMessage,
                 format!("this daemon sent no message `{id}`"),
             )),
         }
@@ -463,14 +463,18 @@ pub(super) fn frame_of(
     } = out;
     if question.is_some() && kind != SendKind::Ask {
         return Err(ApiError::new(
-            "invalid_request",
+            repowire_protocol::ErrorCode::InvalidRequest,
             "only an ask can carry a question",
         ));
     }
     let from = PeerId(peer.to_owned());
     let need_to = || {
-        to.clone()
-            .ok_or_else(|| ApiError::new("invalid_request", "a recipient is required"))
+        to.clone().ok_or_else(|| {
+            ApiError::new(
+                repowire_protocol::ErrorCode::InvalidRequest,
+                "a recipient is required",
+            )
+        })
     };
     let body = match kind {
         SendKind::Ask => Body::Ask(Ask {

@@ -138,7 +138,7 @@ impl Daemon {
     pub async fn drop_outbox(&self, realm: &str) -> Result<Value, ApiError> {
         if realm == self.store.realm() {
             return Err(ApiError::new(
-                "invalid_request",
+                repowire_protocol::ErrorCode::InvalidRequest,
                 "that is the relay this daemon works with now: its queued messages are being sent",
             ));
         }

@@ -26,7 +26,8 @@ impl Daemon {
                 Vec::new()
             }
             Err(e) => {
-                return Err(ApiError::new("tmux", e.to_string()).hint("is tmux installed?"));
+                return Err(ApiError::new(crate::api::DaemonCode::Tmux, e.to_string())
+                    .hint("is tmux installed?"));
             }
         };
         let sessions = self
@@ -71,22 +72,25 @@ impl Daemon {
     ) -> Result<Value, ApiError> {
         if !repowire_protocol::validate::is_valid_name(backend) {
             return Err(ApiError::new(
-                "invalid_request",
+                repowire_protocol::ErrorCode::InvalidRequest,
                 format!("`{backend}` is not a valid backend name"),
             ));
         }
-        let info = tmux::pane(socket, pane)
-            .await
-            .map_err(|e| ApiError::new("unknown_pane", format!("no pane {pane}: {e}")))?;
+        let info = tmux::pane(socket, pane).await.map_err(|e| {
+            ApiError::new(
+                crate::api::DaemonCode::UnknownPane,
+                format!("no pane {pane}: {e}"),
+            )
+        })?;
         if info.dead {
             return Err(ApiError::new(
-                "unknown_pane",
+                crate::api::DaemonCode::UnknownPane,
                 format!("pane {pane} is dead"),
             ));
         }
         let agent = crate::procinfo::program_in(info.pid).ok_or_else(|| {
             ApiError::new(
-                "not_an_agent",
+                crate::api::DaemonCode::NotAnAgent,
                 format!(
                     "pane {pane} runs only a shell (`{}`): nothing to link",
                     info.command
@@ -104,7 +108,7 @@ impl Daemon {
             .find(|s| s.agent_pid == Some(i64::from(agent)))
         {
             return Err(ApiError::new(
-                "conflict",
+                repowire_protocol::ErrorCode::Conflict,
                 format!(
                     "pane {pane} already runs a registered session (@{})",
                     s.name.as_deref().unwrap_or("?")

@@ -128,7 +128,7 @@ impl Daemon {
         };
         if !owned {
             return Err(ApiError::new(
-                "unknown_message",
+                repowire_protocol::ErrorCode::UnknownMessage,
                 format!("`{cid}` is not an ask this session sent"),
             ));
         }
@@ -165,13 +165,13 @@ impl Daemon {
     ) -> Result<(Value, Option<AfterWrite>), ApiError> {
         let question = out.question.clone().ok_or_else(|| {
             ApiError::new(
-                "invalid_request",
+                repowire_protocol::ErrorCode::InvalidRequest,
                 "a blocking question needs a question: --choice, --text-answer or --acknowledge",
             )
         })?;
         if question.kind == repowire_protocol::QuestionKind::ToolPermission {
             return Err(ApiError::new(
-                "invalid_request",
+                repowire_protocol::ErrorCode::InvalidRequest,
                 "a tool_permission question comes only from the PreToolUse hook path",
             ));
         }
@@ -202,13 +202,13 @@ impl Daemon {
             .map(Duration::from_millis)
             .ok_or_else(|| {
                 ApiError::new(
-                    "invalid_request",
+                    repowire_protocol::ErrorCode::InvalidRequest,
                     "a blocking question needs a timeout (question.timeout_ms)",
                 )
             })?;
         if timeout > MAX_BLOCKING {
             return Err(ApiError::new(
-                "invalid_request",
+                repowire_protocol::ErrorCode::InvalidRequest,
                 format!(
                     "a blocking question waits at most {} s",
                     MAX_BLOCKING.as_secs()

@@ -49,7 +49,7 @@ async fn connection(daemon: Arc<Daemon>, stream: UnixStream) {
     let response = match reader.read_line(&mut line).await {
         Ok(0) => return,
         Ok(_) if !line.ends_with('\n') => Response::err(ApiError::new(
-            "invalid_request",
+            repowire_protocol::ErrorCode::InvalidRequest,
             format!("request larger than {MAX_REQUEST} bytes or not newline-terminated"),
         )),
         Ok(_) => match serde_json::from_str::<Request>(&line) {
@@ -73,12 +73,12 @@ async fn connection(daemon: Arc<Daemon>, stream: UnixStream) {
                 }
             }
             Err(e) => Response::err(ApiError::new(
-                "invalid_request",
+                repowire_protocol::ErrorCode::InvalidRequest,
                 format!("bad request: {e}"),
             )),
         },
         Err(e) => Response::err(ApiError::new(
-            "invalid_request",
+            repowire_protocol::ErrorCode::InvalidRequest,
             format!("reading request: {e}"),
         )),
     };

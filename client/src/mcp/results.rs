@@ -99,8 +99,11 @@ mod tests {
 
     #[test]
     fn a_relay_error_quoting_remote_text_reaches_the_agent_inert() {
-        let mut e = ApiError::new("ambiguous_name", format!("two peers are called {HOSTILE}"))
-            .hint(format!("use a peer id {HOSTILE}"));
+        let mut e = ApiError::new(
+            crate::api::DaemonCode::AmbiguousName,
+            format!("two peers are called {HOSTILE}"),
+        )
+        .hint(format!("use a peer id {HOSTILE}"));
         e.candidates = vec![json!({"name": HOSTILE, "peer_id": "p_1", "circle": HOSTILE})];
         let text = describe_error(CallError::Api(e));
         assert!(is_inert(&text), "{text:?}");
