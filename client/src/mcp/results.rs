@@ -7,14 +7,29 @@ use serde_json::Value;
 use crate::api::{CallError, SendOutcome, Sent};
 use crate::sanitize::for_context;
 
-/// A tool's answer. Its text quotes remote peers (names, descriptions, shared state, a file's
-/// content, relay errors), so all of it goes through the sanitizer here, in the one place every
-/// result passes: the agent reads control characters as `\xNN`, never as what they would do.
-/// (The structured content is JSON, where serde escapes control characters.)
+/// A tool's answer. Its text and its structured content quote remote peers (names,
+/// descriptions, shared state, a file's content, relay errors), so all of it goes through the
+/// sanitizer here, in the one place every result passes: the agent reads control characters,
+/// bidi overrides and invisible characters as `\xNN` / `\u{NNNN}`, never as what they would do.
+/// (JSON escaping alone would pass DEL, C1 controls and bidi overrides through as they are.)
 pub(super) fn text_result(text: String, structured: Value) -> CallToolResult {
     let mut r = CallToolResult::success(vec![ContentBlock::text(for_context(&text))]);
-    r.structured_content = Some(structured);
+    r.structured_content = Some(inert(structured));
     r
+}
+
+/// Every string of a JSON value (keys too) through [`for_context`].
+fn inert(v: Value) -> Value {
+    match v {
+        Value::String(s) => Value::String(for_context(&s)),
+        Value::Array(items) => Value::Array(items.into_iter().map(inert).collect()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (for_context(&k), inert(v)))
+                .collect(),
+        ),
+        other => other,
+    }
 }
 
 /// A tool's failure, sanitized like [`text_result`].
@@ -100,7 +115,7 @@ mod tests {
     #[test]
     fn a_relay_error_quoting_remote_text_reaches_the_agent_inert() {
         let mut e = ApiError::new(
-            crate::api::DaemonCode::AmbiguousName,
+            repowire_protocol::ErrorCode::AmbiguousPeer,
             format!("two peers are called {HOSTILE}"),
         )
         .hint(format!("use a peer id {HOSTILE}"));
@@ -123,8 +138,26 @@ mod tests {
 
     #[test]
     fn every_tool_result_text_is_sanitized_and_keeps_its_lines() {
-        let r = text_result(format!("- @a — {HOSTILE}\n- @b\tx\n"), json!({}));
+        let r = text_result(
+            format!("- @a — {HOSTILE}\n- @b\tx\n"),
+            json!({"peers": [{"description": HOSTILE, "n": 1}], HOSTILE: null}),
+        );
         let text = only_text(&r);
+        let structured = r.structured_content.clone().expect("structured content");
+        let description = structured["peers"][0]["description"]
+            .as_str()
+            .expect("string");
+        assert!(is_inert(description), "{description:?}");
+        assert!(description.contains("\\u{202e}"), "{description:?}");
+        assert_eq!(structured["peers"][0]["n"], 1, "numbers stay numbers");
+        assert!(
+            structured
+                .as_object()
+                .expect("object")
+                .keys()
+                .all(|k| is_inert(k)),
+            "keys too"
+        );
         assert!(is_inert(&text), "{text:?}");
         assert!(text.starts_with("- @a — ok\\x1b]0;pwned\\x07"), "{text:?}");
         assert!(
