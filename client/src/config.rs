@@ -283,11 +283,7 @@ impl Config {
     /// The one place this precedence is written (the daemon and `check-relay` both use it).
     pub fn relay_target(&self, file: &FileConfig) -> anyhow::Result<RelayTarget> {
         let home = self.home();
-        let url = self.relay_url.clone().or(file.relay.url.clone());
-        let key = match self.api_key.clone().or(file.relay.api_key.clone()) {
-            Some(key) => Some(key),
-            None => crate::keyfile::read(&home)?,
-        };
+        let (url, key) = self.relay_url_and_key(file)?;
         Ok(match (url, key) {
             (None, _) => RelayTarget::Embedded,
             (Some(url), Some(api_key)) => RelayTarget::Remote {
@@ -299,6 +295,20 @@ impl Config {
                 crate::keyfile::path(&home).display()
             ),
         })
+    }
+
+    /// The relay URL and API key as given, each by its precedence (see [`Self::relay_target`]),
+    /// before they are checked together.
+    pub fn relay_url_and_key(
+        &self,
+        file: &FileConfig,
+    ) -> anyhow::Result<(Option<String>, Option<String>)> {
+        let url = self.relay_url.clone().or(file.relay.url.clone());
+        let key = match self.api_key.clone().or(file.relay.api_key.clone()) {
+            Some(key) => Some(key),
+            None => crate::keyfile::read(&self.home())?,
+        };
+        Ok((url, key))
     }
 
     /// Reads config.toml (if any) and resolves every setting.

@@ -20,14 +20,20 @@ pub const TIMEOUT: Duration = Duration::from_secs(10);
 pub enum TokenError {
     /// Nothing answered, or not in time (`why` in plain words).
     Unreachable { why: String },
-    /// Something answered, but not as a Repowire relay does (no `/v1/token`, or an answer that
-    /// is not a token).
+    /// Something answered, but not as a Repowire relay does (404 at `/v1/token`, or a success
+    /// that is not a token).
     NotARelay { status: u16 },
+    /// An HTTP failure without the relay's error body (a proxy's 502, a crashed relay's 500).
+    Status { status: u16 },
     /// The relay knows the key, but its tenant is suspended: the same key works once the
     /// operator resumes it.
     TenantSuspended { message: String },
     /// The relay refused the key (401/403): unknown, revoked or expired.
-    KeyRefused { status: u16, message: String },
+    KeyRefused {
+        status: u16,
+        code: Option<ErrorCode>,
+        message: String,
+    },
     /// Any other refusal the relay explained (a limit, a relay fault).
     Refused {
         status: u16,
@@ -47,14 +53,27 @@ impl std::fmt::Display for TokenError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             TokenError::Unreachable { why } => write!(f, "cannot reach the relay: {why}"),
-            TokenError::NotARelay { status } => write!(
-                f,
-                "it answered {status}, but not as a Repowire relay does (no /v1/token there)"
-            ),
+            TokenError::NotARelay { status: 404 } => {
+                f.write_str("it does not look like a Repowire relay (no /v1/token there)")
+            }
+            TokenError::NotARelay { status } => {
+                write!(f, "it answered {status}, but not as a Repowire relay does")
+            }
+            TokenError::Status { status } => write!(f, "the relay answered HTTP {status}"),
             TokenError::TenantSuspended { message } => write!(
                 f,
                 "the key's tenant is suspended by the relay's operator: {} (tenant_suspended)",
                 for_terminal(message)
+            ),
+            TokenError::KeyRefused {
+                code: Some(code),
+                message,
+                ..
+            } => write!(
+                f,
+                "the relay refused the API key: {} ({})",
+                for_terminal(message),
+                code.as_str()
             ),
             TokenError::KeyRefused { message, .. } => {
                 write!(
@@ -113,6 +132,7 @@ pub async fn exchange(base: &str, key: &str) -> Result<TokenResponse, TokenError
         },
         Some(e) if status == 401 || status == 403 => TokenError::KeyRefused {
             status,
+            code: Some(e.error.code),
             message: e.error.message,
         },
         Some(e) => TokenError::Refused {
@@ -123,9 +143,11 @@ pub async fn exchange(base: &str, key: &str) -> Result<TokenResponse, TokenError
         // A 401/403 without the relay's error body is still a refusal of the key.
         None if status == 401 || status == 403 => TokenError::KeyRefused {
             status,
+            code: None,
             message: format!("HTTP {status}"),
         },
-        None => TokenError::NotARelay { status },
+        None if status == 404 => TokenError::NotARelay { status },
+        None => TokenError::Status { status },
     })
 }
 
@@ -137,12 +159,13 @@ mod tests {
     fn the_relays_words_are_shown_inert_and_only_a_refused_key_is_final() {
         let refused = TokenError::KeyRefused {
             status: 401,
+            code: Some(ErrorCode::KeyRevoked),
             message: "revoked\u{1b}[2J\u{202e}".into(),
         };
         assert!(refused.key_refused());
         assert_eq!(
             refused.to_string(),
-            "the relay refused the API key: revoked"
+            "the relay refused the API key: revoked (key_revoked)"
         );
         let suspended = TokenError::TenantSuspended {
             message: "paused".into(),
@@ -152,6 +175,14 @@ mod tests {
             "a suspended tenant may be resumed"
         );
         assert!(!TokenError::NotARelay { status: 404 }.key_refused());
+        assert!(
+            !TokenError::Status { status: 502 }.key_refused(),
+            "a proxy's 502 is not a verdict on the key"
+        );
+        assert_eq!(
+            TokenError::Status { status: 502 }.to_string(),
+            "the relay answered HTTP 502"
+        );
         assert!(
             !TokenError::Unreachable { why: "x".into() }.key_refused(),
             "a relay that is down now may be up later"

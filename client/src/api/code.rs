@@ -22,8 +22,6 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 )]
 #[strum(serialize_all = "snake_case")]
 pub enum DaemonCode {
-    /// A name several local sessions answer to.
-    AmbiguousName,
     /// The daemon's state database failed.
     DaemonStorage,
     /// An answer the daemon could not read (a relay bug, another version).

@@ -40,11 +40,7 @@ pub fn configure(config: &Config) -> anyhow::Result<Option<Configured>> {
         }
         file.daemon.circle = Some(circle.clone());
     }
-    let url = config.relay_url.clone().or(file.relay.url.clone());
-    let key = match config.api_key.clone().or(file.relay.api_key.clone()) {
-        Some(key) => Some(key),
-        None => crate::keyfile::read(&home)?,
-    };
+    let (url, key) = config.relay_url_and_key(&file)?;
     let configured = match (url, key) {
         (None, None) => None,
         (None, Some(_)) => bail!("an API key needs the relay it belongs to: add --relay-url URL"),
@@ -100,6 +96,7 @@ pub(crate) async fn exchange(url: &str, key: &str) -> anyhow::Result<TokenRespon
             TokenError::NotARelay { status } => {
                 anyhow::anyhow!("{url} answered {status}, but not as a Repowire relay does")
             }
+            TokenError::Status { status } => anyhow::anyhow!("{url} answered {status}"),
             TokenError::TenantSuspended { message } => anyhow::anyhow!(
                 "the relay at {url} knows the key, but its operator suspended the key's tenant: \
                  ask them to resume it (the same key works again then): {}",

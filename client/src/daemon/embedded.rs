@@ -36,7 +36,20 @@ pub async fn start(home: &Path, shutdown: CancellationToken) -> anyhow::Result<E
     );
     let api_key = api_key(store.as_ref(), &dir).await?;
     let secret = repowire_relay::storage::datadir::embedded_jwt_secret(&dir)?;
-    let mut config = repowire_relay::Config::parse_from(["repowire-relay"]).relay;
+    // The relay's own settings, from this environment's REPOWIRE_* variables (a bad one is an
+    // error that says which, not clap exiting the daemon).
+    let mut config = repowire_relay::Config::try_parse_from(["repowire-relay"])
+        .map_err(|e| {
+            let said = e.to_string();
+            anyhow::anyhow!(
+                "the embedded relay cannot use this environment's settings: {}",
+                said.lines()
+                    .next()
+                    .unwrap_or_default()
+                    .trim_start_matches("error: ")
+            )
+        })?
+        .relay;
     config.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     config.database_url = None;
     config.redis_url = None;

@@ -335,7 +335,13 @@ pub struct RelayConfig {
     #[arg(long, env = "REPOWIRE_METRICS_AUTH", default_value_t = false)]
     pub metrics_auth: bool,
     /// Log format: `json` or `text` (anything else is refused at start).
-    #[arg(long, env = "REPOWIRE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    #[arg(
+        long,
+        env = "REPOWIRE_LOG_FORMAT",
+        value_enum,
+        ignore_case = true,
+        default_value_t = LogFormat::Json
+    )]
     pub log_format: LogFormat,
 }
 
