@@ -1,7 +1,7 @@
 //! Durable storage: tenants, API keys, peers, messages and inboxes.
 //!
 //! [`Store`] is the one interface the relay uses; [`postgres::PgStore`] (production) and
-//! [`sqlite::SqliteStore`] (embedded) implement it with the same SQL body (see [`sql`]), and the
+//! [`sqlite::SqliteStore`] (embedded) implement it with the same SQL body (`sql/`, compiled once per backend), and the
 //! same behaviour tests run against both. Every statement on peers, messages and inboxes filters
 //! on the tenant id, so nothing here reads or writes across tenants; the exceptions are the
 //! tenant and key tables themselves (keys are found by hash or id, then carry their tenant) and
@@ -20,13 +20,13 @@ pub mod postgres;
 mod questions;
 mod records;
 mod sessions;
-mod sql;
+mod shared;
 pub mod sqlite;
 
 pub use questions::*;
 pub use records::*;
 pub use sessions::*;
-pub(crate) use sql::INBOX_FULL_REASON;
+pub(crate) use shared::INBOX_FULL_REASON;
 
 /// How a tenant is looked up: each lookup says which column it means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

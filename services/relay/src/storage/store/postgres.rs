@@ -40,13 +40,18 @@ impl PgStore {
 // custom plan look cheaper), and planning was most of a small batch's time in the database:
 // 1.5 ms per batch at 1 000 messages/s, of which ~0.6 ms was `bind`. The statements are written
 // so that one plan fits every batch (fenced per-key lookups, primary-key updates).
-super::sql::impl_store!(
-    PgStore,
-    sqlx::Postgres,
-    "postgres",
-    "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan",
-    " FOR UPDATE OF m"
-);
+// What the shared SQL body in `sql/` takes from this backend (see `sql/mod.rs`).
+type Db = sqlx::Postgres;
+type This = PgStore;
+const BACKEND: &str = "postgres";
+const BEGIN_WRITE: &str = "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan";
+/// Closing an ask locks its message row, so two pods closing it serialise.
+const LOCK_ASK: &str = " FOR UPDATE OF m";
+
+/// The shared SQL body, compiled for Postgres.
+#[allow(clippy::duplicate_mod)] // on purpose: the same queries, once per driver
+#[path = "sql/mod.rs"]
+mod sql;
 
 /// The element a SQL ordinal names (SQL arrays and `WITH ORDINALITY` count from 1).
 fn nth<T>(items: &mut [T], ordinal: i64) -> Option<&mut T> {
@@ -64,7 +69,7 @@ impl PgStore {
     /// locks through here takes them in the same order.
     async fn lock_peers(
         conn: &mut sqlx::PgConnection,
-        rows: super::sql::PeerRows,
+        rows: super::shared::PeerRows,
         peers: &std::collections::BTreeSet<(&str, &str)>,
     ) -> super::Result<()> {
         if peers.len() < 2 {
@@ -74,8 +79,8 @@ impl PgStore {
         let tenants: Vec<&str> = peers.iter().map(|(t, _)| *t).collect();
         let ids: Vec<&str> = peers.iter().map(|(_, p)| *p).collect();
         let table = match rows {
-            super::sql::PeerRows::Slots => "peers",
-            super::sql::PeerRows::Cursors => "peer_cursors",
+            super::shared::PeerRows::Slots => "peers",
+            super::shared::PeerRows::Cursors => "peer_cursors",
         };
         let sql = format!(
             "SELECT 1 FROM {table} p JOIN unnest($1::text[], $2::text[]) AS k(tenant_id, peer_id) \
@@ -304,7 +309,7 @@ impl PgStore {
         conn: &mut sqlx::PgConnection,
         now_ms: i64,
         limit: i64,
-    ) -> super::Result<Vec<EntryRow>> {
+    ) -> super::Result<Vec<sql::EntryRow>> {
         // No JIT for this transaction (the sweep's own): the plan's row estimate is large (the
         // planner cannot know how short the ranges are), so JIT compiled it for ~110 ms per
         // sweep, inside the writer's transaction, to run it in a fraction of a millisecond.
@@ -342,11 +347,11 @@ impl PgStore {
     async fn receipt_entries(
         conn: &mut sqlx::PgConnection,
         keys: &[(usize, &super::ReceiptOp)],
-    ) -> super::Result<Vec<EntryRow>> {
+    ) -> super::Result<Vec<sql::EntryRow>> {
         if let [(_, r)] = keys {
             // Alone (light load): plain equalities, planned in a fraction of the time the
             // lateral form takes (Postgres re-plans that one for each array it is given).
-            return Ok(sqlx::query_as(super::sql::ENTRY_BY_KEY)
+            return Ok(sqlx::query_as(super::shared::ENTRY_BY_KEY)
                 .bind(&r.tenant_id)
                 .bind(&r.peer_id)
                 .bind(&r.message_id)

@@ -77,7 +77,19 @@ pub fn private_files(path: &Path) -> super::Result<()> {
     Ok(())
 }
 
-super::sql::impl_store!(SqliteStore, sqlx::Sqlite, "sqlite", "BEGIN IMMEDIATE", "");
+// What the shared SQL body in `sql/` takes from this backend (see `sql/mod.rs`).
+type Db = sqlx::Sqlite;
+type This = SqliteStore;
+const BACKEND: &str = "sqlite";
+/// A write batch takes the database's write lock before it reads (see `sql/mod.rs`).
+const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
+/// Nothing to add: the write transaction holds the whole database.
+const LOCK_ASK: &str = "";
+
+/// The shared SQL body, compiled for SQLite.
+#[allow(clippy::duplicate_mod)] // on purpose: the same queries, once per driver
+#[path = "sql/mod.rs"]
+mod sql;
 
 /// A stored message's tenant, id, content hash and correlation id.
 type StoredId = (String, String, String, Option<String>);
@@ -86,7 +98,7 @@ impl SqliteStore {
     /// Nothing to do: a SQLite write transaction (`BEGIN IMMEDIATE`) holds the whole database.
     async fn lock_peers(
         _conn: &mut sqlx::SqliteConnection,
-        _rows: super::sql::PeerRows,
+        _rows: super::shared::PeerRows,
         _peers: &std::collections::BTreeSet<(&str, &str)>,
     ) -> super::Result<()> {
         Ok(())
@@ -231,7 +243,7 @@ impl SqliteStore {
         conn: &mut sqlx::SqliteConnection,
         now_ms: i64,
         limit: i64,
-    ) -> super::Result<Vec<EntryRow>> {
+    ) -> super::Result<Vec<sql::EntryRow>> {
         Ok(sqlx::query_as(
             "SELECT i.tenant_id, i.peer_id, i.message_id, i.seq, i.state AS state, \
              i.state AS row_state, c.delivered_seq AS cursor, m.from_peer_id, m.correlation_id \
@@ -252,7 +264,7 @@ impl SqliteStore {
     async fn receipt_entries(
         conn: &mut sqlx::SqliteConnection,
         keys: &[(usize, &super::ReceiptOp)],
-    ) -> super::Result<Vec<EntryRow>> {
+    ) -> super::Result<Vec<sql::EntryRow>> {
         let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
             "SELECT i.tenant_id, i.peer_id, i.message_id, i.seq, CASE WHEN i.state = 'accepted' AND i.seq <= p.delivered_seq THEN 'delivered' ELSE i.state END AS state, \
              i.state AS row_state, p.delivered_seq AS cursor, m.from_peer_id, m.correlation_id \
