@@ -17,6 +17,7 @@ mod key_scopes;
 mod lifecycle;
 mod limits;
 mod limits_cluster;
+mod migrations;
 mod questions;
 mod routing;
 mod sessions;

@@ -42,10 +42,74 @@ impl SqliteStore {
             .fetch_all(&pool)
             .await
             .unwrap_or_default();
+        renumber_ledger(&pool).await?;
         MIGRATOR.run(&pool).await?;
         super::log_applied(&MIGRATOR, &before, "sqlite");
         Ok(Self { pool })
     }
+}
+
+/// SQLite migrations were numbered on their own until they took the number of the Postgres
+/// migration making the same change (SQLite has no migrations 3, 5 and 6: those are
+/// Postgres-only). Old version → (new version, description), newest first.
+const RENUMBERED: [(i64, i64, &str); 16] = [
+    (18, 21, "stored peers limit"),
+    (17, 20, "state bytes limit"),
+    (16, 19, "session bindings"),
+    (15, 18, "approve scope"),
+    (14, 17, "question deadlines"),
+    (13, 16, "api key scopes"),
+    (12, 15, "admin tokens"),
+    (11, 14, "usage"),
+    (10, 13, "admin audit"),
+    (9, 12, "tenant deletion"),
+    (8, 11, "idempotent key creation"),
+    (7, 10, "plans"),
+    (6, 9, "message trace"),
+    (5, 8, "key last used"),
+    (4, 7, "peer cursors"),
+    (3, 4, "sweep by cursor"),
+];
+
+/// Moves a database migrated under the old numbering to the shared one, in one transaction,
+/// before the migrator runs (which would otherwise find versions it does not know). Only the
+/// ledger's version numbers change: each migration's text, and so its checksum, is the same.
+/// A database already on the shared numbering, or new, is left alone.
+async fn renumber_ledger(pool: &SqlitePool) -> super::Result<()> {
+    let ledger: Option<String> = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'",
+    )
+    .fetch_optional(pool)
+    .await?;
+    if ledger.is_none() {
+        return Ok(()); // a new database
+    }
+    let old: Option<i64> = sqlx::query_scalar(
+        "SELECT version FROM _sqlx_migrations WHERE version = 3 AND description = 'sweep by cursor'",
+    )
+    .fetch_optional(pool)
+    .await?;
+    if old.is_none() {
+        return Ok(());
+    }
+    let mut tx = pool.begin().await?;
+    // Newest first: each new number is free when it is taken (new > old for every pair).
+    for (from, to, description) in RENUMBERED {
+        sqlx::query(
+            "UPDATE _sqlx_migrations SET version = $1 WHERE version = $2 AND description = $3",
+        )
+        .bind(to)
+        .bind(from)
+        .bind(description)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    tracing::info!(
+        storage = "sqlite",
+        "migration ledger renumbered to the shared numbering"
+    );
+    Ok(())
 }
 
 /// The database holds message bodies: its file, and the journal files SQLite gives the same
