@@ -1,5 +1,5 @@
 //! What a batch of writes adds to the tenants' usage: counted from the outcomes of the batch,
-//! inside its transaction (see `sql::impl_store!`'s `apply`), so usage is exactly what was
+//! inside its transaction (see `apply` in `sql/mod.rs`), so usage is exactly what was
 //! stored — a retried message (same id, `Duplicate`) and a refused one add nothing, and a
 //! receipt repeated after its entry moved on adds no second delivery.
 //!

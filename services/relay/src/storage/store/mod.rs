@@ -96,30 +96,35 @@ impl StoreError {
 /// Result alias for storage calls.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
-/// The storage interface.
+/// The storage interface: every role below, plus what the relay asks of the store itself.
+/// Callers bring into scope the roles they use, so an import says what a module reads and
+/// writes.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store:
+    TenantStore + KeyStore + UsageStore + PeerStore + MessageStore + SessionStore + 'static
+{
     /// `postgres` or `sqlite`.
     fn backend(&self) -> &'static str;
     /// Cheap liveness check for `/readyz`.
     async fn ping(&self) -> Result<()>;
-
     /// A store of the writer's own, if this backend wants one. Called on the writer's thread
     /// (see [`crate::storage::writer`]); `None`: the writer shares this store.
     fn writer_store(&self) -> Option<Arc<dyn Store>> {
         None
     }
-
     /// Closes this store's connections (the writer's own store, when the writer ends).
     async fn close(&self) {}
-
     /// True if receipts may commit in transactions of their own alongside message writes (see
     /// [`crate::storage::writer`]): the database runs concurrent transactions, and the two kinds update
     /// different rows of a peer.
     fn parallel_receipts(&self) -> bool {
         false
     }
+}
 
+/// Tenants and plans, their lifecycle (suspend, delete, purge) and the admin audit log.
+#[async_trait]
+pub trait TenantStore: Send + Sync {
     /// Creates a tenant; `Conflict` if the name is taken.
     async fn create_tenant(&self, tenant: &TenantRecord) -> Result<()>;
     /// Creates a tenant and its first key in one transaction; `Conflict` (and nothing stored)
@@ -131,7 +136,6 @@ pub trait Store: Send + Sync + 'static {
     /// One tenant, by id or by name as the key says (never either: a name could be another
     /// tenant's id).
     async fn find_tenant(&self, key: TenantKey<'_>) -> Result<Option<TenantRecord>>;
-
     /// Replaces a tenant's plan, display name and overrides; false if there is no such tenant.
     async fn update_tenant(&self, tenant: &TenantRecord) -> Result<bool>;
     /// Creates a plan; `Conflict` if the name is taken.
@@ -142,7 +146,31 @@ pub trait Store: Send + Sync + 'static {
     async fn get_plan(&self, name: &str) -> Result<Option<PlanRecord>>;
     /// Replaces a plan's description and limits; false if there is no such plan.
     async fn update_plan(&self, plan: &PlanRecord) -> Result<bool>;
+    /// A page of tenants in listing order (`created_at_ms`, `id`).
+    async fn list_tenants_page(
+        &self,
+        filter: &TenantFilter,
+        limit: i64,
+    ) -> Result<Vec<TenantRecord>>;
+    /// Marks a tenant deleted and revokes every key of it, in one transaction; false if there
+    /// is no such tenant or it was deleted already.
+    async fn delete_tenant(&self, tenant_id: &str, now_ms: i64) -> Result<bool>;
+    /// Removes every row of a deleted tenant; false (and nothing removed) unless it exists and
+    /// is deleted.
+    async fn purge_tenant(&self, tenant_id: &str) -> Result<bool>;
+    /// Tenants deleted before `before_ms` (due for the purge).
+    async fn deleted_before(&self, before_ms: i64) -> Result<Vec<String>>;
+    /// Stores an audit event.
+    async fn insert_audit(&self, event: &AuditEvent) -> Result<()>;
+    /// A page of audit events, oldest first.
+    async fn list_audit(&self, filter: &AuditFilter, limit: i64) -> Result<Vec<AuditEvent>>;
+    /// Suspends (`Some(time)`) or resumes (`None`) a tenant; false if there is no such tenant.
+    async fn set_tenant_suspended(&self, tenant_id: &str, at_ms: Option<i64>) -> Result<bool>;
+}
 
+/// API keys (tenants' credentials) and admin tokens (the service operator's).
+#[async_trait]
+pub trait KeyStore: Send + Sync {
     /// Stores a new API key (hash only).
     async fn insert_api_key(&self, key: &ApiKeyRecord) -> Result<()>;
     /// Stores `key` for the request `(tenant, idempotency_key)` unless that request already
@@ -170,12 +198,6 @@ pub trait Store: Send + Sync + 'static {
     /// Those of `ids` that are no longer usable at `now_ms`: revoked, expired, or of a
     /// suspended tenant.
     async fn unusable_keys(&self, ids: &[String], now_ms: i64) -> Result<Vec<UnusableKey>>;
-    /// A page of tenants in listing order (`created_at_ms`, `id`).
-    async fn list_tenants_page(
-        &self,
-        filter: &TenantFilter,
-        limit: i64,
-    ) -> Result<Vec<TenantRecord>>;
     /// A page of a tenant's keys in listing order (`created_at_ms`, `id`), after `after`.
     async fn list_api_keys_page(
         &self,
@@ -183,16 +205,23 @@ pub trait Store: Send + Sync + 'static {
         after: Option<(i64, String)>,
         limit: i64,
     ) -> Result<Vec<ApiKeyRecord>>;
-    /// Marks a tenant deleted and revokes every key of it, in one transaction; false if there
-    /// is no such tenant or it was deleted already.
-    async fn delete_tenant(&self, tenant_id: &str, now_ms: i64) -> Result<bool>;
-    /// Removes every row of a deleted tenant; false (and nothing removed) unless it exists and
-    /// is deleted.
-    async fn purge_tenant(&self, tenant_id: &str) -> Result<bool>;
-    /// Tenants deleted before `before_ms` (due for the purge).
-    async fn deleted_before(&self, before_ms: i64) -> Result<Vec<String>>;
-    /// Stores an audit event.
-    async fn insert_audit(&self, event: &AuditEvent) -> Result<()>;
+    /// Stores a minted admin token.
+    async fn insert_admin_token(&self, token: &AdminTokenRecord) -> Result<()>;
+    /// The admin token with this hash, revoked or not.
+    async fn admin_token_by_hash(&self, hash: &str) -> Result<Option<AdminTokenRecord>>;
+    /// Every admin token, oldest first.
+    async fn list_admin_tokens(&self) -> Result<Vec<AdminTokenRecord>>;
+    /// Revokes an admin token; false if there is none by that id or it was revoked already.
+    async fn revoke_admin_token(&self, id: &str, now_ms: i64) -> Result<bool>;
+    /// Records an admin token's use (for the operator's view).
+    async fn admin_token_used(&self, id: &str, now_ms: i64) -> Result<()>;
+    /// Revokes a key; false if it does not exist or was already revoked.
+    async fn revoke_api_key(&self, id: &str, now_ms: i64) -> Result<bool>;
+}
+
+/// Metering: usage rows and the monthly message count.
+#[async_trait]
+pub trait UsageStore: Send + Sync {
     /// Usage rows (per tenant, hour and metric) of one tenant or all, for hours starting in
     /// `[from_ms, to_ms)`, by tenant, hour and metric.
     async fn usage_rows(
@@ -207,23 +236,11 @@ pub trait Store: Send + Sync + 'static {
     /// The messages (every kind, see `metering::metric`) counted for a tenant in the hours
     /// starting in `[from_ms, to_ms)`.
     async fn messages_counted(&self, tenant_id: &str, from_ms: i64, to_ms: i64) -> Result<i64>;
-    /// Stores a minted admin token.
-    async fn insert_admin_token(&self, token: &AdminTokenRecord) -> Result<()>;
-    /// The admin token with this hash, revoked or not.
-    async fn admin_token_by_hash(&self, hash: &str) -> Result<Option<AdminTokenRecord>>;
-    /// Every admin token, oldest first.
-    async fn list_admin_tokens(&self) -> Result<Vec<AdminTokenRecord>>;
-    /// Revokes an admin token; false if there is none by that id or it was revoked already.
-    async fn revoke_admin_token(&self, id: &str, now_ms: i64) -> Result<bool>;
-    /// Records an admin token's use (for the operator's view).
-    async fn admin_token_used(&self, id: &str, now_ms: i64) -> Result<()>;
-    /// A page of audit events, oldest first.
-    async fn list_audit(&self, filter: &AuditFilter, limit: i64) -> Result<Vec<AuditEvent>>;
-    /// Suspends (`Some(time)`) or resumes (`None`) a tenant; false if there is no such tenant.
-    async fn set_tenant_suspended(&self, tenant_id: &str, at_ms: Option<i64>) -> Result<bool>;
-    /// Revokes a key; false if it does not exist or was already revoked.
-    async fn revoke_api_key(&self, id: &str, now_ms: i64) -> Result<bool>;
+}
 
+/// Peers of a tenant and their circles' shared state (off the message write path).
+#[async_trait]
+pub trait PeerStore: Send + Sync {
     /// Inserts a new peer or replaces the identity fields of an existing one (reclaim).
     async fn upsert_peer(&self, peer: &PeerRecord) -> Result<()>;
     /// Inserts a new peer within its tenant's `max_stored_peers` (`room`), forgetting
@@ -253,7 +270,6 @@ pub trait Store: Send + Sync + 'static {
     async fn clear_description(&self, tenant_id: &str, peer_id: &str, set_at: i64) -> Result<()>;
     /// Records activity.
     async fn touch_peer(&self, tenant_id: &str, peer_id: &str, now_ms: i64) -> Result<()>;
-
     /// Writes (`Some`) or deletes (`None`) a key of a circle's shared state; a new key is
     /// refused when the circle already has `max_keys`.
     #[allow(clippy::too_many_arguments)]
@@ -277,10 +293,13 @@ pub trait Store: Send + Sync + 'static {
         circle: &str,
         key: Option<&str>,
     ) -> Result<Vec<StateRecord>>;
+}
 
+/// Messages and inboxes: the write path's batches and what reads them back.
+#[async_trait]
+pub trait MessageStore: Send + Sync {
     /// Applies a batch of writes in one transaction; one outcome per op, in order.
     async fn apply(&self, ops: &[WriteOp]) -> Result<Vec<WriteOutcome>>;
-
     /// Inbox entries of a peer after `after_seq`, oldest first; `pending_only` keeps entries
     /// not yet reported delivered. Expired and failed entries are never returned.
     async fn inbox_after(
@@ -291,7 +310,6 @@ pub trait Store: Send + Sync + 'static {
         pending_only: bool,
         limit: i64,
     ) -> Result<Vec<InboxEntry>>;
-
     /// Questions sent to `@approvers` (the inbox of [`CONTROL_PEER`]): open ones oldest first,
     /// or closed ones newest first; with `asker`, only those that peer asked.
     async fn list_questions(
@@ -301,7 +319,18 @@ pub trait Store: Send + Sync + 'static {
         closed: bool,
         limit: i64,
     ) -> Result<Vec<QuestionRecord>>;
+    /// A message the given peer sent, by message id or correlation id, with its recipients.
+    async fn message_status(
+        &self,
+        tenant_id: &str,
+        sender: &str,
+        key: &MessageKey,
+    ) -> Result<Option<MessageStatus>>;
+}
 
+/// Session bindings: which work stream a peer executes.
+#[async_trait]
+pub trait SessionStore: Send + Sync {
     /// The session a binding continues: the one named (if the tenant has it with this
     /// backend), else the one this runtime session id was last bound to.
     async fn find_session(
@@ -320,14 +349,6 @@ pub trait Store: Send + Sync + 'static {
     /// One session of a tenant.
     async fn get_session(&self, tenant_id: &str, session_id: &str)
     -> Result<Option<SessionRecord>>;
-
-    /// A message the given peer sent, by message id or correlation id, with its recipients.
-    async fn message_status(
-        &self,
-        tenant_id: &str,
-        sender: &str,
-        key: &MessageKey,
-    ) -> Result<Option<MessageStatus>>;
 }
 
 /// Logs each migration of `migrator` that was not among `before` (the versions applied before

@@ -36,6 +36,10 @@ impl Store for PoisonStore {
     fn parallel_receipts(&self) -> bool {
         self.parallel
     }
+}
+
+#[async_trait]
+impl TenantStore for PoisonStore {
     async fn create_tenant(&self, _: &TenantRecord) -> crate::storage::store::Result<()> {
         unused()
     }
@@ -46,16 +50,6 @@ impl Store for PoisonStore {
     ) -> crate::storage::store::Result<()> {
         unused()
     }
-    async fn key_used(&self, _: &str, _: i64) -> crate::storage::store::Result<()> {
-        unused()
-    }
-    async fn unusable_keys(
-        &self,
-        _: &[String],
-        _: i64,
-    ) -> crate::storage::store::Result<Vec<crate::storage::store::UnusableKey>> {
-        unused()
-    }
     async fn set_tenant_suspended(
         &self,
         _: &str,
@@ -63,33 +57,11 @@ impl Store for PoisonStore {
     ) -> crate::storage::store::Result<bool> {
         unused()
     }
-    async fn insert_api_key_once(
-        &self,
-        _: &ApiKeyRecord,
-        _: &str,
-        _: &str,
-    ) -> crate::storage::store::Result<Option<crate::storage::store::KeyRequest>> {
-        unused()
-    }
-    async fn set_key_expiry(&self, _: &str, _: Option<i64>) -> crate::storage::store::Result<bool> {
-        unused()
-    }
-    async fn forget_key_requests(&self, _: i64) -> crate::storage::store::Result<u64> {
-        unused()
-    }
     async fn list_tenants_page(
         &self,
         _: &crate::storage::store::TenantFilter,
         _: i64,
     ) -> crate::storage::store::Result<Vec<TenantRecord>> {
-        unused()
-    }
-    async fn list_api_keys_page(
-        &self,
-        _: &str,
-        _: Option<(i64, String)>,
-        _: i64,
-    ) -> crate::storage::store::Result<Vec<ApiKeyRecord>> {
         unused()
     }
     async fn delete_tenant(&self, _: &str, _: i64) -> crate::storage::store::Result<bool> {
@@ -105,51 +77,6 @@ impl Store for PoisonStore {
         &self,
         _: &crate::storage::store::AuditEvent,
     ) -> crate::storage::store::Result<()> {
-        unused()
-    }
-    async fn usage_rows(
-        &self,
-        _: Option<&str>,
-        _: i64,
-        _: i64,
-    ) -> crate::storage::store::Result<Vec<crate::storage::store::UsageRow>> {
-        unused()
-    }
-    async fn messages_counted(
-        &self,
-        _: &str,
-        _: i64,
-        _: i64,
-    ) -> crate::storage::store::Result<i64> {
-        unused()
-    }
-    async fn add_usage(
-        &self,
-        _: &[crate::storage::store::UsageAdd],
-    ) -> crate::storage::store::Result<()> {
-        unused()
-    }
-    async fn insert_admin_token(
-        &self,
-        _: &crate::storage::store::AdminTokenRecord,
-    ) -> crate::storage::store::Result<()> {
-        unused()
-    }
-    async fn admin_token_by_hash(
-        &self,
-        _: &str,
-    ) -> crate::storage::store::Result<Option<crate::storage::store::AdminTokenRecord>> {
-        unused()
-    }
-    async fn list_admin_tokens(
-        &self,
-    ) -> crate::storage::store::Result<Vec<crate::storage::store::AdminTokenRecord>> {
-        unused()
-    }
-    async fn revoke_admin_token(&self, _: &str, _: i64) -> crate::storage::store::Result<bool> {
-        unused()
-    }
-    async fn admin_token_used(&self, _: &str, _: i64) -> crate::storage::store::Result<()> {
         unused()
     }
     async fn list_audit(
@@ -194,6 +121,65 @@ impl Store for PoisonStore {
     ) -> crate::storage::store::Result<Option<TenantRecord>> {
         unused()
     }
+}
+
+#[async_trait]
+impl KeyStore for PoisonStore {
+    async fn key_used(&self, _: &str, _: i64) -> crate::storage::store::Result<()> {
+        unused()
+    }
+    async fn unusable_keys(
+        &self,
+        _: &[String],
+        _: i64,
+    ) -> crate::storage::store::Result<Vec<crate::storage::store::UnusableKey>> {
+        unused()
+    }
+    async fn insert_api_key_once(
+        &self,
+        _: &ApiKeyRecord,
+        _: &str,
+        _: &str,
+    ) -> crate::storage::store::Result<Option<crate::storage::store::KeyRequest>> {
+        unused()
+    }
+    async fn set_key_expiry(&self, _: &str, _: Option<i64>) -> crate::storage::store::Result<bool> {
+        unused()
+    }
+    async fn forget_key_requests(&self, _: i64) -> crate::storage::store::Result<u64> {
+        unused()
+    }
+    async fn list_api_keys_page(
+        &self,
+        _: &str,
+        _: Option<(i64, String)>,
+        _: i64,
+    ) -> crate::storage::store::Result<Vec<ApiKeyRecord>> {
+        unused()
+    }
+    async fn insert_admin_token(
+        &self,
+        _: &crate::storage::store::AdminTokenRecord,
+    ) -> crate::storage::store::Result<()> {
+        unused()
+    }
+    async fn admin_token_by_hash(
+        &self,
+        _: &str,
+    ) -> crate::storage::store::Result<Option<crate::storage::store::AdminTokenRecord>> {
+        unused()
+    }
+    async fn list_admin_tokens(
+        &self,
+    ) -> crate::storage::store::Result<Vec<crate::storage::store::AdminTokenRecord>> {
+        unused()
+    }
+    async fn revoke_admin_token(&self, _: &str, _: i64) -> crate::storage::store::Result<bool> {
+        unused()
+    }
+    async fn admin_token_used(&self, _: &str, _: i64) -> crate::storage::store::Result<()> {
+        unused()
+    }
     async fn insert_api_key(&self, _: &ApiKeyRecord) -> crate::storage::store::Result<()> {
         unused()
     }
@@ -212,6 +198,36 @@ impl Store for PoisonStore {
     async fn revoke_api_key(&self, _: &str, _: i64) -> crate::storage::store::Result<bool> {
         unused()
     }
+}
+
+#[async_trait]
+impl UsageStore for PoisonStore {
+    async fn usage_rows(
+        &self,
+        _: Option<&str>,
+        _: i64,
+        _: i64,
+    ) -> crate::storage::store::Result<Vec<crate::storage::store::UsageRow>> {
+        unused()
+    }
+    async fn messages_counted(
+        &self,
+        _: &str,
+        _: i64,
+        _: i64,
+    ) -> crate::storage::store::Result<i64> {
+        unused()
+    }
+    async fn add_usage(
+        &self,
+        _: &[crate::storage::store::UsageAdd],
+    ) -> crate::storage::store::Result<()> {
+        unused()
+    }
+}
+
+#[async_trait]
+impl PeerStore for PoisonStore {
     async fn upsert_peer(&self, _: &PeerRecord) -> crate::storage::store::Result<()> {
         unused()
     }
@@ -286,6 +302,10 @@ impl Store for PoisonStore {
     ) -> crate::storage::store::Result<Vec<crate::storage::store::StateRecord>> {
         unused()
     }
+}
+
+#[async_trait]
+impl MessageStore for PoisonStore {
     async fn apply(&self, ops: &[WriteOp]) -> crate::storage::store::Result<Vec<WriteOutcome>> {
         self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if let Some(gate) = &self.hold_accepts
@@ -341,6 +361,10 @@ impl Store for PoisonStore {
     ) -> crate::storage::store::Result<Vec<crate::storage::store::QuestionRecord>> {
         unused()
     }
+}
+
+#[async_trait]
+impl SessionStore for PoisonStore {
     async fn find_session(
         &self,
         _: &str,

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::AdminError;
 use super::page::{PageQuery, next_cursor};
 use crate::ids::now_ms;
-use crate::storage::store::{AdminTokenRecord, AuditEvent, AuditFilter, Store};
+use crate::storage::store::{AdminTokenRecord, AuditEvent, AuditFilter, TenantStore};
 
 /// Who is acting and in which request.
 #[derive(Debug, Clone)]
@@ -58,7 +58,7 @@ fn json_of(value: Option<&impl Serialize>) -> Option<String> {
 /// write stands (answering an error would invite a retry of a write that happened) and the
 /// failure is logged as an error.
 pub async fn record(
-    store: &dyn Store,
+    store: &dyn TenantStore,
     ctx: &AdminCtx,
     action: &str,
     target: &str,
@@ -111,7 +111,7 @@ pub struct AuditPage {
 }
 
 /// A page of the audit log, oldest first.
-pub async fn list(store: &dyn Store, query: AuditQuery) -> Result<AuditPage, AdminError> {
+pub async fn list(store: &dyn TenantStore, query: AuditQuery) -> Result<AuditPage, AdminError> {
     let page = PageQuery {
         limit: query.limit,
         cursor: query.cursor,

@@ -5,7 +5,7 @@ use serde::Deserialize;
 
 use super::AdminError;
 use crate::ids::now_ms;
-use crate::storage::store::{Limits, PlanRecord, Store};
+use crate::storage::store::{Limits, PlanRecord, TenantStore};
 use crate::tenancy::limits::{self, LimitsPatch};
 
 /// Longest plan description, bytes.
@@ -65,7 +65,7 @@ pub(crate) fn check_text(what: &str, text: &str, max: usize) -> Result<(), Admin
 }
 
 /// Creates a plan.
-pub async fn create_plan(store: &dyn Store, new: NewPlan) -> Result<PlanRecord, AdminError> {
+pub async fn create_plan(store: &dyn TenantStore, new: NewPlan) -> Result<PlanRecord, AdminError> {
     if !repowire_protocol::validate::is_valid_name(&new.name) {
         return Err(AdminError::Invalid(
             "a plan name is 1-64 characters of letters, digits, '.', '_' or '-'".into(),
@@ -86,7 +86,7 @@ pub async fn create_plan(store: &dyn Store, new: NewPlan) -> Result<PlanRecord, 
 }
 
 /// One plan by name.
-pub async fn get_plan(store: &dyn Store, name: &str) -> Result<PlanRecord, AdminError> {
+pub async fn get_plan(store: &dyn TenantStore, name: &str) -> Result<PlanRecord, AdminError> {
     store
         .get_plan(name)
         .await?
@@ -96,7 +96,7 @@ pub async fn get_plan(store: &dyn Store, name: &str) -> Result<PlanRecord, Admin
 /// Changes a plan. Tenants on it get the new limits; a limit below what a tenant uses now is
 /// accepted and applies from then on (nothing already accepted is undone).
 pub async fn update_plan(
-    store: &dyn Store,
+    store: &dyn TenantStore,
     name: &str,
     patch: PlanPatch,
 ) -> Result<PlanRecord, AdminError> {

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::AdminError;
 use crate::ids::{now_ms, random_suffix};
-use crate::storage::store::{AdminTokenRecord, Store};
+use crate::storage::store::{AdminTokenRecord, KeyStore};
 
 /// Prefix of minted admin tokens (never a valid API key or JWT).
 pub const PREFIX: &str = "rw_admin_";
@@ -52,7 +52,7 @@ pub struct MintedAdminToken {
 /// Mints and stores an admin token with some of the scopes `holder` has (`None`: the bootstrap
 /// token or the CLI, which hold every scope).
 pub async fn create(
-    store: &dyn Store,
+    store: &dyn KeyStore,
     new: NewAdminToken,
     holder: Option<&AdminTokenRecord>,
 ) -> Result<MintedAdminToken, AdminError> {
@@ -108,7 +108,7 @@ pub async fn create(
 }
 
 /// Every admin token (never their text).
-pub async fn list(store: &dyn Store) -> Result<Vec<AdminTokenRecord>, AdminError> {
+pub async fn list(store: &dyn KeyStore) -> Result<Vec<AdminTokenRecord>, AdminError> {
     Ok(store.list_admin_tokens().await?)
 }
 
@@ -116,7 +116,7 @@ pub async fn list(store: &dyn Store) -> Result<Vec<AdminTokenRecord>, AdminError
 /// `holder` revokes only tokens whose every scope it holds itself (no token takes away the
 /// rights of one above it).
 pub async fn revoke(
-    store: &dyn Store,
+    store: &dyn KeyStore,
     id: &str,
     holder: Option<&AdminTokenRecord>,
 ) -> Result<(), AdminError> {
@@ -142,7 +142,10 @@ pub async fn revoke(
 }
 
 /// The usable admin token with this text, if any.
-pub async fn find(store: &dyn Store, text: &str) -> Result<Option<AdminTokenRecord>, AdminError> {
+pub async fn find(
+    store: &dyn KeyStore,
+    text: &str,
+) -> Result<Option<AdminTokenRecord>, AdminError> {
     if !text.starts_with(PREFIX) {
         return Ok(None);
     }

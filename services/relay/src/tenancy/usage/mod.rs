@@ -11,7 +11,7 @@ use serde::Serialize;
 pub use calendar::{month_start, parse_month, utc_string};
 
 use crate::storage::store::metering::{HOUR_MS, metric};
-use crate::storage::store::{Store, StoreError, UsageRow};
+use crate::storage::store::{StoreError, UsageRow, UsageStore};
 
 /// How usage is summed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -65,7 +65,7 @@ pub struct Period {
 /// Usage summed by `granularity`: one [`Period`] per tenant and period that has any usage, by
 /// tenant then time.
 pub async fn report(
-    store: &dyn Store,
+    store: &dyn UsageStore,
     tenant_id: Option<&str>,
     from_ms: i64,
     to_ms: i64,

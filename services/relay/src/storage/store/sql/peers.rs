@@ -332,3 +332,100 @@ impl This {
         .await?)
     }
 }
+
+#[async_trait::async_trait]
+impl PeerStore for This {
+    async fn upsert_peer(&self, p: &PeerRecord) -> Result<()> {
+        Self::upsert_peer_sql(&self.pool, p).await
+    }
+
+    async fn insert_peer_bounded(
+        &self,
+        p: &PeerRecord,
+        room: &PeerRoom<'_>,
+    ) -> Result<PeerAdmission> {
+        Self::insert_peer_bounded_sql(&self.pool, p, room).await
+    }
+
+    async fn stored_peers(&self, tenant_id: &str) -> Result<i64> {
+        let (n,): (i64,) =
+            sqlx::query_as("SELECT COUNT(*) FROM peers WHERE tenant_id = $1 AND peer_id <> $2")
+                .bind(tenant_id)
+                .bind(crate::storage::store::CONTROL_PEER)
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(n)
+    }
+
+    async fn get_peer(&self, tenant_id: &str, peer_id: &str) -> Result<Option<PeerRecord>> {
+        Self::get_peer_sql(&self.pool, tenant_id, peer_id).await
+    }
+
+    async fn peers_named(&self, tenant_id: &str, name: &str) -> Result<Vec<PeerRecord>> {
+        Self::peers_named_sql(&self.pool, tenant_id, name).await
+    }
+
+    async fn list_peers(&self, tenant_id: &str) -> Result<Vec<PeerRecord>> {
+        Self::list_peers_sql(&self.pool, tenant_id).await
+    }
+
+    async fn set_description(
+        &self,
+        tenant_id: &str,
+        peer_id: &str,
+        description: Option<&str>,
+        now_ms: i64,
+    ) -> Result<()> {
+        Self::set_description_sql(&self.pool, tenant_id, peer_id, description, now_ms).await
+    }
+
+    async fn clear_description(&self, tenant_id: &str, peer_id: &str, set_at: i64) -> Result<()> {
+        Self::clear_description_sql(&self.pool, tenant_id, peer_id, set_at).await
+    }
+
+    async fn touch_peer(&self, tenant_id: &str, peer_id: &str, now_ms: i64) -> Result<()> {
+        Self::touch_peer_sql(&self.pool, tenant_id, peer_id, now_ms).await
+    }
+
+    async fn state_set(
+        &self,
+        tenant_id: &str,
+        circle: &str,
+        key: &str,
+        value: Option<&str>,
+        by: &str,
+        now_ms: i64,
+        max_keys: usize,
+        max_bytes: Option<i64>,
+    ) -> Result<StateWrite> {
+        let entry = StateEntryWrite {
+            tenant_id,
+            circle,
+            key,
+            value,
+            by,
+            now_ms,
+        };
+        Self::state_set_sql(&self.pool, &entry, max_keys, max_bytes).await
+    }
+
+    async fn state_bytes(&self, tenant_id: &str) -> Result<i64> {
+        let (bytes,): (i64,) = sqlx::query_as(
+            "SELECT CAST(COALESCE(SUM(size_bytes), 0) AS BIGINT) FROM shared_state \
+             WHERE tenant_id = $1",
+        )
+        .bind(tenant_id)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(bytes)
+    }
+
+    async fn state_get(
+        &self,
+        tenant_id: &str,
+        circle: &str,
+        key: Option<&str>,
+    ) -> Result<Vec<StateRecord>> {
+        Self::state_get_sql(&self.pool, tenant_id, circle, key).await
+    }
+}

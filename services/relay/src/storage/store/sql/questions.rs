@@ -1,5 +1,4 @@
-//! Structured questions in the write path and their listing, instantiated inside
-//! [`super::impl_store!`]: closing an ask whose question timed out (at an answer that came too
+//! Structured questions in the write path and their listing: closing an ask whose question timed out (at an answer that came too
 //! late, or by the periodic sweep of overdue questions), telling a late closer who closed it
 //! first, and reading the questions sent to `@approvers`.
 

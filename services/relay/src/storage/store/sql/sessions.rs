@@ -223,3 +223,32 @@ impl This {
         .await?)
     }
 }
+
+#[async_trait::async_trait]
+impl SessionStore for This {
+    async fn find_session(
+        &self,
+        tenant_id: &str,
+        named: Option<&str>,
+        runtime_session_id: &str,
+        backend: &str,
+    ) -> Result<Option<SessionRecord>> {
+        Self::find_session_sql(&self.pool, tenant_id, named, runtime_session_id, backend).await
+    }
+
+    async fn bind_session(&self, bind: &SessionBind) -> Result<SessionWithRuntimes> {
+        Self::bind_session_sql(&self.pool, bind).await
+    }
+
+    async fn list_sessions(&self, tenant_id: &str) -> Result<Vec<SessionWithRuntimes>> {
+        Self::list_sessions_sql(&self.pool, tenant_id).await
+    }
+
+    async fn get_session(
+        &self,
+        tenant_id: &str,
+        session_id: &str,
+    ) -> Result<Option<SessionRecord>> {
+        Self::get_session_sql(&self.pool, tenant_id, session_id).await
+    }
+}

@@ -1,5 +1,5 @@
-//! Tenants' settings and plans: the statements
-//! behind the admin API's plan and tenant operations.
+//! Tenants, plans and the audit log ([`TenantStore`]): the statements behind the admin API's
+//! tenant and plan operations, a tenant's deletion and purge.
 
 /// Columns of `plans`, in [`crate::storage::store::PlanRecord`] order.
 pub(crate) const PLAN_COLS: &str = "name, description, max_peers, max_connections, \
@@ -181,61 +181,6 @@ impl This {
         Ok(query.bind(limit).fetch_all(&self.pool).await?)
     }
 
-    pub(super) async fn insert_admin_token_sql(&self, t: &AdminTokenRecord) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO admin_tokens (id, label, scopes, hash, display, created_at_ms, \
-             expires_at_ms, revoked_at_ms, last_used_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        )
-        .bind(&t.id)
-        .bind(&t.label)
-        .bind(&t.scopes)
-        .bind(&t.hash)
-        .bind(&t.display)
-        .bind(t.created_at_ms)
-        .bind(t.expires_at_ms)
-        .bind(t.revoked_at_ms)
-        .bind(t.last_used_at_ms)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    pub(super) async fn admin_tokens_where(
-        &self,
-        filter: &str,
-        arg: Option<&str>,
-    ) -> Result<Vec<AdminTokenRecord>> {
-        let sql = format!(
-            "SELECT id, label, scopes, hash, display, created_at_ms, expires_at_ms, \
-             revoked_at_ms, last_used_at_ms FROM admin_tokens {filter} ORDER BY created_at_ms, id"
-        );
-        let mut q = sqlx::query_as(&sql);
-        if let Some(a) = arg {
-            q = q.bind(a);
-        }
-        Ok(q.fetch_all(&self.pool).await?)
-    }
-
-    pub(super) async fn revoke_admin_token_sql(&self, id: &str, now_ms: i64) -> Result<bool> {
-        let done = sqlx::query(
-            "UPDATE admin_tokens SET revoked_at_ms = $1 WHERE id = $2 AND revoked_at_ms IS NULL",
-        )
-        .bind(now_ms)
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    pub(super) async fn admin_token_used_sql(&self, id: &str, now_ms: i64) -> Result<()> {
-        sqlx::query("UPDATE admin_tokens SET last_used_at_ms = $1 WHERE id = $2")
-            .bind(now_ms)
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
     pub(super) async fn list_tenants_page_sql(
         &self,
         filter: &TenantFilter,
@@ -270,26 +215,7 @@ impl This {
         }
         Ok(query.bind(limit).fetch_all(&self.pool).await?)
     }
-    pub(super) async fn list_api_keys_page_sql(
-        &self,
-        tenant_id: &str,
-        after: Option<(i64, String)>,
-        limit: i64,
-    ) -> Result<Vec<ApiKeyRecord>> {
-        let (at, id) = after.unwrap_or((i64::MIN, String::new()));
-        let sql = format!(
-            "SELECT {KEY_COLS} FROM api_keys WHERE tenant_id = $1 \
-             AND (created_at_ms > $2 OR (created_at_ms = $2 AND id > $3)) \
-             ORDER BY created_at_ms, id LIMIT $4"
-        );
-        Ok(sqlx::query_as(&sql)
-            .bind(tenant_id)
-            .bind(at)
-            .bind(id)
-            .bind(limit)
-            .fetch_all(&self.pool)
-            .await?)
-    }
+
     pub(super) async fn delete_tenant_sql(&self, tenant_id: &str, now_ms: i64) -> Result<bool> {
         let mut tx = self.pool.begin().await?;
         let marked = sqlx::query(
@@ -314,6 +240,7 @@ impl This {
         tx.commit().await?;
         Ok(marked)
     }
+
     pub(super) async fn purge_tenant_sql(&self, tenant_id: &str) -> Result<bool> {
         let mut tx = self.pool.begin().await?;
         // Children first: some dialects keep foreign keys to tenants and peers.
@@ -346,6 +273,7 @@ impl This {
         }
         Ok(gone)
     }
+
     pub(super) async fn deleted_before_sql(&self, before_ms: i64) -> Result<Vec<String>> {
         Ok(sqlx::query_scalar(
             "SELECT id FROM tenants WHERE deleted_at_ms IS NOT NULL AND deleted_at_ms < $1",
@@ -354,68 +282,7 @@ impl This {
         .fetch_all(&self.pool)
         .await?)
     }
-    pub(super) async fn forget_key_requests_sql(&self, before_ms: i64) -> Result<u64> {
-        Ok(
-            sqlx::query("DELETE FROM key_requests WHERE created_at_ms < $1")
-                .bind(before_ms)
-                .execute(&self.pool)
-                .await?
-                .rows_affected(),
-        )
-    }
-    pub(super) async fn insert_api_key_once_sql(
-        &self,
-        k: &ApiKeyRecord,
-        idempotency_key: &str,
-        request_hash: &str,
-    ) -> Result<Option<KeyRequest>> {
-        let mut tx = self.pool.begin().await?;
-        let claimed = sqlx::query(
-            "INSERT INTO key_requests (tenant_id, idempotency_key, request_hash, key_id, \
-             created_at_ms) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-        )
-        .bind(&k.tenant_id)
-        .bind(idempotency_key)
-        .bind(request_hash)
-        .bind(&k.id)
-        .bind(k.created_at_ms)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected()
-            == 1;
-        if claimed {
-            Self::insert_key_on(&mut *tx, k).await?;
-            tx.commit().await?;
-            return Ok(None);
-        }
-        tx.rollback().await?;
-        let earlier: Option<KeyRequest> = sqlx::query_as(
-            "SELECT key_id, request_hash, created_at_ms FROM key_requests \
-             WHERE tenant_id = $1 AND idempotency_key = $2",
-        )
-        .bind(&k.tenant_id)
-        .bind(idempotency_key)
-        .fetch_optional(&self.pool)
-        .await?;
-        earlier
-            .map(Some)
-            .ok_or_else(|| StoreError::Conflict("the idempotency record vanished; retry".into()))
-    }
-    pub(super) async fn set_key_expiry_sql(
-        &self,
-        id: &str,
-        expires_at_ms: Option<i64>,
-    ) -> Result<bool> {
-        Ok(sqlx::query(
-            "UPDATE api_keys SET expires_at_ms = $2 WHERE id = $1 AND revoked_at_ms IS NULL",
-        )
-        .bind(id)
-        .bind(expires_at_ms)
-        .execute(&self.pool)
-        .await?
-        .rows_affected()
-            == 1)
-    }
+
     pub(super) async fn set_tenant_suspended_sql(
         &self,
         tenant_id: &str,
@@ -447,5 +314,106 @@ impl This {
                     .await?
             }
         })
+    }
+}
+
+#[async_trait::async_trait]
+impl TenantStore for This {
+    async fn create_tenant(&self, t: &TenantRecord) -> Result<()> {
+        if !Self::insert_tenant_on(&self.pool, t).await? {
+            return Err(StoreError::Conflict(format!(
+                "a tenant named `{}` exists",
+                t.name
+            )));
+        }
+        Ok(())
+    }
+
+    async fn create_tenant_with_key(&self, t: &TenantRecord, k: &ApiKeyRecord) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        if !Self::insert_tenant_on(&mut *tx, t).await? {
+            return Err(StoreError::Conflict(format!(
+                "a tenant named `{}` exists",
+                t.name
+            )));
+        }
+        Self::insert_key_on(&mut *tx, k).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn list_tenants(&self) -> Result<Vec<TenantRecord>> {
+        let sql = format!("SELECT {TENANT_COLS} FROM tenants ORDER BY created_at_ms, id");
+        Ok(sqlx::query_as(&sql).fetch_all(&self.pool).await?)
+    }
+
+    async fn find_tenant(&self, key: TenantKey<'_>) -> Result<Option<TenantRecord>> {
+        let (column, value) = match key {
+            TenantKey::Id(id) => ("id", id),
+            TenantKey::Name(name) => ("name", name),
+        };
+        let sql = format!("SELECT {TENANT_COLS} FROM tenants WHERE {column} = $1");
+        Ok(sqlx::query_as(&sql)
+            .bind(value)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
+    async fn insert_audit(&self, e: &AuditEvent) -> Result<()> {
+        self.insert_audit_row(e).await
+    }
+
+    async fn list_audit(&self, f: &AuditFilter, limit: i64) -> Result<Vec<AuditEvent>> {
+        self.audit_page(f, limit).await
+    }
+
+    async fn list_tenants_page(
+        &self,
+        filter: &TenantFilter,
+        limit: i64,
+    ) -> Result<Vec<TenantRecord>> {
+        self.list_tenants_page_sql(filter, limit).await
+    }
+
+    async fn delete_tenant(&self, tenant_id: &str, now_ms: i64) -> Result<bool> {
+        self.delete_tenant_sql(tenant_id, now_ms).await
+    }
+
+    async fn purge_tenant(&self, tenant_id: &str) -> Result<bool> {
+        self.purge_tenant_sql(tenant_id).await
+    }
+
+    async fn deleted_before(&self, before_ms: i64) -> Result<Vec<String>> {
+        self.deleted_before_sql(before_ms).await
+    }
+
+    async fn set_tenant_suspended(&self, tenant_id: &str, at_ms: Option<i64>) -> Result<bool> {
+        self.set_tenant_suspended_sql(tenant_id, at_ms).await
+    }
+
+    async fn update_tenant(&self, t: &TenantRecord) -> Result<bool> {
+        self.update_tenant_row(t).await
+    }
+
+    async fn create_plan(&self, p: &PlanRecord) -> Result<()> {
+        if !self.insert_plan_row(p).await? {
+            return Err(StoreError::Conflict(format!(
+                "a plan named `{}` exists",
+                p.name
+            )));
+        }
+        Ok(())
+    }
+
+    async fn list_plans(&self) -> Result<Vec<PlanRecord>> {
+        self.plans_where(None).await
+    }
+
+    async fn get_plan(&self, name: &str) -> Result<Option<PlanRecord>> {
+        Ok(self.plans_where(Some(name)).await?.pop())
+    }
+
+    async fn update_plan(&self, p: &PlanRecord) -> Result<bool> {
+        self.update_plan_row(p).await
     }
 }

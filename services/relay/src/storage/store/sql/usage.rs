@@ -84,3 +84,23 @@ impl This {
             .await?)
     }
 }
+
+#[async_trait::async_trait]
+impl UsageStore for This {
+    async fn usage_rows(
+        &self,
+        tenant_id: Option<&str>,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<UsageRow>> {
+        self.usage_rows_sql(tenant_id, from_ms, to_ms).await
+    }
+
+    async fn add_usage(&self, rows: &[UsageAdd]) -> Result<()> {
+        self.add_usage_sql(rows).await
+    }
+
+    async fn messages_counted(&self, tenant_id: &str, from_ms: i64, to_ms: i64) -> Result<i64> {
+        self.messages_counted_sql(tenant_id, from_ms, to_ms).await
+    }
+}
