@@ -439,7 +439,7 @@ fn hostname() -> String {
 /// Writes a file only its owner can read (keys, secrets, scratch text for tmux): 0600 whether
 /// it is new or not, written whole (see [`crate::userfile`]).
 pub fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
-    crate::userfile::replace(path, contents.as_bytes(), crate::userfile::Mode::Private)
+    repowire_files::replace(path, contents.as_bytes(), repowire_files::Mode::Private)
 }
 
 /// Creates the state directory with owner-only permissions.

@@ -28,4 +28,3 @@ pub mod relay_token;
 pub mod replies;
 pub mod sanitize;
 pub mod tmux;
-pub mod userfile;

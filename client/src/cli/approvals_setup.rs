@@ -76,7 +76,7 @@ pub fn configure(config: &Config, args: &ApprovalArgs) -> anyhow::Result<Change>
     crate::config::ensure_home(&home)?;
     let path = home.join("config.toml");
     let text = toml::to_string(&file).context("writing config.toml")?;
-    crate::userfile::replace(&path, text.as_bytes(), crate::userfile::Mode::Private)
+    repowire_files::replace(&path, text.as_bytes(), repowire_files::Mode::Private)
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(change)
 }

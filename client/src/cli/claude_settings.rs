@@ -182,7 +182,7 @@ pub(super) fn write_if_changed(
     let mut text = serde_json::to_string_pretty(value)?;
     text.push('\n');
     // A symlinked file (dotfile managers) is updated where it lives; the link stays.
-    let staged = crate::userfile::stage(path, text.as_bytes(), crate::userfile::Mode::Keep)
+    let staged = repowire_files::stage(path, text.as_bytes(), repowire_files::Mode::Keep)
         .with_context(|| format!("writing {}", path.display()))?;
     let path = staged.target().to_path_buf();
     let path = path.as_path();

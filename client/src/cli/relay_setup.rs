@@ -64,7 +64,7 @@ fn write_config(home: &std::path::Path, file: &FileConfig) -> anyhow::Result<()>
     let path = home.join("config.toml");
     crate::config::ensure_home(home)?;
     let text = toml::to_string(file).context("writing config.toml")?;
-    crate::userfile::replace(&path, text.as_bytes(), crate::userfile::Mode::Private)
+    repowire_files::replace(&path, text.as_bytes(), repowire_files::Mode::Private)
         .with_context(|| format!("writing {}", path.display()))
 }
 

@@ -93,7 +93,7 @@ fn install_service(exe: &str, config: &Config) -> anyhow::Result<bool> {
         ),
         _ => {}
     }
-    crate::userfile::replace(&path, unit.as_bytes(), crate::userfile::Mode::Keep)
+    repowire_files::replace(&path, unit.as_bytes(), repowire_files::Mode::Keep)
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(true)
 }

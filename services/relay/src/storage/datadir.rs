@@ -176,31 +176,8 @@ pub fn lock(dir: &Path) -> Result<FileLock, DataDirError> {
 /// Writes a secret file: 0600 from its first byte, complete or not at all (a temporary file
 /// beside it, synced, then renamed over `path`).
 pub fn write_secret(path: &Path, contents: &str) -> Result<(), DataDirError> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{:016x}", rand::random::<u64>()));
-    let write = || -> std::io::Result<()> {
-        // create_new: never follows or reuses a file planted at the temporary name.
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.write_all(contents.as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        File::open(dir)?.sync_all()
-    };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        io("writing", path)(e)
-    })
+    repowire_files::replace(path, contents.as_bytes(), repowire_files::Mode::Private)
+        .map_err(io("writing", path))
 }
 
 /// The JWT signing secret of a relay on embedded storage (the relay binary without

@@ -1,5 +1,6 @@
-//! Writing the user's files (Claude Code's settings.json and ~/.claude.json, the systemd unit,
-//! key and secret files) so that a crash, a concurrent reader or another local user can never
+//! The one way Repowire writes a file someone else must not see half-written or redirect: the
+//! client's user files (Claude Code's settings.json and ~/.claude.json, the systemd unit, key
+//! and secret files) and the relay's data-directory secrets (JWT secret, bootstrap key), so that a crash, a concurrent reader or another local user can never
 //! see or cause a half-written or misdirected file:
 //! - the new content goes to a temporary file created exclusively (`O_EXCL`, an unpredictable
 //!   name) in the target's own directory, so a symlink planted where a temporary file will be is
