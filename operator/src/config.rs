@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 
 /// The command line.
 #[derive(Debug, Parser)]
@@ -28,14 +28,7 @@ pub enum Command {
     Crdgen,
 }
 
-/// Log line format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// One JSON object per line.
-    Json,
-    /// For people.
-    Text,
-}
+pub use repowire_logs::LogFormat;
 
 /// `repowire-operator run`.
 #[derive(Debug, Clone, clap::Args)]
@@ -99,7 +92,7 @@ pub struct Config {
     #[arg(long, env = "REPOWIRE_OPERATOR_LEASE_SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(2..))]
     pub lease_secs: u64,
     /// Log format.
-    #[arg(long, env = "REPOWIRE_OPERATOR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    #[arg(long, env = "REPOWIRE_OPERATOR_LOG_FORMAT", value_enum, ignore_case = true, default_value_t = LogFormat::Json)]
     pub log_format: LogFormat,
 }
 

@@ -24,15 +24,11 @@ use crate::server::{self, Health};
 
 /// Sets up logging.
 pub fn init_tracing(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-        LogFormat::Text => builder.init(),
-    }
+    repowire_logs::init(
+        format,
+        repowire_logs::Stream::Stderr,
+        repowire_logs::env_filter("info"),
+    );
 }
 
 /// Runs the operator until a signal (or the loss of leadership).

@@ -70,13 +70,11 @@ pub fn run(config: &Config, action: Action) -> anyhow::Result<ExitCode> {
 }
 
 fn init_tracing(filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    repowire_logs::init(
+        repowire_logs::LogFormat::Text,
+        repowire_logs::Stream::Stderr,
+        repowire_logs::filter_or(filter, "info"),
+    );
 }
 
 /// The pid of the daemon answering on this home's socket, if one answers.

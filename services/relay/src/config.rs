@@ -345,14 +345,7 @@ pub struct RelayConfig {
     pub log_format: LogFormat,
 }
 
-/// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    /// One JSON object per line (the event's fields flattened in).
-    Json,
-    /// For people.
-    Text,
-}
+pub use repowire_logs::LogFormat;
 
 impl RelayConfig {
     /// Settings suited to tests: embedded defaults, a fixed secret, short timeouts.

@@ -57,37 +57,23 @@ fn main() -> ExitCode {
 /// Logs to stdout (JSON or text, filtered by `RUST_LOG`) and, with an OTLP endpoint, spans to
 /// the collector.
 fn init_tracing(relay: &RelayConfig, admin: bool) -> anyhow::Result<Option<Exporter>> {
+    use repowire_logs::{LogFormat, Stream};
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
-    // Postgres NOTICEs that sqlx logs at INFO (`relation "_sqlx_migrations" already exists` on
-    // every start) are not news: warnings and errors of the database still show.
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(if admin {
-            "warn"
-        } else {
-            "info,sqlx::postgres::notice=warn"
-        })
-    });
     if admin {
-        tracing_subscriber::registry()
-            .with(
-                tracing_subscriber::fmt::layer()
-                    .with_writer(std::io::stderr)
-                    .with_filter(filter),
-            )
-            .init();
+        // An admin command's output is its stdout; its diagnostics go to stderr.
+        repowire_logs::init(
+            LogFormat::Text,
+            Stream::Stderr,
+            repowire_logs::env_filter("warn"),
+        );
         return Ok(None);
     }
-    let logs = if relay.log_format == repowire_relay::config::LogFormat::Text {
-        tracing_subscriber::fmt::layer().with_filter(filter).boxed()
-    } else {
-        tracing_subscriber::fmt::layer()
-            .json()
-            .flatten_event(true)
-            .with_filter(filter)
-            .boxed()
-    };
+    // Postgres NOTICEs that sqlx logs at INFO (`relation "_sqlx_migrations" already exists` on
+    // every start) are not news: warnings and errors of the database still show.
+    let filter = repowire_logs::env_filter("info,sqlx::postgres::notice=warn");
+    let logs = repowire_logs::layer(relay.log_format, Stream::Stdout).with_filter(filter);
     let registry = tracing_subscriber::registry().with(logs);
     match relay.otlp_endpoint.as_deref().filter(|e| !e.is_empty()) {
         Some(endpoint) => {
