@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
     strum::IntoStaticStr,
     strum::EnumIter,
 )]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum ErrorCode {

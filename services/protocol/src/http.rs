@@ -26,6 +26,7 @@ pub struct TokenResponse {
 
 /// Every HTTP error body: `{"error": {"code": "...", "message": "..."}}`.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HttpError {
     /// The error.
@@ -34,6 +35,7 @@ pub struct HttpError {
 
 /// The inner error object.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HttpErrorBody {
     /// Machine-readable code.

@@ -70,26 +70,10 @@ pub fn router(state: AppState) -> Router<AppState> {
     guarded
 }
 
-/// Every admin error body: `{"error": {"code": "...", "message": "..."}}`. Only described here
-/// (for the OpenAPI document); [`AppError`] writes it.
+/// Every admin error body: `{"error": {"code": "...", "message": "..."}}`, the body of every
+/// relay HTTP error (the protocol crate's type, which [`AppError`] writes).
 #[cfg(feature = "openapi")]
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
-pub(super) struct ErrorBody {
-    error: ErrorDetail,
-}
-
-/// The error inside [`ErrorBody`].
-#[cfg(feature = "openapi")]
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
-struct ErrorDetail {
-    /// Stable machine-readable code (`invalid_request`, `not_found`, `conflict`, `forbidden`,
-    /// `unavailable`).
-    code: String,
-    /// For people.
-    message: String,
-}
+pub(super) use repowire_protocol::http::HttpError as ErrorBody;
 
 /// The admin API's OpenAPI document.
 #[cfg(feature = "openapi")]
@@ -136,7 +120,7 @@ async fn openapi_http() -> Json<utoipa::openapi::OpenApi> {
         list_admin_tokens_http,
         revoke_admin_token_http
     ),
-    components(schemas(ErrorBody, ErrorDetail, crate::storage::store::TenantStatus, usage::Format)),
+    components(schemas(ErrorBody, repowire_protocol::http::HttpErrorBody, repowire_protocol::ErrorCode, crate::storage::store::TenantStatus, usage::Format)),
     modifiers(&AdminCredential),
     security(("admin" = []))
 )]
