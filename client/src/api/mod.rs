@@ -12,11 +12,13 @@ use serde_json::Value;
 mod code;
 mod sent;
 mod session;
+mod status;
 mod transport;
 
 pub use code::{ApiCode, DaemonCode};
 pub use sent::{SendOutcome, Sender, Sent};
 pub use session::{Identity, LocalSession};
+pub use status::{DaemonStatus, LinkState, RealmQueue, RefusedSession, WakeRecord};
 pub use transport::{CallError, call, call_as, call_async, typed};
 
 /// An agent runtime's hook event: the one table the hook command (`repowire hook <event>`),

@@ -5,9 +5,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Subcommand;
-use serde_json::Value;
 
-use crate::api::{self, Request};
+use crate::api::{self, LinkState, Request};
 use crate::config::{Config, RelayTarget};
 
 /// Daemon actions.
@@ -58,7 +57,7 @@ pub fn run(config: &Config, action: Action) -> anyhow::Result<ExitCode> {
             start(config)
         }
         Action::Status { json } => {
-            let status = super::call(config, &Request::Status, Duration::from_secs(5))?;
+            let status = super::daemon_status(config, Duration::from_secs(5))?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&status)?);
             } else {
@@ -79,15 +78,9 @@ fn init_tracing(filter: &str) {
 
 /// The pid of the daemon answering on this home's socket, if one answers.
 fn running_pid(config: &Config) -> Option<u32> {
-    api::call(
-        &crate::config::socket_path(&config.home()),
-        &Request::Status,
-        Duration::from_secs(2),
-    )
-    .ok()?
-    .get("pid")?
-    .as_u64()
-    .and_then(|p| u32::try_from(p).ok())
+    super::daemon_status(config, Duration::from_secs(2))
+        .ok()
+        .map(|s| s.pid)
 }
 
 /// True while a process holds the daemon lock of `home`: a daemon runs there, or is still
@@ -122,13 +115,8 @@ fn lock_holder(home: &std::path::Path) -> Option<u32> {
 fn start(config: &Config) -> anyhow::Result<ExitCode> {
     use std::os::unix::process::CommandExt;
     let home = config.home();
-    if let Ok(status) = api::call(
-        &crate::config::socket_path(&home),
-        &Request::Status,
-        Duration::from_secs(2),
-    ) {
-        let pid = status["pid"].as_u64().and_then(|p| u32::try_from(p).ok());
-        let mut refused = crate::daemon::already_running(&home, pid);
+    if let Ok(status) = super::daemon_status(config, Duration::from_secs(2)) {
+        let mut refused = crate::daemon::already_running(&home, Some(status.pid));
         if let Some(daemon) = super::version_drift(&status) {
             refused.push_str(&format!(
                 "\nit runs {}, not this binary's {}: `repowire daemon restart` runs this one",
@@ -223,36 +211,37 @@ const LINK_WAIT: Duration = Duration::from_secs(5);
 fn report_link(config: &Config) {
     let socket = crate::config::socket_path(&config.home());
     let deadline = Instant::now() + LINK_WAIT;
-    let mut last = Value::Null;
+    let mut last_error = None;
     while Instant::now() < deadline {
-        if let Ok(status) = api::call(&socket, &Request::Status, Duration::from_secs(2)) {
-            last = status["link"].clone();
-            match last["state"].as_str() {
-                Some("connected") => {
+        if let Ok(status) =
+            api::call_as::<api::DaemonStatus>(&socket, &Request::Status, Duration::from_secs(2))
+        {
+            match &status.link {
+                LinkState::Connected { tenant_id, .. } => {
                     println!(
                         "relay link connected (tenant {})",
-                        crate::sanitize::for_terminal(last["tenant_id"].as_str().unwrap_or("?"))
+                        crate::sanitize::for_terminal(tenant_id)
                     );
                     for line in super::refused_sessions(&status) {
                         eprintln!("warning: {line}");
                     }
                     return;
                 }
-                Some("stopped") => {
+                LinkState::Stopped { reason, .. } => {
                     eprintln!(
                         "warning: the relay refused this daemon: {}; `repowire doctor` says what to do",
-                        crate::sanitize::for_terminal(last["reason"].as_str().unwrap_or("?"))
+                        crate::sanitize::for_terminal(reason)
                     );
                     return;
                 }
-                _ => {}
+                LinkState::Connecting { last_error: e } => last_error.clone_from(e),
+                LinkState::Registering { .. } => {}
             }
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let why = last["last_error"]
-        .as_str()
-        .map(|e| format!(" (last attempt: {})", crate::sanitize::for_terminal(e)))
+    let why = last_error
+        .map(|e| format!(" (last attempt: {})", crate::sanitize::for_terminal(&e)))
         .unwrap_or_default();
     eprintln!(
         "warning: not connected to the relay yet{why}; the daemon keeps trying (`repowire daemon status`)"
@@ -296,14 +285,10 @@ fn stop(config: &Config) -> anyhow::Result<ExitCode> {
     )
 }
 
-fn print_status(status: &Value) {
-    let s = crate::api::text;
-    let link = status.get("link").cloned().unwrap_or(Value::Null);
-    let embedded = status
-        .get("embedded")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    println!("daemon   pid {}", status.get("pid").unwrap_or(&Value::Null));
+fn print_status(status: &api::DaemonStatus) {
+    let t = |s: &str| crate::sanitize::for_terminal(s);
+    let or_dash = |s: &Option<String>| t(s.as_deref().unwrap_or("-"));
+    println!("daemon   pid {}", status.pid);
     match super::version_drift(status) {
         None => println!("version  {}", crate::VERSION),
         Some(daemon) => println!(
@@ -315,49 +300,46 @@ fn print_status(status: &Value) {
     }
     println!(
         "relay    {}{}",
-        s(status, "relay"),
-        if embedded { " (embedded)" } else { "" }
+        t(&status.relay),
+        if status.embedded { " (embedded)" } else { "" }
     );
-    let state = s(&link, "state");
-    match state.as_str() {
-        "connected" => println!("link     connected (tenant {})", s(&link, "tenant_id")),
-        "stopped" => {
-            println!("link     STOPPED: {}", s(&link, "reason"));
-            if link.get("key_refused").and_then(Value::as_bool) == Some(true) {
+    match &status.link {
+        LinkState::Connected { tenant_id, .. } => {
+            println!("link     connected (tenant {})", t(tenant_id))
+        }
+        LinkState::Stopped {
+            reason,
+            key_refused,
+        } => {
+            println!("link     STOPPED: {}", t(reason));
+            if *key_refused {
                 println!(
                     "         key revoked or unknown: run `repowire setup --relay-url URL --api-key rw_live_…`, then restart the daemon"
                 );
             }
         }
-        _ => println!(
+        LinkState::Registering { .. } => println!("link     registering"),
+        LinkState::Connecting { last_error } => println!(
             "link     connecting{}",
-            link.get("last_error")
-                .and_then(Value::as_str)
-                .map(|e| format!(" (last error: {e})"))
+            last_error
+                .as_deref()
+                .map(|e| format!(" (last error: {})", t(e)))
                 .unwrap_or_default()
         ),
     }
     for line in super::refused_sessions(status) {
         println!("         REFUSED: {line}");
     }
-    println!(
-        "outbox   {} unsent",
-        status.get("outbox").unwrap_or(&Value::Null)
-    );
-    let sessions = status
-        .get("sessions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    println!("sessions {}", sessions.len());
-    for x in sessions {
+    println!("outbox   {} unsent", status.outbox);
+    println!("sessions {}", status.sessions.len());
+    for x in &status.sessions {
         println!(
             "  {:<20} {:<22} {:<8} pane {:<5} {}",
-            s(&x, "name"),
-            s(&x, "peer_id"),
-            s(&x, "turn_state"),
-            s(&x, "pane"),
-            s(&x, "path"),
+            or_dash(&x.name),
+            or_dash(&x.peer_id),
+            t(&x.turn_state),
+            or_dash(&x.pane),
+            or_dash(&x.path),
         );
     }
 }
@@ -380,7 +362,7 @@ pub fn mcp(config: &Config) -> anyhow::Result<ExitCode> {
 pub fn show_config(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
     let settings = config.settings()?;
     // What the running daemon uses, which is what matters for messages.
-    let daemon = super::call(config, &Request::Status, Duration::from_secs(2)).ok();
+    let daemon = super::daemon_status(config, Duration::from_secs(2)).ok();
     let drift = daemon.as_ref().and_then(|d| super::relay_drift(config, d));
     if json {
         let relay = match &settings.relay {
@@ -399,7 +381,7 @@ pub fn show_config(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
             "reconnect_max_ms": settings.reconnect_max.as_millis() as u64,
             "tmux_wake": settings.tmux_wake,
             "daemon": daemon.as_ref().map(|d| serde_json::json!({
-                "relay": super::daemon_relay(d),
+                "relay": d.relay_label(),
                 "differs": drift.is_some(),
             })),
         });
@@ -421,7 +403,7 @@ pub fn show_config(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
     println!("tmux wake   {}", settings.tmux_wake);
     match &daemon {
         Some(status) => {
-            println!("daemon      running, uses {}", super::daemon_relay(status));
+            println!("daemon      running, uses {}", status.relay_label());
             if let Some((daemon, shell)) = drift {
                 println!(
                     "            DIFFERS from the settings above ({shell} here, {daemon} there): {}",

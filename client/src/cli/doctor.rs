@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::claude_settings::{is_ours, read_json};
 use super::permissions;
 use super::setup::{EVENTS, broken_hooks, claude_json_path, settings_path};
-use crate::api::Request;
+use crate::api::LinkState;
 use crate::config::Config;
 
 /// doctor's findings, printed at the end as a list or as JSON.
@@ -124,7 +124,7 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
     let hooks = hooks_installed();
     let broken = broken_hooks(&config.env);
     let mcp = mcp_installed();
-    let daemon = super::call(config, &Request::Status, Duration::from_secs(5)).ok();
+    let daemon = super::daemon_status(config, Duration::from_secs(5)).ok();
     let drift = daemon.as_ref().and_then(|d| super::relay_drift(config, d));
     let version_drift = daemon.as_ref().and_then(super::version_drift);
     let approvals = approvals_line(config);
@@ -138,11 +138,11 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
             },
             "mcp_registered": mcp,
             "daemon": daemon.as_ref().map(|d| json!({
-                "pid": d["pid"],
-                "relay": super::daemon_relay(d),
-                "link": d["link"],
-                "outbox": d["outbox"],
-                "queued_elsewhere": d["queued_elsewhere"],
+                "pid": d.pid,
+                "relay": d.relay_label(),
+                "link": d.link,
+                "outbox": d.outbox,
+                "queued_elsewhere": d.queued_elsewhere,
             })),
             "relay_drift": drift.as_ref().map(|(daemon, shell)| json!({"daemon": daemon, "shell": shell})),
             "version_drift": version_drift.as_ref().map(|daemon| json!({"daemon": daemon, "this": crate::VERSION})),
@@ -177,15 +177,11 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
     }
     match &daemon {
         Some(status) => {
-            let link = status
-                .get("link")
-                .and_then(|l| l.get("state"))
-                .and_then(Value::as_str)
-                .unwrap_or("?");
             println!(
-                "daemon   running (pid {}), relay {}, link {link}",
-                status.get("pid").unwrap_or(&Value::Null),
-                super::daemon_relay(status)
+                "daemon   running (pid {}), relay {}, link {}",
+                status.pid,
+                status.relay_label(),
+                status.link.name()
             );
             for line in super::refused_sessions(status) {
                 println!("         REFUSED: {line}");
@@ -204,24 +200,22 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
                     super::RESTART_HINT
                 );
             }
-            if status["link"]["key_refused"].as_bool() == Some(true) {
-                println!(
-                    "key      REVOKED or unknown ({}): run `repowire setup --relay-url URL --api-key rw_live_…`, then restart the daemon",
-                    crate::sanitize::for_terminal(status["link"]["reason"].as_str().unwrap_or("?"))
-                );
-            }
-            for q in status
-                .get("queued_elsewhere")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
+            if let LinkState::Stopped {
+                reason,
+                key_refused: true,
+            } = &status.link
             {
                 println!(
-                    "queued   {} message(s) for another relay or tenant, not sent here: {}\n         \
-                     they go out when this machine uses that relay again; `repowire outbox drop {}` drops them",
-                    q.get("messages").unwrap_or(&Value::Null),
-                    q.get("realm").and_then(Value::as_str).unwrap_or("?"),
-                    q.get("realm").and_then(Value::as_str).unwrap_or("?"),
+                    "key      REVOKED or unknown ({}): run `repowire setup --relay-url URL --api-key rw_live_…`, then restart the daemon",
+                    crate::sanitize::for_terminal(reason)
+                );
+            }
+            for q in &status.queued_elsewhere {
+                let realm = crate::sanitize::for_terminal(&q.realm);
+                println!(
+                    "queued   {} message(s) for another relay or tenant, not sent here: {realm}\n         \
+                     they go out when this machine uses that relay again; `repowire outbox drop {realm}` drops them",
+                    q.messages,
                 );
             }
         }
@@ -288,7 +282,7 @@ pub fn doctor(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
     );
     let (approvals, fix) = approvals_line(config);
     c.check(fix.is_none(), &approvals, fix.as_deref().unwrap_or(""));
-    match super::call(config, &Request::Status, Duration::from_secs(5)) {
+    match super::daemon_status(config, Duration::from_secs(5)) {
         Ok(status) => {
             c.check(true, "daemon is running", "");
             let other_build = super::version_drift(&status);
@@ -310,7 +304,7 @@ pub fn doctor(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
                 drift.is_none(),
                 &format!(
                     "the running daemon uses this shell's relay ({})",
-                    super::daemon_relay(&status)
+                    status.relay_label()
                 ),
                 &drift
                     .map(|(_, shell)| {
@@ -318,12 +312,10 @@ pub fn doctor(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
                     })
                     .unwrap_or_default(),
             );
-            let link = status.get("link").cloned().unwrap_or(Value::Null);
-            let state = link.get("state").and_then(Value::as_str).unwrap_or("?");
             c.check(
-                state == "connected",
-                &format!("relay link is connected ({state})"),
-                &link_fix(&link),
+                matches!(status.link, LinkState::Connected { .. }),
+                &format!("relay link is connected ({})", status.link.name()),
+                &link_fix(&status.link),
             );
             let refused = super::refused_sessions(&status);
             c.check(
@@ -352,15 +344,18 @@ pub fn doctor(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
 
 /// What to do about a relay link that is not connected, from what the daemon knows of why: a
 /// refused key needs a new one, a suspended tenant its operator; anything else the settings.
-fn link_fix(link: &Value) -> String {
+fn link_fix(link: &LinkState) -> String {
     // The relay's own words (a close reason) may be in it.
-    let said = crate::sanitize::for_terminal(
-        link.get("last_error")
-            .or(link.get("reason"))
-            .and_then(Value::as_str)
-            .unwrap_or("-"),
-    );
-    if link.get("key_refused").and_then(Value::as_bool) == Some(true) {
+    let (said, key_refused) = match link {
+        LinkState::Connecting { last_error } => (last_error.as_deref().unwrap_or("-"), false),
+        LinkState::Stopped {
+            reason,
+            key_refused,
+        } => (reason.as_str(), *key_refused),
+        LinkState::Registering { .. } | LinkState::Connected { .. } => ("-", false),
+    };
+    let said = crate::sanitize::for_terminal(said);
+    if key_refused {
         format!(
             "the relay refused the API key (revoked, expired or unknown): get a new key, run `repowire setup --relay-url URL --api-key rw_live_…`, then `repowire daemon restart` ({said})"
         )

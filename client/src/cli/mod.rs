@@ -23,27 +23,19 @@ use serde_json::Value;
 use crate::api::{self, CallError, Request};
 use crate::config::Config;
 
-/// The relay the running daemon uses (from its status), as people read it.
-pub fn daemon_relay(status: &Value) -> String {
-    if status.get("embedded").and_then(Value::as_bool) == Some(true) {
-        "the embedded relay".to_owned()
-    } else {
-        status
-            .get("relay")
-            .and_then(Value::as_str)
-            .unwrap_or("?")
-            .to_owned()
-    }
+/// The running daemon's status.
+pub fn daemon_status(config: &Config, timeout: Duration) -> anyhow::Result<api::DaemonStatus> {
+    call_as(config, &Request::Status, timeout)
 }
 
 /// When the running daemon uses another relay than this shell's settings name (the daemon was
 /// started with another environment or config.toml changed since): `(daemon's, shell's)`.
-pub fn relay_drift(config: &Config, status: &Value) -> Option<(String, String)> {
+pub fn relay_drift(config: &Config, status: &api::DaemonStatus) -> Option<(String, String)> {
     let shell = match config.settings().ok()?.relay {
         crate::config::RelayTarget::Embedded => "the embedded relay".to_owned(),
         crate::config::RelayTarget::Remote { url, .. } => url,
     };
-    let daemon = daemon_relay(status);
+    let daemon = status.relay_label();
     (daemon != shell).then_some((daemon, shell))
 }
 
@@ -51,10 +43,10 @@ pub fn relay_drift(config: &Config, status: &Value) -> Option<(String, String)> 
 /// ran): the daemon's version. A daemon from before daemons reported one is another build too.
 /// The daemon and the hooks, CLI and MCP server that talk to it then speak different versions
 /// of the local API, and an older daemon ignores what it does not know.
-pub fn version_drift(status: &Value) -> Option<String> {
+pub fn version_drift(status: &api::DaemonStatus) -> Option<String> {
     let daemon = status
-        .get("version")
-        .and_then(Value::as_str)
+        .version
+        .as_deref()
         .unwrap_or("an older build that does not report its version");
     (daemon != crate::VERSION).then(|| daemon.to_owned())
 }
@@ -62,23 +54,22 @@ pub fn version_drift(status: &Value) -> Option<String> {
 /// The sessions the relay refused to register (from the daemon's status), each as a line that
 /// says which, why in the relay's words, and what to do (issue 35.4: a daemon over its tenant's
 /// peer limit said only "link connected").
-pub fn refused_sessions(status: &Value) -> Vec<String> {
-    status["refused"]
-        .as_array()
-        .into_iter()
-        .flatten()
+pub fn refused_sessions(status: &api::DaemonStatus) -> Vec<String> {
+    status
+        .refused
+        .iter()
         .map(|r| {
-            let code = r["code"].as_str().unwrap_or("?");
-            let todo = match code {
+            let todo = match r.code.as_str() {
                 "limit_exceeded" => {
                     "the tenant is at its plan's limit: end sessions you no longer need (`repowire session end ID`) or ask the relay's operator for a larger plan"
                 }
                 _ => "see `repowire daemon status` and the daemon's log",
             };
             format!(
-                "the relay refused session {}: {} ({code}); {todo}. It is registered again at its next hook or when the daemon reconnects",
-                crate::sanitize::for_terminal(r["session_id"].as_str().unwrap_or("?")),
-                crate::sanitize::for_terminal(r["message"].as_str().unwrap_or("?")),
+                "the relay refused session {}: {} ({}); {todo}. It is registered again at its next hook or when the daemon reconnects",
+                crate::sanitize::for_terminal(&r.session_id),
+                crate::sanitize::for_terminal(&r.message),
+                crate::sanitize::for_terminal(&r.code),
             )
         })
         .collect()

@@ -336,6 +336,7 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
             ),
         },
     }
+    // Any answer means a daemon runs, whatever its build.
     let running = super::call(config, &Request::Status, Duration::from_secs(2)).is_ok();
     if running && relay.is_some() {
         println!(

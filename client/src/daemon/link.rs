@@ -66,37 +66,7 @@ pub struct Link {
     epoch: std::sync::atomic::AtomicU64,
 }
 
-/// What the link is doing, for `status`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
-pub enum LinkState {
-    /// Trying to connect; `last_error` says why the previous attempt failed.
-    Connecting {
-        /// The previous failure.
-        last_error: Option<String>,
-    },
-    /// Connected; re-registering this daemon's sessions before anything else is sent.
-    Registering {
-        /// The relay's connection id.
-        connection_id: String,
-        /// The tenant.
-        tenant_id: String,
-    },
-    /// Connected and registered: messages flow.
-    Connected {
-        /// The relay's connection id.
-        connection_id: String,
-        /// The tenant.
-        tenant_id: String,
-    },
-    /// Gave up: the relay refused this client for good (revoked key, version mismatch).
-    Stopped {
-        /// Why.
-        reason: String,
-        /// The relay refused the API key (unknown, revoked, expired): only a new key helps.
-        key_refused: bool,
-    },
-}
+pub use crate::api::LinkState;
 
 impl Default for Link {
     fn default() -> Self {

@@ -414,7 +414,7 @@ impl Daemon {
     }
 
     /// Daemon status.
-    pub async fn status(&self) -> Result<Value, ApiError> {
+    pub async fn status(&self) -> Result<crate::api::DaemonStatus, ApiError> {
         let sessions = self.store.active_sessions().await.map_err(store_error)?;
         let outbox = self.store.outbox_len().await.map_err(store_error)?;
         let realm = self.store.realm();
@@ -425,24 +425,35 @@ impl Daemon {
             .map_err(store_error)?
             .into_iter()
             .filter(|r| r.realm != realm)
+            .map(|r| crate::api::RealmQueue {
+                realm: r.realm,
+                messages: r.messages,
+                oldest_ms: r.oldest_ms,
+            })
             .collect();
-        Ok(json!({
-            "pid": std::process::id(),
+        Ok(crate::api::DaemonStatus {
+            pid: std::process::id(),
             // What a CLI of another build compares with its own (`cli::version_drift`).
-            "version": crate::VERSION,
-            "home": self.settings.home,
-            "relay": self.relay_base,
-            "realm": realm,
-            "embedded": matches!(self.settings.relay, crate::config::RelayTarget::Embedded),
-            "link": self.link.state(),
-            "outbox": outbox,
-            "queued_elsewhere": elsewhere,
-            "sessions": sessions,
-            "wakes": self.wake_outcomes(),
-            "refused": self.refused_sessions().into_iter().map(|(session_id, code, message)| json!({
-                "session_id": session_id, "code": code, "message": message,
-            })).collect::<Vec<_>>(),
-        }))
+            version: Some(crate::VERSION.to_owned()),
+            home: self.settings.home.clone(),
+            relay: self.relay_base.clone(),
+            realm: realm.to_owned(),
+            embedded: matches!(self.settings.relay, crate::config::RelayTarget::Embedded),
+            link: self.link.state(),
+            outbox,
+            queued_elsewhere: elsewhere,
+            sessions: sessions.into_iter().map(Into::into).collect(),
+            wakes: self.wake_outcomes().into_iter().collect(),
+            refused: self
+                .refused_sessions()
+                .into_iter()
+                .map(|(session_id, code, message)| crate::api::RefusedSession {
+                    session_id,
+                    code,
+                    message,
+                })
+                .collect(),
+        })
     }
 }
 

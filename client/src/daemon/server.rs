@@ -115,7 +115,7 @@ async fn handle(
         (v, None)
     }
     match request {
-        Request::Status => daemon.status().await.map(plain),
+        Request::Status => daemon.status().await.map(typed),
         Request::Outbox => daemon.outbox().await.map(plain),
         Request::OutboxDrop { realm } => daemon.drop_outbox(&realm).await.map(plain),
         Request::Hook {

@@ -38,19 +38,8 @@ const VERIFY: Duration = Duration::from_secs(5);
 /// Enter presses before giving up (the paste is typed once).
 const ATTEMPTS: usize = 2;
 
-/// How the last wake attempt of a session ended.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct WakeOutcome {
-    /// When it ended, milliseconds since the Unix epoch.
-    pub at_ms: i64,
-    /// `woken`, `refused` (the pane may not be typed into), `deferred` (a person is typing or
-    /// has a draft in the input box: the messages wait for the agent's next turn boundary),
-    /// `unconfirmed` (no prompt-submit followed) or `failed` (tmux failed).
-    pub outcome: &'static str,
-    /// Why, for anything but `woken`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
+/// How the last wake attempt of a session ended (the API's record of it).
+pub use crate::api::WakeRecord as WakeOutcome;
 
 type Outcome = Option<(&'static str, Option<String>)>;
 
@@ -147,7 +136,7 @@ impl Daemon {
             while let Some((outcome, reason)) = me.wake(session, &mut draft).await {
                 let record = WakeOutcome {
                     at_ms: super::store::now_ms(),
-                    outcome,
+                    outcome: outcome.to_owned(),
                     reason,
                 };
                 if outcome != "woken"
