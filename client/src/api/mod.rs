@@ -10,12 +10,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod code;
+mod inbox;
 mod sent;
 mod session;
 mod status;
 mod transport;
 
 pub use code::{ApiCode, DaemonCode};
+pub use inbox::{InboxListing, InboxMessage, InboxPeer};
 pub use sent::{SendOutcome, Sender, Sent};
 pub use session::{Identity, LocalSession};
 pub use status::{DaemonStatus, LinkState, RealmQueue, RefusedSession, WakeRecord};

@@ -57,14 +57,16 @@ pub enum LinkState {
     },
     /// Connected; re-registering this daemon's sessions before anything else is sent.
     Registering {
-        /// The relay's connection id.
+        /// The relay's connection id (absent from older daemons).
+        #[serde(default)]
         connection_id: String,
         /// The tenant.
         tenant_id: String,
     },
     /// Connected and registered: messages flow.
     Connected {
-        /// The relay's connection id.
+        /// The relay's connection id (absent from older daemons).
+        #[serde(default)]
         connection_id: String,
         /// The tenant.
         tenant_id: String,
@@ -174,7 +176,7 @@ mod tests {
     fn an_older_daemons_status_is_read() {
         let old = json!({
             "pid": 1, "home": "/h", "relay": "http://127.0.0.1:1", "realm": "r", "embedded": true,
-            "link": {"state": "connecting", "last_error": null}, "outbox": 3, "sessions": [],
+            "link": {"state": "connected", "tenant_id": "tnt-local"}, "outbox": 3, "sessions": [],
         });
         let status: DaemonStatus = serde_json::from_value(old).expect("reads");
         assert_eq!(status.version, None);

@@ -10,10 +10,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use serde_json::Value;
 
-use crate::api::text as s;
-use crate::api::{InboxQuery, Request};
+use crate::api::{InboxListing, InboxMessage, InboxQuery, Request};
 use crate::config::Config;
 use crate::sanitize;
 
@@ -53,19 +51,18 @@ pub fn inbox(config: &Config, args: InboxArgs) -> anyhow::Result<ExitCode> {
         peek: args.peek,
         wait_ms: 0,
     };
-    let first = super::call(config, &Request::Inbox(query.clone()), TIMEOUT)?;
-    let messages = list(&first);
-    let me = peer_label(&first);
+    let first: InboxListing = super::call_as(config, &Request::Inbox(query.clone()), TIMEOUT)?;
     if args.json && !args.watch {
         println!("{}", serde_json::to_string_pretty(&first)?);
         return Ok(ExitCode::SUCCESS);
     }
+    let messages = first.messages;
     if args.json {
         for m in &messages {
             println!("{}", serde_json::to_string(m)?);
         }
     } else {
-        print_listing(&me, &messages, args.watch);
+        print_listing(&peer_label(&first.peer), &messages, args.watch);
     }
     if !args.watch {
         return Ok(ExitCode::SUCCESS);
@@ -73,11 +70,12 @@ pub fn inbox(config: &Config, args: InboxArgs) -> anyhow::Result<ExitCode> {
     // Following: only messages after the newest one seen, unread ones only.
     query.read = false;
     query.wait_ms = WATCH_WAIT.as_millis() as u64;
-    query.after_seq = messages.iter().filter_map(|m| m["seq"].as_i64()).max();
+    query.after_seq = messages.iter().map(|m| m.seq).max();
     loop {
-        let next = super::call(config, &Request::Inbox(query.clone()), WATCH_WAIT + TIMEOUT)?;
-        for m in list(&next) {
-            query.after_seq = query.after_seq.max(m["seq"].as_i64());
+        let next: InboxListing =
+            super::call_as(config, &Request::Inbox(query.clone()), WATCH_WAIT + TIMEOUT)?;
+        for m in next.messages {
+            query.after_seq = query.after_seq.max(Some(m.seq));
             if args.json {
                 println!("{}", serde_json::to_string(&m)?);
             } else {
@@ -90,27 +88,22 @@ pub fn inbox(config: &Config, args: InboxArgs) -> anyhow::Result<ExitCode> {
 
 const TIMEOUT: Duration = Duration::from_secs(15);
 
-fn list(answer: &Value) -> Vec<Value> {
-    answer["messages"].as_array().cloned().unwrap_or_default()
-}
-
-fn peer_label(answer: &Value) -> String {
-    let p = &answer["peer"];
+fn peer_label(p: &crate::api::InboxPeer) -> String {
     format!(
         "@{} (peer {}, circle {})",
-        sanitize::for_terminal(&s(p, "name")),
-        s(p, "peer_id"),
-        sanitize::for_terminal(&s(p, "circle"))
+        sanitize::for_terminal(p.name.as_deref().unwrap_or("-")),
+        sanitize::for_terminal(&p.peer_id),
+        sanitize::for_terminal(&p.circle)
     )
 }
 
-fn print_listing(me: &str, messages: &[Value], watching: bool) {
-    let unread = messages.iter().filter(|m| m["unread"] == true).count();
+fn print_listing(me: &str, messages: &[InboxMessage], watching: bool) {
+    let unread = messages.iter().filter(|m| m.unread).count();
     println!("inbox of {me}: {unread} unread");
     for m in messages {
         print!("{}", render(m));
     }
-    if messages.iter().any(|m| m["open"] == true) {
+    if messages.iter().any(|m| m.open) {
         println!(
             "reply with `repowire peer ack ID -m \"…\"` (or `peer answer ID --option …` for a question)"
         );
@@ -122,23 +115,24 @@ fn print_listing(me: &str, messages: &[Value], watching: bool) {
 }
 
 /// One message as a person reads it.
-fn render(m: &Value) -> String {
-    let from = &m["from"];
-    let kind = s(m, "kind");
+fn render(m: &InboxMessage) -> String {
+    let (from_name, from_id) = match &m.from {
+        Some(from) => (sanitize::for_terminal(&from.name), from.peer_id.to_string()),
+        None => ("-".to_owned(), "-".to_owned()),
+    };
     let mut head = format!(
-        "{} {} from @{} (peer {})",
-        if m["unread"] == true { "NEW " } else { "    " },
-        kind,
-        sanitize::for_terminal(&s(from, "name")),
-        s(from, "peer_id"),
+        "{} {} from @{from_name} (peer {})",
+        if m.unread { "NEW " } else { "    " },
+        sanitize::for_terminal(&m.kind),
+        sanitize::for_terminal(&from_id),
     );
-    head.push_str(&format!("  id {}", s(m, "id")));
-    if m["open"] == true {
+    head.push_str(&format!("  id {}", sanitize::for_terminal(&m.id)));
+    if m.open {
         head.push_str("  (open: waiting for your reply)");
-    } else if kind == "ask" {
+    } else if m.kind == "ask" {
         head.push_str("  (closed)");
     }
-    let text = m["text"].as_str().map(sanitize::for_context);
+    let text = m.text.as_deref().map(sanitize::for_context);
     let mut out = format!("{head}\n");
     match text {
         Some(t) => {
@@ -148,26 +142,28 @@ fn render(m: &Value) -> String {
         }
         None => out.push_str("    │ (unreadable message)\n"),
     }
-    if let Some(options) = m["question"]["options"]
-        .as_array()
-        .filter(|o| !o.is_empty())
-    {
-        let list: Vec<String> = options
+    let Some(question) = &m.question else {
+        return out;
+    };
+    if !question.options.is_empty() {
+        let list: Vec<String> = question
+            .options
             .iter()
             .map(|o| {
                 format!(
                     "{} = {}",
-                    sanitize::for_terminal(&s(o, "id")),
-                    sanitize::for_terminal(&s(o, "label"))
+                    sanitize::for_terminal(&o.id),
+                    sanitize::for_terminal(&o.label)
                 )
             })
             .collect();
         out.push_str(&format!("    options: {}\n", list.join(", ")));
     }
     // A question's deadline and what happens at it (issue 35.9: the inbox did not say).
-    if let Some(timeout) = m["question"]["timeout_ms"].as_u64() {
-        let at = m["created_at_ms"]
-            .as_u64()
+    if let Some(timeout) = question.timeout_ms {
+        let at = m
+            .created_at_ms
+            .and_then(|c| u64::try_from(c).ok())
             .map(|c| {
                 format!(
                     ", at {}",
@@ -175,9 +171,11 @@ fn render(m: &Value) -> String {
                 )
             })
             .unwrap_or_default();
-        let then = match m["question"]["default"].as_str() {
+        let then = match &question.default {
             Some(d) => format!("`{}` is taken", sanitize::for_terminal(d)),
-            None if m["question"]["kind"] == "tool_permission" => "it is denied".to_owned(),
+            None if question.kind == repowire_protocol::QuestionKind::ToolPermission => {
+                "it is denied".to_owned()
+            }
             None => "it closes unanswered".to_owned(),
         };
         out.push_str(&format!(
@@ -224,31 +222,41 @@ pub fn whoami(config: &Config, from: Option<String>, json: bool) -> anyhow::Resu
 mod tests {
     use super::*;
 
-    /// Issue 35.9: a question's deadline and what happens at it are shown.
+    /// Issue 35.9: a question's deadline and what happens at it are shown; the deadline
+    /// counts from when the relay accepted the ask (the listing once read a field the daemon
+    /// never wrote, and the time was never shown).
     #[test]
     fn a_question_shows_its_deadline_and_default() {
-        let m = serde_json::json!({
+        let m: InboxMessage = serde_json::from_value(serde_json::json!({
             "message_id": "019aa576-88c9-79d2-a13f-fe7979cb9e86",
-            "from": {"name": "lead"},
+            "seq": 1, "kind": "ask", "id": "ask-1", "correlation_id": "ask-1",
+            "unread": true, "state": "queued", "open": true,
+            "received_at_ms": 5_000, "created_at_ms": 0,
+            "from": {"peer_id": "peer-lead", "name": "lead", "circle": "default"},
             "text": "deploy now?",
-            "created_at_ms": 0,
             "question": {"kind": "choice", "options": [{"id": "yes", "label": "Yes"}, {"id": "no", "label": "No"}],
                          "timeout_ms": 90_000, "default": "no"},
-        });
+            "reply_to": null, "from_repowire_session_id": null, "to_repowire_session_id": null,
+        }))
+        .expect("a listing entry");
         let shown = render(&m);
         assert!(
             shown.contains("answer within 90 s, at 1970-01-01 00:01:30Z: after that `no` is taken"),
             "{shown}"
         );
+        assert!(shown.contains("yes = Yes, no = No"), "{shown}");
         let mut gate = m.clone();
-        gate["question"] = serde_json::json!({"kind": "tool_permission", "timeout_ms": 5_000});
+        gate.question = serde_json::from_value(
+            serde_json::json!({"kind": "tool_permission", "timeout_ms": 5_000}),
+        )
+        .expect("a question");
         assert!(
             render(&gate).contains("after that it is denied"),
             "{}",
             render(&gate)
         );
         let mut plain = m;
-        plain["question"] = Value::Null;
+        plain.question = None;
         assert!(!render(&plain).contains("answer within"));
     }
 }

@@ -7,12 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use repowire_protocol::{Message, ReceiptState};
-use serde_json::{Value, json};
 
 use super::Daemon;
 use super::errors::store_error;
 use super::store::InboxEntry;
-use crate::api::{ApiError, InboxQuery};
+use crate::api::{ApiError, InboxListing, InboxMessage, InboxPeer, InboxQuery};
 
 /// Most messages one listing returns (besides every unread one).
 pub const MAX_LIMIT: u32 = 500;
@@ -27,7 +26,7 @@ impl Daemon {
         self: &Arc<Self>,
         query: InboxQuery,
         caller_pid: Option<u32>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<InboxListing, ApiError> {
         if query.limit > MAX_LIMIT {
             return Err(ApiError::new(
                 repowire_protocol::ErrorCode::InvalidRequest,
@@ -61,17 +60,15 @@ impl Daemon {
         if !query.peek {
             self.mark_read(&peer, &rows).await?;
         }
-        let messages: Vec<Value> = rows.iter().map(entry_json).collect();
-        Ok(json!({
-            "peer": {
-                "peer_id": peer,
-                "name": session.name,
-                "circle": session.circle,
-                // The Repowire session (work stream) this peer executes now, if bound.
-                "repowire_session_id": session.repowire_session_id,
+        Ok(InboxListing {
+            peer: InboxPeer {
+                peer_id: peer,
+                name: session.name,
+                circle: session.circle,
+                repowire_session_id: session.repowire_session_id,
             },
-            "messages": messages,
-        }))
+            messages: rows.iter().map(entry).collect(),
+        })
     }
 
     /// Marks the unread ones of `rows` read and tells their senders (`injected`).
@@ -109,27 +106,30 @@ impl Daemon {
 }
 
 /// One message as the API returns it. `unread` is its state before this listing.
-fn entry_json(row: &InboxEntry) -> Value {
+fn entry(row: &InboxEntry) -> InboxMessage {
     let message: Option<Message> = serde_json::from_str(&row.body).ok();
-    let kind = row.kind.as_str();
-    json!({
-        "message_id": row.message_id,
-        "seq": row.seq,
-        "kind": kind,
-        // What `peer ack` / `peer answer` take: the ask id (the message id works too).
-        "id": row.correlation_id.clone().unwrap_or_else(|| row.message_id.clone()),
-        "correlation_id": row.correlation_id,
-        "unread": row.state == "queued",
-        "state": row.state,
-        "open": kind == "ask" && !row.closed,
-        "received_at_ms": row.received_at_ms,
-        "from": message.as_ref().map(|m| json!(m.from)),
-        "text": message.as_ref().map(|m| m.text.clone()),
-        "question": message.as_ref().and_then(|m| m.question.as_ref()).map(|q| json!(q)),
-        "reply_to": message.as_ref().and_then(|m| m.reply_to.as_ref()).map(|c| c.as_str().to_owned()),
-        // The Repowire sessions (work streams) of sender and recipient, when the relay knew
-        // them, under the seed's names.
-        "from_repowire_session_id": message.as_ref().and_then(|m| m.from_session_id.clone()),
-        "to_repowire_session_id": message.as_ref().and_then(|m| m.to_session_id.clone()),
-    })
+    InboxMessage {
+        message_id: row.message_id.clone(),
+        seq: row.seq,
+        kind: row.kind.clone(),
+        id: row
+            .correlation_id
+            .clone()
+            .unwrap_or_else(|| row.message_id.clone()),
+        correlation_id: row.correlation_id.clone(),
+        unread: row.state == "queued",
+        state: row.state.clone(),
+        open: row.kind == "ask" && !row.closed,
+        received_at_ms: row.received_at_ms,
+        created_at_ms: message.as_ref().map(|m| m.created_at_ms),
+        reply_to: message
+            .as_ref()
+            .and_then(|m| m.reply_to.as_ref())
+            .map(|c| c.as_str().to_owned()),
+        from_repowire_session_id: message.as_ref().and_then(|m| m.from_session_id.clone()),
+        to_repowire_session_id: message.as_ref().and_then(|m| m.to_session_id.clone()),
+        question: message.as_ref().and_then(|m| m.question.clone()),
+        text: message.as_ref().map(|m| m.text.clone()),
+        from: message.map(|m| m.from),
+    }
 }

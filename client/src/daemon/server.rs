@@ -190,7 +190,7 @@ async fn handle(
             .map(typed),
         Request::Whoami { tmux_pane } => daemon.whoami(pid, tmux_pane.as_deref()).await.map(typed),
         Request::Identity { from } => daemon.identity(from.as_deref(), pid).await.map(typed),
-        Request::Inbox(query) => daemon.inbox(query, pid).await.map(plain),
+        Request::Inbox(query) => daemon.inbox(query, pid).await.map(typed),
         Request::EndSession { session } => daemon.end_named_session(&session).await.map(plain),
         Request::Describe { from, text } => {
             daemon.describe(from.as_deref(), pid, text).await.map(plain)
