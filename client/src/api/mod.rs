@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod approvals;
 mod code;
 mod inbox;
 mod sent;
@@ -16,6 +17,7 @@ mod session;
 mod status;
 mod transport;
 
+pub use approvals::{Approval, LocalAsker, LocalDenial};
 pub use code::{ApiCode, DaemonCode};
 pub use inbox::{InboxListing, InboxMessage, InboxPeer};
 pub use sent::{SendOutcome, Sender, Sent};

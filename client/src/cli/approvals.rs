@@ -6,9 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Subcommand;
-use serde_json::Value;
 
-use crate::api::Request;
+use crate::api::{Approval, Request};
 use crate::config::Config;
 use crate::sanitize;
 
@@ -85,7 +84,7 @@ pub enum ApprovalsCommand {
 pub fn run(config: &Config, command: ApprovalsCommand) -> anyhow::Result<ExitCode> {
     match command {
         ApprovalsCommand::List { json, from } => {
-            let questions = super::call(
+            let items: Vec<Approval> = super::call_as(
                 config,
                 &Request::Questions {
                     from,
@@ -95,10 +94,9 @@ pub fn run(config: &Config, command: ApprovalsCommand) -> anyhow::Result<ExitCod
                 TIMEOUT,
             )?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&questions)?);
+                println!("{}", serde_json::to_string_pretty(&items)?);
                 return Ok(ExitCode::SUCCESS);
             }
-            let items = questions.as_array().cloned().unwrap_or_default();
             if items.is_empty() {
                 println!("nothing is waiting for approval");
             }
@@ -110,7 +108,7 @@ pub fn run(config: &Config, command: ApprovalsCommand) -> anyhow::Result<ExitCod
         ApprovalsCommand::Show { id, json, from } => {
             let mut found = None;
             for closed in [false, true] {
-                let listed = super::call(
+                let listed: Vec<Approval> = super::call_as(
                     config,
                     &Request::Questions {
                         from: from.clone(),
@@ -120,11 +118,8 @@ pub fn run(config: &Config, command: ApprovalsCommand) -> anyhow::Result<ExitCod
                     TIMEOUT,
                 )?;
                 found = listed
-                    .as_array()
                     .into_iter()
-                    .flatten()
-                    .find(|q| q["correlation_id"] == id.as_str())
-                    .cloned();
+                    .find(|q| q.correlation_id() == Some(id.as_str()));
                 if found.is_some() {
                     break;
                 }
@@ -142,10 +137,10 @@ pub fn run(config: &Config, command: ApprovalsCommand) -> anyhow::Result<ExitCod
                 println!(
                     "{}  from {}  ({})",
                     sanitize::for_terminal(&id),
-                    peer(&q["from"]),
+                    asker(&q),
                     outcome(&q)
                 );
-                print!("{}", indented(q["text"].as_str().unwrap_or("")));
+                print!("{}", indented(q.text()));
             }
         }
         ApprovalsCommand::Allow {
@@ -169,17 +164,18 @@ pub fn run(config: &Config, command: ApprovalsCommand) -> anyhow::Result<ExitCod
             };
             // Without the relay, this machine's own denials (those it made because the relay
             // could not be reached among them) are still shown, and the gap is said.
-            let (questions, partial) = match crate::api::call(&socket, &record, TIMEOUT) {
-                Ok(all) => (all, None),
-                Err(crate::api::CallError::Api(e)) if e.code.is_link_failure() => {
-                    let local = Request::LocalDecisions {
-                        from,
-                        limit: Some(limit),
-                    };
-                    (super::call(config, &local, TIMEOUT)?, Some(e))
-                }
-                Err(e) => return Err(super::call_error(e)),
-            };
+            let (questions, partial): (Vec<Approval>, _) =
+                match crate::api::call_as(&socket, &record, TIMEOUT) {
+                    Ok(all) => (all, None),
+                    Err(crate::api::CallError::Api(e)) if e.code.is_link_failure() => {
+                        let local = Request::LocalDecisions {
+                            from,
+                            limit: Some(limit),
+                        };
+                        (super::call_as(config, &local, TIMEOUT)?, Some(e))
+                    }
+                    Err(e) => return Err(super::call_error(e)),
+                };
             if let Some(e) = &partial {
                 eprintln!(
                     "the relay's record of decisions is not available ({}): only the calls this machine denied by itself are shown",
@@ -189,11 +185,10 @@ pub fn run(config: &Config, command: ApprovalsCommand) -> anyhow::Result<ExitCod
             if json {
                 println!("{}", serde_json::to_string_pretty(&questions)?);
             } else {
-                let items = questions.as_array().cloned().unwrap_or_default();
-                if items.is_empty() {
+                if questions.is_empty() {
                     println!("no decisions yet");
                 }
-                for q in &items {
+                for q in &questions {
                     println!("{}", decided(q));
                 }
             }
@@ -238,13 +233,28 @@ fn decide(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `@name (circle)` of a PeerSummary value.
-fn peer(p: &Value) -> String {
+/// `@name (circle)` of a peer.
+fn peer(p: &repowire_protocol::PeerSummary) -> String {
     format!(
         "@{} ({})",
-        sanitize::for_terminal(p["name"].as_str().unwrap_or("?")),
-        sanitize::for_terminal(p["circle"].as_str().unwrap_or("?"))
+        sanitize::for_terminal(&p.name),
+        sanitize::for_terminal(&p.circle)
     )
+}
+
+/// Who asked: the peer, or (denied before its session had a peer) the runtime session.
+fn asker(q: &Approval) -> String {
+    match q {
+        Approval::Asked(q) => peer(&q.from),
+        Approval::Local(d) => match (&d.from.name, &d.from.circle) {
+            (Some(name), circle) => format!(
+                "@{} ({})",
+                sanitize::for_terminal(name),
+                sanitize::for_terminal(circle.as_deref().unwrap_or("?"))
+            ),
+            (None, _) => format!("session {}", sanitize::for_terminal(&d.session_id)),
+        },
+    }
 }
 
 /// How much of a question's text a listing shows: the rest is for `approvals show`.
@@ -261,8 +271,8 @@ fn indented(text: &str) -> String {
 }
 
 /// The question's text, indented, cut to a preview that says where the rest is.
-fn body(q: &Value) -> String {
-    let all = indented(q["text"].as_str().unwrap_or(""));
+fn body(q: &Approval) -> String {
+    let all = indented(q.text());
     let mut shown = String::new();
     for line in all.lines().take(PREVIEW_LINES) {
         if shown.len() + line.len() > PREVIEW_BYTES {
@@ -274,69 +284,78 @@ fn body(q: &Value) -> String {
     if shown.len() < all.len() {
         shown.push_str(&format!(
             "    … more: `repowire approvals show {}`\n",
-            sanitize::for_terminal(q["correlation_id"].as_str().unwrap_or("ID"))
+            sanitize::for_terminal(q.correlation_id().unwrap_or("ID"))
         ));
     }
     shown
 }
 
-fn waiting(q: &Value, now: i64) -> String {
-    let left = q["deadline_ms"]
-        .as_i64()
+fn waiting(q: &Approval, now: i64) -> String {
+    let deadline = match q {
+        Approval::Asked(q) => q.deadline_ms,
+        Approval::Local(_) => None,
+    };
+    let left = deadline
         .map(|d| format!(", {} s left", ((d - now) / 1000).max(0)))
         .unwrap_or_default();
     format!(
         "{}  from {}{left}\n{}",
-        sanitize::for_terminal(q["correlation_id"].as_str().unwrap_or("?")),
-        peer(&q["from"]),
+        sanitize::for_terminal(q.correlation_id().unwrap_or("?")),
+        asker(q),
         body(q)
     )
 }
 
 /// What became of an approval, as a person reads it: `waiting for a decision` while it is open
 /// (`accepted` on the wire), else `allowed by @ana`, `denied (no answer within 2m)` ….
-fn outcome(q: &Value) -> String {
-    if matches!(
-        q["state"].as_str(),
-        Some("accepted" | "delivered" | "injected")
-    ) {
-        return "waiting for a decision".to_owned();
-    }
-    let option = q["answer"]["option_id"].as_str().unwrap_or("");
-    let what = match (q["state"].as_str(), option) {
-        (Some("answered"), "allow") => "allowed".to_owned(),
-        (Some("answered"), "deny") => "denied".to_owned(),
-        (Some("answered"), other) => format!("answered `{}`", sanitize::for_terminal(other)),
-        (Some("denied_here"), _) => "denied on this machine".to_owned(),
-        (Some(state), _) => sanitize::for_terminal(state),
-        (None, _) => "?".to_owned(),
+fn outcome(q: &Approval) -> String {
+    let q = match q {
+        _ if q.is_open() => return "waiting for a decision".to_owned(),
+        Approval::Local(d) => {
+            return format!(
+                "denied on this machine ({})",
+                sanitize::for_terminal(&d.reason)
+            );
+        }
+        Approval::Asked(q) => q,
     };
-    let by = match (q.get("answered_by"), q["reason"].as_str()) {
-        (Some(p), _) if p.is_object() => format!("by {}", peer(p)),
-        (_, Some(reason)) => format!("({})", sanitize::for_terminal(reason)),
-        _ => String::new(),
+    let option = q
+        .answer
+        .as_ref()
+        .and_then(|a| a.option_id.as_deref())
+        .unwrap_or("");
+    let what = match (q.state, option) {
+        (repowire_protocol::DeliveryState::Answered, "allow") => "allowed".to_owned(),
+        (repowire_protocol::DeliveryState::Answered, "deny") => "denied".to_owned(),
+        (repowire_protocol::DeliveryState::Answered, other) => {
+            format!("answered `{}`", sanitize::for_terminal(other))
+        }
+        (state, _) => state.as_str().to_owned(),
+    };
+    let by = match (&q.answered_by, &q.reason) {
+        (Some(p), _) => format!("by {}", peer(p)),
+        (None, Some(reason)) => format!("({})", sanitize::for_terminal(reason)),
+        (None, None) => String::new(),
     };
     format!("{what} {by}").trim_end().to_owned()
 }
 
-fn decided(q: &Value) -> String {
+fn decided(q: &Approval) -> String {
     let what = outcome(q);
-    let comment = q["answer"]["text"]
-        .as_str()
-        .map(|t| format!(": {}", sanitize::for_terminal(t)))
-        .unwrap_or_default();
-    let when = q["closed_at_ms"].as_i64().map(utc).unwrap_or_default();
-    let asker = match (q["local"] == true, q["from"]["name"].as_str()) {
-        // Denied before its session had a peer: named by its runtime session.
-        (true, None) => format!(
-            "session {}",
-            sanitize::for_terminal(q["session_id"].as_str().unwrap_or("?"))
-        ),
-        _ => peer(&q["from"]),
+    let comment = match q {
+        Approval::Asked(q) => q
+            .answer
+            .as_ref()
+            .and_then(|a| a.text.as_deref())
+            .map(|t| format!(": {}", sanitize::for_terminal(t)))
+            .unwrap_or_default(),
+        Approval::Local(_) => String::new(),
     };
+    let when = q.closed_at_ms().map(utc).unwrap_or_default();
     format!(
-        "{when}  {}  {what}{comment} — asked by {asker}\n{}",
-        sanitize::for_terminal(q["correlation_id"].as_str().unwrap_or("(not asked)")),
+        "{when}  {}  {what}{comment} — asked by {}\n{}",
+        sanitize::for_terminal(q.correlation_id().unwrap_or("(not asked)")),
+        asker(q),
         body(q)
     )
 }
@@ -381,12 +400,18 @@ mod tests {
 
     #[test]
     fn a_hostile_question_is_shown_with_its_escapes_visible_and_indented() {
-        let q = serde_json::json!({
+        let q: Approval = serde_json::from_value(serde_json::json!({
             "correlation_id": "ask-1",
-            "from": { "name": "api", "circle": "dev\u{1b}[31m" },
+            "message_id": "0190b2a4-0000-7000-8000-000000000001",
+            "from": { "peer_id": "peer-a", "name": "api", "circle": "dev\u{1b}[31m" },
+            "to": "@approvers",
             "text": "Bash: echo \u{1b}]0;pwned\u{7}\nsecond line",
+            "question": {"kind": "tool_permission"},
+            "created_at_ms": 0,
+            "state": "delivered",
             "deadline_ms": 61_000,
-        });
+        }))
+        .expect("an approval");
         let shown = waiting(&q, 1_000);
         assert!(
             !shown.contains('\u{1b}') && !shown.contains('\u{7}'),
@@ -398,5 +423,27 @@ mod tests {
             "{shown}"
         );
         assert!(shown.ends_with("    Bash: echo \\x1b]0;pwned\\x07\n    second line\n"));
+    }
+
+    #[test]
+    fn a_call_denied_here_says_so_and_names_its_session_when_it_had_no_peer() {
+        let d: Approval = serde_json::from_value(serde_json::json!({
+            "correlation_id": null,
+            "from": {"peer_id": null, "name": null, "circle": null},
+            "session_id": "9f0c",
+            "text": "Bash: rm -rf build",
+            "state": "denied_here",
+            "reason": "the relay could not be reached",
+            "closed_at_ms": 0,
+            "local": true,
+        }))
+        .expect("a local denial");
+        let line = decided(&d);
+        assert!(
+            line.starts_with(
+                "1970-01-01 00:00:00Z  (not asked)  denied on this machine (the relay could not be reached) — asked by session 9f0c"
+            ),
+            "{line}"
+        );
     }
 }

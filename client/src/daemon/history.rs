@@ -2,42 +2,52 @@
 //! with the tool calls this machine denied without asking anyone merged in.
 
 use repowire_protocol::QuestionInfo;
-use serde_json::{Value, json};
 
 use super::store::LocalDecision;
+use crate::api::{Approval, LocalAsker, LocalDenial};
 
 /// The relay's closed questions and this machine's local denials as one list, newest first,
 /// at most `limit` long. A local denial reads like a closed question: state `denied_here`,
 /// `local: true`, its correlation id if the question was asked.
-pub(super) fn merged(questions: Vec<QuestionInfo>, local: Vec<LocalDecision>, limit: u32) -> Value {
-    let mut all: Vec<Value> = questions.into_iter().map(|q| json!(q)).collect();
+pub(super) fn merged(
+    questions: Vec<QuestionInfo>,
+    local: Vec<LocalDecision>,
+    limit: u32,
+) -> Vec<Approval> {
+    let mut all: Vec<Approval> = questions
+        .into_iter()
+        .map(|q| Approval::Asked(Box::new(q)))
+        .collect();
     all.extend(local.into_iter().map(|d| {
-        json!({
-            "correlation_id": d.correlation_id,
-            "from": { "peer_id": d.peer_id, "name": d.name, "circle": d.circle },
-            "session_id": d.session_id,
-            "text": d.text,
-            "state": "denied_here",
-            "reason": d.reason,
-            "closed_at_ms": d.decided_at_ms,
-            "local": true,
+        Approval::Local(LocalDenial {
+            correlation_id: d.correlation_id,
+            from: LocalAsker {
+                peer_id: d.peer_id,
+                name: d.name,
+                circle: d.circle,
+            },
+            session_id: d.session_id,
+            text: d.text,
+            state: "denied_here".to_owned(),
+            reason: d.reason,
+            closed_at_ms: d.decided_at_ms,
+            local: true,
         })
     }));
     // Stable: at equal times the relay's record comes first.
-    all.sort_by_key(|q| std::cmp::Reverse(q["closed_at_ms"].as_i64().unwrap_or(0)));
+    all.sort_by_key(|q| std::cmp::Reverse(q.closed_at_ms().unwrap_or(0)));
     all.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    json!(all)
+    all
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
-    fn closed_at(v: &Value) -> Vec<i64> {
-        v.as_array()
-            .expect("list")
-            .iter()
-            .map(|q| q["closed_at_ms"].as_i64().expect("time"))
+    fn closed_at(all: &[Approval]) -> Vec<i64> {
+        all.iter()
+            .map(|q| q.closed_at_ms().expect("time"))
             .collect()
     }
 
@@ -63,6 +73,7 @@ mod tests {
             50,
         );
         assert_eq!(closed_at(&all), [30, 20, 10]);
+        let all = serde_json::to_value(&all).expect("json");
         let newest = &all[0];
         assert_eq!(newest["state"], "denied_here");
         assert_eq!(newest["local"], true);

@@ -332,7 +332,7 @@ impl Daemon {
         caller_pid: Option<u32>,
         closed: bool,
         limit: Option<u32>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Vec<crate::api::Approval>, ApiError> {
         let (session, peer) = self.registered_actor(from, caller_pid).await?;
         let frame = Frame::new(Body::ListQuestions(repowire_protocol::ListQuestions {
             peer_id: PeerId(peer),
@@ -345,7 +345,10 @@ impl Daemon {
             other => return Err(super::errors::unexpected(&other)),
         };
         if !closed {
-            return Ok(json!(questions));
+            return Ok(questions
+                .into_iter()
+                .map(|q| crate::api::Approval::Asked(Box::new(q)))
+                .collect());
         }
         // The record of decisions: the relay's, and the calls denied on this machine without
         // one.
@@ -361,7 +364,7 @@ impl Daemon {
         from: Option<&str>,
         caller_pid: Option<u32>,
         limit: Option<u32>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Vec<crate::api::Approval>, ApiError> {
         let session = self.actor(from, caller_pid).await?;
         let limit = limit.unwrap_or(repowire_protocol::DEFAULT_QUESTIONS_LISTED);
         let local = self.local_of(&session, limit).await?;

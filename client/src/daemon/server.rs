@@ -147,11 +147,11 @@ async fn handle(
         } => daemon
             .questions(from.as_deref(), pid, closed, limit)
             .await
-            .map(plain),
+            .map(typed),
         Request::LocalDecisions { from, limit } => daemon
             .local_decisions(from.as_deref(), pid, limit)
             .await
-            .map(plain),
+            .map(typed),
         Request::Decide {
             from,
             correlation_id,
