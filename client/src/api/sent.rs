@@ -92,6 +92,53 @@ pub struct Sender {
     pub session_id: String,
 }
 
+/// A message this daemon sent (its `sent` row, which `peer status` shows).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+pub struct SentRow {
+    /// The message's id.
+    pub message_id: String,
+    /// The local peer it went out as.
+    pub peer_id: String,
+    /// `ask`, `notify`, `broadcast`, `ack`, `answer` …
+    pub kind: String,
+    /// The recipient as named (none for a broadcast).
+    pub to_name: Option<String>,
+    /// What was sent.
+    pub text: String,
+    /// The ask or notification id (for an ack or answer: the ask it closes).
+    pub correlation_id: Option<String>,
+    /// `queued`, `accepted`, `delivered`, `acked` …
+    pub state: String,
+    /// Why it failed, if it did.
+    pub error: Option<String>,
+    /// The reply's text, once replied.
+    pub reply: Option<String>,
+    /// When it was sent (ms since the Unix epoch).
+    pub created_at_ms: i64,
+}
+
+/// One delivery state the relay reported for a sent message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+pub struct SentEvent {
+    /// The recipient's peer id (none for a state of the message as a whole).
+    pub recipient: Option<String>,
+    /// The state reached.
+    pub state: String,
+    /// Why (written by the recipient's daemon: remote text).
+    pub reason: Option<String>,
+    /// When (ms since the Unix epoch).
+    pub at_ms: i64,
+}
+
+/// `message_status`: a sent message and its delivery history, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageStatus {
+    /// The message.
+    pub message: SentRow,
+    /// What the relay reported.
+    pub events: Vec<SentEvent>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

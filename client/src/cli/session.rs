@@ -227,16 +227,15 @@ pub fn link(
 
 /// `repowire session list [--all]`.
 fn list(config: &Config, all: bool, json: bool) -> anyhow::Result<ExitCode> {
-    let sessions = super::call(
+    let items: Vec<repowire_protocol::SessionInfo> = super::call_as(
         config,
         &Request::WorkSessions { from: None, all },
         Duration::from_secs(10),
     )?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&sessions)?);
+        println!("{}", serde_json::to_string_pretty(&items)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let items = sessions.as_array().cloned().unwrap_or_default();
     if items.is_empty() {
         println!(
             "no sessions{}",
@@ -248,25 +247,25 @@ fn list(config: &Config, all: bool, json: bool) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let t = |v: &Value, k: &str| crate::sanitize::for_terminal(v[k].as_str().unwrap_or("-"));
+    let t = |v: Option<&str>| crate::sanitize::for_terminal(v.unwrap_or("-"));
     println!(
         "{:<20} {:<9} {:<20} {:<12} {:<12} PATH",
         "SESSION", "STATUS", "EXECUTOR", "MACHINE", "CIRCLE"
     );
     for x in items {
         let executor = x
-            .get("executor")
-            .filter(|e| e.is_object())
-            .map(|e| format!("@{}", t(e, "name")))
+            .executor
+            .as_ref()
+            .map(|e| format!("@{}", t(Some(&e.name))))
             .unwrap_or("-".into());
         println!(
             "{:<20} {:<9} {:<20} {:<12} {:<12} {}",
-            t(&x, "session_id"),
-            t(&x, "status"),
+            t(Some(&x.session_id)),
+            <&str>::from(x.status),
             executor,
-            t(&x, "machine"),
-            t(&x, "circle"),
-            t(&x, "project_path"),
+            t(x.machine.as_deref()),
+            t(Some(&x.circle)),
+            t(x.project_path.as_deref()),
         );
     }
     Ok(ExitCode::SUCCESS)

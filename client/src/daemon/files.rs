@@ -121,16 +121,13 @@ impl Daemon {
     ) -> Result<Value, ApiError> {
         // Resolved by the relay (visibility, ambiguity) like any other recipient.
         let visible = self.peers(from, caller_pid, true, false, None).await?;
-        let matches: Vec<&Value> = visible
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter(|p| p["peer_id"] == peer || p["name"] == peer)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let matches: Vec<&repowire_protocol::PeerInfo> = visible
+            .iter()
+            .map(|p| &p.peer)
+            .filter(|p| p.peer_id.as_str() == peer || p.name == peer)
+            .collect();
         let target = match matches.as_slice() {
-            [one] => (*one).clone(),
+            [one] => *one,
             [] => {
                 return Err(ApiError::new(
                     repowire_protocol::ErrorCode::UnknownPeer,
@@ -142,11 +139,11 @@ impl Daemon {
                     repowire_protocol::ErrorCode::AmbiguousPeer,
                     format!("`{peer}` names {} peers; use a peer id", many.len()),
                 );
-                e.candidates = many.iter().map(|p| (*p).clone()).collect();
+                e.candidates = many.iter().map(|p| serde_json::json!(p)).collect();
                 return Err(e);
             }
         };
-        let peer_id = target["peer_id"].as_str().unwrap_or_default();
+        let peer_id = target.peer_id.as_str();
         let sessions = self
             .store
             .active_sessions()
@@ -158,7 +155,7 @@ impl Daemon {
         else {
             return Err(refuse(format!(
                 "@{} is on another machine; reading files across machines is not supported yet",
-                target["name"].as_str().unwrap_or(peer)
+                target.name
             )));
         };
         let root = session
@@ -175,7 +172,7 @@ impl Daemon {
         if !allowed {
             return Err(refuse(format!(
                 "@{}'s daemon does not share files of {root} (add it to `[files] readable` in its config.toml)",
-                target["name"].as_str().unwrap_or(peer)
+                target.name
             )));
         }
         let Some(canonical_root) = canonical_root else {

@@ -299,18 +299,17 @@ impl Daemon {
             self.peers(Some(session_id), None, false, false, None),
         )
         .await;
-        if let Ok(Ok(peers)) = peers
-            && let Some(list) = peers.as_array()
-        {
+        if let Ok(Ok(list)) = peers {
             let others: Vec<String> = list
                 .iter()
-                .filter(|p| p.get("peer_id").and_then(Value::as_str) != Some(peer.as_str()))
+                .map(|p| &p.peer)
+                .filter(|p| p.peer_id.as_str() != peer.as_str())
                 .map(|p| {
                     format!(
                         "@{} ({}, {})",
-                        p.get("name").and_then(Value::as_str).unwrap_or("?"),
-                        p.get("status").and_then(Value::as_str).unwrap_or("?"),
-                        p.get("path").and_then(Value::as_str).unwrap_or("-"),
+                        p.name,
+                        <&str>::from(p.status),
+                        p.path.as_deref().unwrap_or("-"),
                     )
                 })
                 .collect();

@@ -361,7 +361,7 @@ impl Daemon {
         include_offline: bool,
         all_circles: bool,
         circle: Option<String>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Vec<crate::api::ListedPeer>, ApiError> {
         let (_, peer) = self.registered_actor(from, caller_pid).await?;
         // The relay answers in pages (protocol.md §8.5): follow them to the end. The bound only
         // stops a relay that never ends its pages; 10 000 pages are 5 million peers.
@@ -383,13 +383,13 @@ impl Daemon {
                         Some(next) => cursor = Some(next),
                         None => {
                             // The caller's own row says so (`peer list` shows "(you)").
-                            let mut listed = json!(peers);
-                            if let Some(me) = listed.as_array_mut().and_then(|all| {
-                                all.iter_mut().find(|p| p["peer_id"] == peer.as_str())
-                            }) {
-                                me["you"] = json!(true);
-                            }
-                            return Ok(listed);
+                            return Ok(peers
+                                .into_iter()
+                                .map(|p| crate::api::ListedPeer {
+                                    you: p.peer_id.as_str() == peer,
+                                    peer: p,
+                                })
+                                .collect());
                         }
                     }
                 }
@@ -403,9 +403,9 @@ impl Daemon {
     }
 
     /// A sent message's state and history, by message id or correlation id.
-    pub async fn message_status(&self, id: &str) -> Result<Value, ApiError> {
+    pub async fn message_status(&self, id: &str) -> Result<crate::api::MessageStatus, ApiError> {
         match self.store.sent(id).await.map_err(store_error)? {
-            Some((row, events)) => Ok(json!({ "message": row, "events": events })),
+            Some((message, events)) => Ok(crate::api::MessageStatus { message, events }),
             None => Err(ApiError::new(
                 repowire_protocol::ErrorCode::UnknownMessage,
                 format!("this daemon sent no message `{id}`"),

@@ -169,7 +169,7 @@ async fn handle(
         } => daemon
             .peers(from.as_deref(), pid, include_offline, all_circles, circle)
             .await
-            .map(plain),
+            .map(typed),
         Request::Send(out) => daemon.send(out, pid).await.map(typed),
         Request::Ack {
             from,
@@ -206,7 +206,7 @@ async fn handle(
         Request::StateGet { from, key } => {
             daemon.state_get(from.as_deref(), pid, key).await.map(plain)
         }
-        Request::MessageStatus { id } => daemon.message_status(&id).await.map(plain),
+        Request::MessageStatus { id } => daemon.message_status(&id).await.map(typed),
         Request::WaitReply {
             from,
             correlation_id,
@@ -227,7 +227,7 @@ async fn handle(
                 let here = daemon.settings.machine.as_str();
                 sessions.retain(|s| s.machine.as_deref() == Some(here));
             }
-            Ok(plain(json!(sessions)))
+            Ok(typed(sessions))
         }
         Request::ResumeSession {
             session,

@@ -81,16 +81,25 @@ impl RepowireMcp {
             .map_err(describe_error)
     }
 
+    /// [`Self::call`], the answer read as the request's typed reply.
+    async fn call_as<T: serde::de::DeserializeOwned>(
+        &self,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<T, String> {
+        let answer = self.call(request, timeout).await?;
+        api::typed(answer).map_err(describe_error)
+    }
+
     /// The session this server acts as (its session id), proven by the daemon.
     async fn me(&self) -> Result<LocalSession, String> {
-        self.call(
+        self.call_as(
             Request::Whoami {
                 tmux_pane: self.tmux_pane.clone(),
             },
             Duration::from_secs(10),
         )
         .await
-        .and_then(|v| api::typed(v).map_err(describe_error))
         .map_err(|e| {
             if e.contains("identity_unproven") {
                 format!("Refusing to act: this MCP server cannot prove which agent session it belongs to.\n{e}")
@@ -141,8 +150,8 @@ impl RepowireMcp {
             Ok(me) => me,
             Err(e) => return Ok(error_result(e)),
         };
-        let peers = match self
-            .call(
+        let peers: Vec<api::ListedPeer> = match self
+            .call_as(
                 Request::Peers {
                     from: Some(me.session_id.clone()),
                     include_offline: a.show_offline.unwrap_or(false),
@@ -157,12 +166,9 @@ impl RepowireMcp {
             Err(e) => return Ok(error_result(e)),
         };
         let mine = me.peer_id.as_deref().unwrap_or("");
-        let list: Vec<Value> = peers
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
+        let list: Vec<api::ListedPeer> = peers
             .into_iter()
-            .filter(|p| a.include_self.unwrap_or(false) || p["peer_id"] != mine)
+            .filter(|p| a.include_self.unwrap_or(false) || p.peer.peer_id.as_str() != mine)
             .collect();
         let mut text = if list.is_empty() {
             "No peers.".to_owned()
@@ -173,17 +179,17 @@ impl RepowireMcp {
                 if list.len() == 1 { "" } else { "s" }
             )
         };
-        for p in &list {
+        for p in list.iter().map(|l| &l.peer) {
             text.push_str(&format!(
                 "- @{} ({}) circle {}, {}, {} / {}{}\n",
-                s(p, "name"),
-                s(p, "peer_id"),
-                s(p, "circle"),
-                s(p, "backend"),
-                s(p, "status"),
-                s(p, "turn_state"),
-                p["description"]
-                    .as_str()
+                p.name,
+                p.peer_id,
+                p.circle,
+                p.backend,
+                <&str>::from(p.status),
+                p.turn_state.as_str(),
+                p.description
+                    .as_deref()
                     .map(|d| format!(" — {d}"))
                     .unwrap_or_default(),
             ));

@@ -191,7 +191,7 @@ fn message_text(text: String) -> anyhow::Result<String> {
 pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
     match command {
         PeerCommand::List { json, all, from } => {
-            let peers = super::call(
+            let peers: Vec<crate::api::ListedPeer> = super::call_as(
                 config,
                 &Request::Peers {
                     from,

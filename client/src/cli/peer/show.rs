@@ -1,11 +1,10 @@
 //! Reading peers and messages back: `peer list`, `peer describe`, `peer status`. Every field
 //! from the relay is remote text, printed through [`t`] or the sanitizer.
 
-use serde_json::Value;
+use repowire_protocol::SessionInfo;
 
 use super::TIMEOUT;
-use crate::api::Request;
-use crate::api::text as s;
+use crate::api::{ListedPeer, MessageStatus, Request};
 use crate::config::Config;
 
 /// `peer describe ID`: one peer, and the work stream it executes (or last executed).
@@ -15,7 +14,7 @@ pub(super) fn describe(
     json: bool,
     from: Option<String>,
 ) -> anyhow::Result<()> {
-    let peers = crate::cli::call(
+    let peers: Vec<ListedPeer> = crate::cli::call_as(
         config,
         &Request::Peers {
             from,
@@ -25,19 +24,15 @@ pub(super) fn describe(
         },
         TIMEOUT,
     )?;
-    let matches: Vec<&Value> = peers
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter(|p| s(p, "peer_id") == id || s(p, "name") == id)
-                .collect()
-        })
-        .unwrap_or_default();
+    let matches: Vec<&ListedPeer> = peers
+        .iter()
+        .filter(|p| p.peer.peer_id.as_str() == id || p.peer.name == id)
+        .collect();
     match matches.as_slice() {
         [] => anyhow::bail!("no peer `{id}`\nhint: `repowire peer list --all` shows every peer"),
         [one] => {
             // The work stream it executes (or last executed), if bound.
-            let sessions = crate::cli::call(
+            let sessions: Vec<SessionInfo> = crate::cli::call_as(
                 config,
                 &Request::WorkSessions {
                     from: None,
@@ -45,51 +40,55 @@ pub(super) fn describe(
                 },
                 TIMEOUT,
             )?;
-            let session = sessions.as_array().and_then(|l| {
-                l.iter()
-                    .find(|x| x["executor"]["peer_id"] == one["peer_id"])
-                    .cloned()
+            let session = sessions.into_iter().find(|x| {
+                x.executor
+                    .as_ref()
+                    .is_some_and(|e| e.peer_id == one.peer.peer_id)
             });
             if json {
-                let mut shown = (*one).clone();
-                shown["session"] = session.unwrap_or(Value::Null);
+                let mut shown = serde_json::to_value(one)?;
+                shown["session"] = serde_json::to_value(&session)?;
                 println!("{}", serde_json::to_string_pretty(&shown)?);
             } else {
-                for key in [
-                    "name",
-                    "peer_id",
-                    "circle",
-                    "backend",
-                    "role",
-                    "status",
-                    "turn_state",
-                    "path",
-                    "machine",
-                    "description",
+                let p = &one.peer;
+                let or_dash = |v: &Option<String>| t(v.as_deref().unwrap_or("-"));
+                for (key, value) in [
+                    ("name", t(&p.name)),
+                    ("peer_id", t(p.peer_id.as_str())),
+                    ("circle", t(&p.circle)),
+                    ("backend", t(&p.backend)),
+                    ("role", p.role.as_str().to_owned()),
+                    ("status", <&str>::from(p.status).to_owned()),
+                    ("turn_state", p.turn_state.as_str().to_owned()),
+                    ("path", or_dash(&p.path)),
+                    ("machine", or_dash(&p.machine)),
+                    ("description", or_dash(&p.description)),
                 ] {
-                    println!("{key:<12} {}", t(one, key));
+                    println!("{key:<12} {value}");
                 }
                 if let Some(x) = session {
                     println!(
                         "{:<12} {} ({}), runtime {}",
                         "session",
-                        t(&x, "session_id"),
-                        t(&x, "status"),
-                        x["runtime_session_ids"]
-                            .as_array()
-                            .and_then(|r| r.last())
-                            .and_then(Value::as_str)
-                            .map(crate::sanitize::for_terminal)
+                        t(&x.session_id),
+                        <&str>::from(x.status),
+                        x.runtime_session_ids
+                            .last()
+                            .map(|r| t(r))
                             .unwrap_or("-".into())
                     );
-                    println!("{:<12} {}", "transcript", t(&x["transcript"], "path"));
+                    println!(
+                        "{:<12} {}",
+                        "transcript",
+                        t(x.transcript.as_ref().map_or("-", |tr| tr.path.as_str()))
+                    );
                 }
             }
         }
         many => {
             let ids: Vec<String> = many
                 .iter()
-                .map(|p| format!("{} ({})", t(p, "peer_id"), t(p, "circle")))
+                .map(|p| format!("{} ({})", t(p.peer.peer_id.as_str()), t(&p.peer.circle)))
                 .collect();
             anyhow::bail!(
                 "`{id}` names {} peers: {}\nhint: use the peer id",
@@ -103,52 +102,45 @@ pub(super) fn describe(
 
 /// `peer status ID`: one of your messages and each recipient's state.
 pub(super) fn status(config: &Config, id: String, json: bool) -> anyhow::Result<()> {
-    let status = crate::cli::call(config, &Request::MessageStatus { id }, TIMEOUT)?;
+    let status: MessageStatus =
+        crate::cli::call_as(config, &Request::MessageStatus { id }, TIMEOUT)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&status)?);
-    } else {
-        let m = status.get("message").cloned().unwrap_or(Value::Null);
+        return Ok(());
+    }
+    let m = &status.message;
+    println!(
+        "{} {} → {}  state: {}",
+        m.kind,
+        m.message_id,
+        t(m.to_name.as_deref().unwrap_or("-")),
+        m.state
+    );
+    if let Some(cid) = &m.correlation_id {
+        println!("id       {cid}");
+    }
+    if let Some(reply) = &m.reply {
+        println!("reply    {}", crate::sanitize::for_context(reply));
+    }
+    for e in &status.events {
         println!(
-            "{} {} → {}  state: {}",
-            s(&m, "kind"),
-            s(&m, "message_id"),
-            t(&m, "to_name"),
-            s(&m, "state")
+            "  {:<10} {} {}",
+            e.state,
+            e.recipient.as_deref().unwrap_or("-"),
+            // Written by the recipient's daemon: remote text.
+            t(e.reason.as_deref().unwrap_or(""))
         );
-        if let Some(cid) = m.get("correlation_id").and_then(Value::as_str) {
-            println!("id       {cid}");
-        }
-        if let Some(reply) = m.get("reply").and_then(Value::as_str) {
-            println!("reply    {}", crate::sanitize::for_context(reply));
-        }
-        for e in status
-            .get("events")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-        {
-            println!(
-                "  {:<10} {} {}",
-                s(&e, "state"),
-                s(&e, "recipient"),
-                // Written by the recipient's daemon: remote text.
-                crate::sanitize::for_terminal(
-                    e.get("reason").and_then(Value::as_str).unwrap_or("")
-                )
-            );
-        }
     }
     Ok(())
 }
 
-/// A field from the relay (other peers' names, paths, descriptions), safe to print.
-pub(super) fn t(v: &Value, key: &str) -> String {
-    crate::sanitize::for_terminal(&s(v, key))
+/// Text from the relay (other peers' names, paths, descriptions), safe to print.
+pub(super) fn t(text: &str) -> String {
+    crate::sanitize::for_terminal(text)
 }
 
-pub(super) fn print_peers(peers: &Value) {
-    let list = peers.as_array().cloned().unwrap_or_default();
-    if list.is_empty() {
+pub(super) fn print_peers(peers: &[ListedPeer]) {
+    if peers.is_empty() {
         println!("no peers");
         return;
     }
@@ -156,27 +148,26 @@ pub(super) fn print_peers(peers: &Value) {
         "{:<20} {:<12} {:<8} {:<8} {:<12} {:<16} {:<22} PATH",
         "NAME", "CIRCLE", "STATUS", "TURN", "BACKEND", "MACHINE", "PEER ID"
     );
-    for p in list {
-        let machine = t(&p, "machine");
-        let name = if p["you"] == true {
-            format!("{} (you)", t(&p, "name"))
+    for listed in peers {
+        let p = &listed.peer;
+        let name = if listed.you {
+            format!("{} (you)", t(&p.name))
         } else {
-            t(&p, "name")
+            t(&p.name)
         };
         println!(
             "{:<20} {:<12} {:<8} {:<8} {:<12} {:<16} {:<22} {}",
             name,
-            t(&p, "circle"),
-            t(&p, "status"),
-            t(&p, "turn_state"),
-            t(&p, "backend"),
-            if machine.is_empty() {
-                "-".to_owned()
-            } else {
-                machine
-            },
-            t(&p, "peer_id"),
-            t(&p, "path")
+            t(&p.circle),
+            <&str>::from(p.status),
+            p.turn_state.as_str(),
+            t(&p.backend),
+            t(p.machine
+                .as_deref()
+                .filter(|m| !m.is_empty())
+                .unwrap_or("-")),
+            t(p.peer_id.as_str()),
+            t(p.path.as_deref().unwrap_or("-"))
         );
     }
 }

@@ -105,29 +105,9 @@ pub struct InboxRow {
     pub state: String,
 }
 
-/// A message this daemon sent.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
-pub struct SentRow {
-    pub message_id: String,
-    pub peer_id: String,
-    pub kind: String,
-    pub to_name: Option<String>,
-    pub text: String,
-    pub correlation_id: Option<String>,
-    pub state: String,
-    pub error: Option<String>,
-    pub reply: Option<String>,
-    pub created_at_ms: i64,
-}
-
-/// One delivery state the relay reported.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
-pub struct SentEvent {
-    pub recipient: Option<String>,
-    pub state: String,
-    pub reason: Option<String>,
-    pub at_ms: i64,
-}
+/// A message this daemon sent, and the delivery states the relay reported for it: stored
+/// rows that `message_status` answers with as they are.
+pub use crate::api::{SentEvent, SentRow};
 
 /// The state database.
 #[derive(Debug, Clone)]
