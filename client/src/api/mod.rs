@@ -10,8 +10,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod approvals;
+mod circle;
 mod code;
 mod inbox;
+mod outbox;
 mod peers;
 mod sent;
 mod session;
@@ -19,11 +21,13 @@ mod status;
 mod transport;
 
 pub use approvals::{Approval, LocalAsker, LocalDenial};
+pub use circle::{CircleState, Described, FileRead, StateWritten};
 pub use code::{ApiCode, DaemonCode};
 pub use inbox::{InboxListing, InboxMessage, InboxPeer};
+pub use outbox::{OutboxDropped, OutboxRealm, OutboxReport};
 pub use peers::ListedPeer;
 pub use sent::{MessageStatus, SendOutcome, Sender, Sent, SentEvent, SentRow};
-pub use session::{Identity, LocalSession};
+pub use session::{EndedSession, HookReply, Identity, LocalSession, Stopping};
 pub use status::{DaemonStatus, LinkState, RealmQueue, RefusedSession, WakeRecord};
 pub use transport::{CallError, call, call_as, call_async, typed};
 

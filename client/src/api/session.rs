@@ -56,6 +56,31 @@ pub struct Identity {
     pub unregistered: Option<String>,
 }
 
+/// `end_session`: the local session ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndedSession {
+    /// Its runtime session id.
+    pub ended: String,
+    /// Its peer's display name, if it had a peer.
+    pub name: Option<String>,
+}
+
+/// `shutdown`: the daemon is stopping (it lets go of its home's lock last).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stopping {
+    /// Always true.
+    pub stopping: bool,
+}
+
+/// `hook`: what the hook prints for its agent runtime (the runtime's own hook-output JSON), if
+/// anything.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HookReply {
+    /// The runtime's hook output; `None`: print nothing.
+    #[serde(default)]
+    pub output: Option<serde_json::Value>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -91,9 +91,9 @@ pub fn run(config: &Config, event: Event, approval_cap: Option<u64>) -> ExitCode
         repowire_session: config.env.repowire_session.clone(),
     };
     let socket = crate::config::socket_path(&config.home());
-    match api::call(&socket, &request, timeout(event)) {
-        Ok(result) => {
-            if let Some(output) = result.get("output").filter(|o| !o.is_null()) {
+    match api::call_as::<api::HookReply>(&socket, &request, timeout(event)) {
+        Ok(reply) => {
+            if let Some(output) = reply.output.filter(|o| !o.is_null()) {
                 let mut stdout = std::io::stdout().lock();
                 let _ = writeln!(stdout, "{output}");
             }
@@ -157,17 +157,19 @@ fn pre_tool_use(config: &Config, cap: Option<u64>) -> Option<Value> {
     // writes (`approvals_setup::HOOK_MARGIN` above the timeout).
     let bound = timeout + crate::daemon::questions::VERDICT_GRACE + Duration::from_secs(7);
     let socket = crate::config::socket_path(&config.home());
-    Some(match api::call(&socket, &request, bound) {
-        Ok(result) => match result.get("output").filter(|o| o.is_object()) {
-            Some(output) => output.clone(),
-            None => deny("the daemon gave no decision; denied"),
+    Some(
+        match api::call_as::<api::HookReply>(&socket, &request, bound) {
+            Ok(reply) => match reply.output.filter(|o| o.is_object()) {
+                Some(output) => output,
+                None => deny("the daemon gave no decision; denied"),
+            },
+            Err(api::CallError::NotRunning(_)) => deny(
+                "the repowire daemon is not running on this machine, so nobody could be asked; denied",
+            ),
+            Err(api::CallError::Api(e)) => deny(&format!("{}; denied", e.message)),
+            Err(e) => deny(&format!("{e}; denied")),
         },
-        Err(api::CallError::NotRunning(_)) => deny(
-            "the repowire daemon is not running on this machine, so nobody could be asked; denied",
-        ),
-        Err(api::CallError::Api(e)) => deny(&format!("{}; denied", e.message)),
-        Err(e) => deny(&format!("{e}; denied")),
-    })
+    )
 }
 
 #[cfg(test)]

@@ -6,9 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Subcommand;
-use serde_json::Value;
 
-use crate::api::Request;
+use crate::api::{OutboxDropped, OutboxReport, Request};
 use crate::config::Config;
 
 /// `repowire outbox …`
@@ -35,22 +34,20 @@ pub fn run(config: &Config, command: OutboxCommand) -> anyhow::Result<ExitCode> 
     let timeout = Duration::from_secs(5);
     match command {
         OutboxCommand::List { json } => {
-            let out = super::call(config, &Request::Outbox, timeout)?;
+            let out: OutboxReport = super::call_as(config, &Request::Outbox, timeout)?;
             if json {
-                println!("{out:#}");
+                println!("{}", serde_json::to_string_pretty(&out)?);
                 return Ok(ExitCode::SUCCESS);
             }
-            let realms = out.get("realms").and_then(Value::as_array);
-            if realms.is_none_or(|r| r.is_empty()) {
+            if out.realms.is_empty() {
                 println!("nothing queued");
             }
-            for r in realms.into_iter().flatten() {
-                let current = r.get("current").and_then(Value::as_bool) == Some(true);
+            for r in &out.realms {
                 println!(
                     "{:>5}  {}{}",
-                    r.get("messages").unwrap_or(&Value::Null),
-                    r.get("realm").and_then(Value::as_str).unwrap_or("?"),
-                    if current {
+                    r.messages,
+                    crate::sanitize::for_terminal(&r.realm),
+                    if r.current {
                         "  (this relay: sent as the link allows)"
                     } else {
                         "  (another relay or tenant: not sent here)"
@@ -59,15 +56,12 @@ pub fn run(config: &Config, command: OutboxCommand) -> anyhow::Result<ExitCode> 
             }
         }
         OutboxCommand::Drop { realm, json } => {
-            let out = super::call(config, &Request::OutboxDrop { realm }, timeout)?;
+            let out: OutboxDropped =
+                super::call_as(config, &Request::OutboxDrop { realm }, timeout)?;
             if json {
-                println!("{out:#}");
+                println!("{}", serde_json::to_string_pretty(&out)?);
             } else {
-                let n = out
-                    .get("dropped")
-                    .and_then(Value::as_array)
-                    .map_or(0, Vec::len);
-                println!("dropped {n} queued message(s)");
+                println!("dropped {} queued message(s)", out.dropped.len());
             }
         }
     }

@@ -139,16 +139,17 @@ pub fn run(config: &Config, command: SessionCommand) -> anyhow::Result<ExitCode>
             return Ok(ExitCode::SUCCESS);
         }
         SessionCommand::End { session } => {
-            let ended = super::call(
+            let ended: crate::api::EndedSession = super::call_as(
                 config,
                 &Request::EndSession { session },
                 Duration::from_secs(15),
             )?;
             println!(
                 "ended session {} ({})",
-                s(&ended, "ended"),
-                ended["name"]
-                    .as_str()
+                crate::sanitize::for_terminal(&ended.ended),
+                ended
+                    .name
+                    .as_deref()
                     .map(|n| format!("@{}", crate::sanitize::for_terminal(n)))
                     .unwrap_or("no peer".into())
             );

@@ -5,8 +5,6 @@
 
 use std::path::{Component, Path};
 
-use serde_json::{Value, json};
-
 use super::{Daemon, errors};
 use crate::api::ApiError;
 
@@ -118,7 +116,7 @@ impl Daemon {
         caller_pid: Option<u32>,
         peer: &str,
         path: &str,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<crate::api::FileRead, ApiError> {
         // Resolved by the relay (visibility, ambiguity) like any other recipient.
         let visible = self.peers(from, caller_pid, true, false, None).await?;
         let matches: Vec<&repowire_protocol::PeerInfo> = visible
@@ -189,7 +187,12 @@ impl Daemon {
         .map_err(|_| refuse(format!("reading `{path}` took too long")))?
         .map_err(|e| refuse(format!("reading `{path}` failed: {e}")))?;
         let (text, size) = read?;
-        Ok(json!({ "peer": target, "path": path, "bytes": size, "content": text }))
+        Ok(crate::api::FileRead {
+            peer: target.clone(),
+            path: path.to_owned(),
+            bytes: size,
+            content: text,
+        })
     }
 }
 

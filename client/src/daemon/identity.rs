@@ -2,8 +2,6 @@
 //! process that ran the session's hooks), named by `--from`, or else the daemon's own peer for
 //! the person at the terminal. `repowire whoami` shows the same reasoning.
 
-use serde_json::{Value, json};
-
 use super::errors::store_error;
 use super::store::SessionRow;
 use super::{CLI_SESSION, Daemon, RELAY_TIMEOUT};
@@ -215,7 +213,7 @@ impl Daemon {
     }
 
     /// `repowire session end`: ends a local agent session by session id, peer id or name.
-    pub async fn end_named_session(&self, id: &str) -> Result<Value, ApiError> {
+    pub async fn end_named_session(&self, id: &str) -> Result<crate::api::EndedSession, ApiError> {
         let sessions = self.store.active_sessions().await.map_err(store_error)?;
         let Some(session) = sessions.into_iter().find(|s| {
             s.session_id == id || s.peer_id.as_deref() == Some(id) || s.name.as_deref() == Some(id)
@@ -234,6 +232,9 @@ impl Daemon {
             .hint("`repowire daemon stop` takes it offline with the daemon"));
         }
         self.end_session(&session).await?;
-        Ok(json!({ "ended": session.session_id, "name": session.name }))
+        Ok(crate::api::EndedSession {
+            ended: session.session_id,
+            name: session.name,
+        })
     }
 }

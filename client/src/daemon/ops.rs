@@ -4,7 +4,6 @@
 use repowire_protocol::{
     Ack, Ask, Body, Broadcast, CorrelationId, Frame, ListPeers, Notify, PeerId,
 };
-use serde_json::{Value, json};
 
 use super::errors::{relay_error, stopped_error, store_error, unexpected};
 use super::link::LinkError;
@@ -187,7 +186,7 @@ impl Daemon {
         caller_pid: Option<u32>,
         key: String,
         value: Option<String>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<crate::api::StateWritten, ApiError> {
         let (_, peer) = self.registered_actor(from, caller_pid).await?;
         let frame = Frame::new(Body::StateSet(repowire_protocol::StateSet {
             peer_id: PeerId(peer),
@@ -196,7 +195,7 @@ impl Daemon {
         }));
         self.validated(&frame)?;
         match self.ask_relay(frame).await? {
-            Body::Ok(_) => Ok(json!({ "key": key, "value": value })),
+            Body::Ok(_) => Ok(crate::api::StateWritten { key, value }),
             other => Err(unexpected(&other)),
         }
     }
@@ -207,7 +206,7 @@ impl Daemon {
         from: Option<&str>,
         caller_pid: Option<u32>,
         key: Option<String>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<crate::api::CircleState, ApiError> {
         let (_, peer) = self.registered_actor(from, caller_pid).await?;
         let frame = Frame::new(Body::StateGet(repowire_protocol::StateGet {
             peer_id: PeerId(peer),
@@ -215,7 +214,10 @@ impl Daemon {
         }));
         self.validated(&frame)?;
         match self.ask_relay(frame).await? {
-            Body::State(st) => Ok(json!({ "circle": st.circle, "entries": st.entries })),
+            Body::State(st) => Ok(crate::api::CircleState {
+                circle: st.circle,
+                entries: st.entries,
+            }),
             other => Err(unexpected(&other)),
         }
     }
@@ -246,7 +248,7 @@ impl Daemon {
         from: Option<&str>,
         caller_pid: Option<u32>,
         text: String,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<crate::api::Described, ApiError> {
         let (_, peer) = self.registered_actor(from, caller_pid).await?;
         let frame = Frame::new(Body::UpdatePeer(repowire_protocol::UpdatePeer {
             peer_id: PeerId(peer),
@@ -254,7 +256,7 @@ impl Daemon {
             description: Some(text.clone()),
         }));
         match self.ask_relay(frame).await? {
-            Body::Ok(_) => Ok(json!({ "description": text })),
+            Body::Ok(_) => Ok(crate::api::Described { description: text }),
             other => Err(unexpected(&other)),
         }
     }

@@ -3,7 +3,6 @@
 //! (what is queued per relay identity, dropping another identity's).
 
 use repowire_protocol::{Body, Frame, PeerId};
-use serde_json::{Value, json};
 
 use super::errors::store_error;
 use super::{Daemon, RELAY_TIMEOUT, store};
@@ -120,22 +119,25 @@ impl Daemon {
 
     /// Queued messages per relay identity: the current one's go out as the link allows;
     /// another's stay until the daemon works with that relay and tenant again, or are dropped.
-    pub async fn outbox(&self) -> Result<Value, ApiError> {
+    pub async fn outbox(&self) -> Result<crate::api::OutboxReport, ApiError> {
         let realm = self.store.realm();
         let realms = self.store.outbox_by_realm().await.map_err(store_error)?;
-        Ok(json!({
-            "realm": realm,
-            "realms": realms.into_iter().map(|r| json!({
-                "realm": r.realm,
-                "current": r.realm == realm,
-                "messages": r.messages,
-                "oldest_ms": r.oldest_ms,
-            })).collect::<Vec<_>>(),
-        }))
+        Ok(crate::api::OutboxReport {
+            realm: realm.to_owned(),
+            realms: realms
+                .into_iter()
+                .map(|r| crate::api::OutboxRealm {
+                    current: r.realm == realm,
+                    realm: r.realm,
+                    messages: r.messages,
+                    oldest_ms: r.oldest_ms,
+                })
+                .collect(),
+        })
     }
 
     /// Drops what is queued for another relay identity (never the current one's).
-    pub async fn drop_outbox(&self, realm: &str) -> Result<Value, ApiError> {
+    pub async fn drop_outbox(&self, realm: &str) -> Result<crate::api::OutboxDropped, ApiError> {
         if realm == self.store.realm() {
             return Err(ApiError::new(
                 repowire_protocol::ErrorCode::InvalidRequest,
@@ -147,6 +149,9 @@ impl Daemon {
             .drop_outbox_of_realm(realm)
             .await
             .map_err(store_error)?;
-        Ok(json!({ "realm": realm, "dropped": dropped }))
+        Ok(crate::api::OutboxDropped {
+            realm: realm.to_owned(),
+            dropped,
+        })
     }
 }

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
@@ -116,8 +116,8 @@ async fn handle(
     }
     match request {
         Request::Status => daemon.status().await.map(typed),
-        Request::Outbox => daemon.outbox().await.map(plain),
-        Request::OutboxDrop { realm } => daemon.drop_outbox(&realm).await.map(plain),
+        Request::Outbox => daemon.outbox().await.map(typed),
+        Request::OutboxDrop { realm } => daemon.drop_outbox(&realm).await.map(typed),
         Request::Hook {
             event,
             payload,
@@ -137,7 +137,7 @@ async fn handle(
                     repowire_session: repowire_session.as_deref(),
                 })
                 .await?;
-            Ok((json!({ "output": output }), after))
+            Ok((typed(crate::api::HookReply { output }).0, after))
         }
         Request::AskBlocking(out) => daemon.ask_blocking(out, pid).await,
         Request::Questions {
@@ -191,20 +191,20 @@ async fn handle(
         Request::Whoami { tmux_pane } => daemon.whoami(pid, tmux_pane.as_deref()).await.map(typed),
         Request::Identity { from } => daemon.identity(from.as_deref(), pid).await.map(typed),
         Request::Inbox(query) => daemon.inbox(query, pid).await.map(typed),
-        Request::EndSession { session } => daemon.end_named_session(&session).await.map(plain),
+        Request::EndSession { session } => daemon.end_named_session(&session).await.map(typed),
         Request::Describe { from, text } => {
-            daemon.describe(from.as_deref(), pid, text).await.map(plain)
+            daemon.describe(from.as_deref(), pid, text).await.map(typed)
         }
         Request::ReadFile { from, peer, path } => daemon
             .read_peer_file(from.as_deref(), pid, &peer, &path)
             .await
-            .map(plain),
+            .map(typed),
         Request::StateSet { from, key, value } => daemon
             .state_set(from.as_deref(), pid, key, value)
             .await
-            .map(plain),
+            .map(typed),
         Request::StateGet { from, key } => {
-            daemon.state_get(from.as_deref(), pid, key).await.map(plain)
+            daemon.state_get(from.as_deref(), pid, key).await.map(typed)
         }
         Request::MessageStatus { id } => daemon.message_status(&id).await.map(typed),
         Request::WaitReply {
@@ -249,7 +249,12 @@ async fn handle(
                 .active_sessions()
                 .await
                 .map_err(super::errors::store_error)?;
-            Ok(plain(json!(sessions)))
+            Ok(typed(
+                sessions
+                    .into_iter()
+                    .map(crate::api::LocalSession::from)
+                    .collect::<Vec<_>>(),
+            ))
         }
         Request::Panes { tmux } => daemon
             .panes(tmux.as_deref().and_then(crate::tmux::socket_of).as_deref())
@@ -269,7 +274,7 @@ async fn handle(
             .map(plain),
         Request::Shutdown => {
             daemon.shutdown.cancel();
-            Ok(plain(json!({ "stopping": true })))
+            Ok(typed(crate::api::Stopping { stopping: true }))
         }
     }
 }

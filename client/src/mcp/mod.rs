@@ -15,7 +15,6 @@ use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConf
 use rmcp::{ErrorData, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use serde_json::{Value, json};
 
-use crate::api::text as s;
 use crate::api::{self, LocalSession, Outgoing, Request, SendKind, Sent};
 
 /// The longest `wait_on_ack` may block.
@@ -116,6 +115,16 @@ impl RepowireMcp {
     ) -> Result<Value, String> {
         let me = self.me().await?;
         self.call(build(Some(me.session_id)), timeout).await
+    }
+
+    /// [`Self::as_me`], the answer read as the request's typed reply.
+    async fn as_me_typed<T: serde::de::DeserializeOwned>(
+        &self,
+        build: impl FnOnce(Option<String>) -> Request,
+        timeout: Duration,
+    ) -> Result<T, String> {
+        let answer = self.as_me(build, timeout).await?;
+        api::typed(answer).map_err(describe_error)
     }
 
     async fn send(&self, out: Outgoing) -> Result<Sent, String> {
@@ -227,13 +236,13 @@ impl RepowireMcp {
         let text = a.text;
         Ok(
             match self
-                .as_me(
+                .as_me_typed::<api::Described>(
                     |from| Request::Describe { from, text },
                     Duration::from_secs(15),
                 )
                 .await
             {
-                Ok(v) => text_result("Description updated.".into(), v),
+                Ok(v) => text_result("Description updated.".into(), json!(v)),
                 Err(e) => error_result(e),
             },
         )
@@ -402,13 +411,13 @@ impl RepowireMcp {
         let (peer, path) = (a.peer_name, a.path);
         Ok(
             match self
-                .as_me(
+                .as_me_typed::<api::FileRead>(
                     |from| Request::ReadFile { from, peer, path },
                     Duration::from_secs(15),
                 )
                 .await
             {
-                Ok(v) => text_result(s(&v, "content"), v),
+                Ok(v) => text_result(v.content.clone(), json!(v)),
                 Err(e) => error_result(e),
             },
         )
@@ -426,14 +435,14 @@ impl RepowireMcp {
         let deleting = value.is_none();
         Ok(
             match self
-                .as_me(
+                .as_me_typed::<api::StateWritten>(
                     |from| Request::StateSet { from, key, value },
                     Duration::from_secs(15),
                 )
                 .await
             {
-                Ok(v) if deleting => text_result(format!("`{}` is not set now.", a.key), v),
-                Ok(v) => text_result(format!("Stored `{}`.", a.key), v),
+                Ok(v) if deleting => text_result(format!("`{}` is not set now.", a.key), json!(v)),
+                Ok(v) => text_result(format!("Stored `{}`.", a.key), json!(v)),
                 Err(e) => error_result(e),
             },
         )
@@ -449,33 +458,27 @@ impl RepowireMcp {
         let key = a.key.clone();
         Ok(
             match self
-                .as_me(
+                .as_me_typed::<api::CircleState>(
                     |from| Request::StateGet { from, key },
                     Duration::from_secs(15),
                 )
                 .await
             {
                 Ok(v) => {
-                    let entries = v["entries"].as_array().cloned().unwrap_or_default();
-                    let mut text = if entries.is_empty() {
+                    let mut text = if v.entries.is_empty() {
                         match &a.key {
-                            Some(k) => format!("`{k}` is not set in circle {}.", s(&v, "circle")),
+                            Some(k) => format!("`{k}` is not set in circle {}.", v.circle),
                             None => {
-                                format!("The shared state of circle {} is empty.", s(&v, "circle"))
+                                format!("The shared state of circle {} is empty.", v.circle)
                             }
                         }
                     } else {
                         String::new()
                     };
-                    for e in &entries {
-                        text.push_str(&format!(
-                            "{} = {}  (by {})\n",
-                            s(e, "key"),
-                            s(e, "value"),
-                            s(e, "updated_by")
-                        ));
+                    for e in &v.entries {
+                        text.push_str(&format!("{} = {}  (by {})\n", e.key, e.value, e.updated_by));
                     }
-                    text_result(text, v)
+                    text_result(text, json!(v))
                 }
                 Err(e) => error_result(e),
             },
