@@ -19,6 +19,7 @@ mod sent;
 mod session;
 mod status;
 mod transport;
+mod wait;
 
 pub use approvals::{Approval, LocalAsker, LocalDenial};
 pub use circle::{CircleState, Described, FileRead, StateWritten};
@@ -30,6 +31,7 @@ pub use sent::{MessageStatus, SendOutcome, Sender, Sent, SentEvent, SentRow};
 pub use session::{EndedSession, HookReply, Identity, LocalSession, Stopping};
 pub use status::{DaemonStatus, LinkState, RealmQueue, RefusedSession, WakeRecord};
 pub use transport::{CallError, call, call_as, call_async, typed};
+pub use wait::{Blocked, Reply, WaitOutcome};
 
 /// An agent runtime's hook event: the one table the hook command (`repowire hook <event>`),
 /// setup (which writes the runtime's settings) and the daemon share. Serialized (in the local

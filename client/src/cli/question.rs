@@ -5,11 +5,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Subcommand;
-use serde_json::Value;
 
-use crate::api::{Outgoing, Request, SendKind};
+use crate::api::{Outgoing, Request, SendKind, WaitOutcome};
 use crate::config::Config;
-use crate::daemon::questions::{MAX_BLOCKING, VERDICT_GRACE, answer_of};
+use crate::daemon::questions::{MAX_BLOCKING, VERDICT_GRACE};
 use crate::sanitize;
 
 /// `repowire question …`.
@@ -74,7 +73,7 @@ pub fn run(config: &Config, command: QuestionCommand) -> anyhow::Result<ExitCode
             "say what answer you want: --choice ID=LABEL (twice or more), --text-answer or --acknowledge"
         );
     };
-    let outcome = super::call(
+    let blocked: crate::api::Blocked = super::call_as(
         config,
         &Request::AskBlocking(Outgoing {
             from,
@@ -87,9 +86,10 @@ pub fn run(config: &Config, command: QuestionCommand) -> anyhow::Result<ExitCode
         }),
         Duration::from_secs(timeout) + VERDICT_GRACE + Duration::from_secs(10),
     )?;
-    let answered = answer_of(&outcome);
+    let outcome = &blocked.outcome;
+    let answered = outcome.answer();
     if json {
-        println!("{}", serde_json::to_string_pretty(&outcome)?);
+        println!("{}", serde_json::to_string_pretty(&blocked)?);
     } else {
         match &answered {
             Some((answer, _)) => println!(
@@ -102,7 +102,7 @@ pub fn run(config: &Config, command: QuestionCommand) -> anyhow::Result<ExitCode
                         .unwrap_or("")
                 )
             ),
-            None => eprintln!("{}", why_no_answer(&outcome, &to)),
+            None => eprintln!("{}", why_no_answer(outcome, &to)),
         }
     }
     Ok(if answered.is_some() {
@@ -113,18 +113,20 @@ pub fn run(config: &Config, command: QuestionCommand) -> anyhow::Result<ExitCode
 }
 
 /// In words, why an outcome carries no answer.
-fn why_no_answer(outcome: &Value, to: &str) -> String {
-    let reason = |k: &str| sanitize::for_terminal(outcome[k].as_str().unwrap_or("?"));
-    match outcome["state"].as_str() {
-        Some("closed") if outcome["timed_out"].as_bool() == Some(true) => {
-            format!("no answer: {}", reason("reason"))
-        }
-        Some("closed") | Some("replied") => format!(
+fn why_no_answer(outcome: &WaitOutcome, to: &str) -> String {
+    let t = |s: Option<&str>| sanitize::for_terminal(s.unwrap_or("?"));
+    match outcome {
+        WaitOutcome::Closed {
+            timed_out: true,
+            reason,
+            ..
+        } => format!("no answer: {}", t(reason.as_deref())),
+        WaitOutcome::Closed { outcome, .. } | WaitOutcome::Replied { outcome, .. } => format!(
             "{to} closed the question without answering it ({})",
-            reason("outcome")
+            t(Some(outcome))
         ),
-        Some("failed") => format!("the question failed: {}", reason("reason")),
-        Some("no_verdict") => format!("no outcome: {}", reason("reason")),
-        _ => "the question ended without an answer".to_owned(),
+        WaitOutcome::Failed { reason, .. } => format!("the question failed: {}", t(Some(reason))),
+        WaitOutcome::NoVerdict { reason, .. } => format!("no outcome: {}", t(Some(reason))),
+        WaitOutcome::Waiting { .. } => "the question ended without an answer".to_owned(),
     }
 }

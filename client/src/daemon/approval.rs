@@ -16,8 +16,9 @@ use serde_json::{Value, json};
 use super::Daemon;
 use super::errors::store_error;
 use super::hooks::{AfterWrite, HookCall};
-use super::questions::{MAX_BLOCKING, VERDICT_GRACE, answer_of};
+use super::questions::{MAX_BLOCKING, VERDICT_GRACE};
 use super::store::LocalDecision;
+use crate::api::WaitOutcome;
 use crate::api::{ApiError, Outgoing, SendKind};
 use crate::sanitize;
 
@@ -99,7 +100,7 @@ impl Daemon {
             }
         };
         let (allow, reason) = verdict(&outcome, timeout);
-        let cid = outcome["correlation_id"].as_str();
+        let cid = outcome.correlation_id();
         tracing::info!(
             session = session_id,
             tool,
@@ -187,27 +188,26 @@ impl Daemon {
 
 /// Whether the relay holds the decision of this outcome: an approver's answer, or the
 /// question's timeout. Anything else was decided on this machine.
-fn decided_by_relay(outcome: &Value) -> bool {
-    match outcome["state"].as_str() {
-        Some("replied") => answer_of(outcome).is_some(),
-        Some("closed") => outcome["timed_out"].as_bool() == Some(true),
+fn decided_by_relay(outcome: &WaitOutcome) -> bool {
+    match outcome {
+        WaitOutcome::Replied { .. } => outcome.answer().is_some(),
+        WaitOutcome::Closed { timed_out, .. } => *timed_out,
         _ => false,
     }
 }
 
 /// Whether an outcome allows the call, and why, in words for the model.
-fn verdict(outcome: &Value, timeout: Duration) -> (bool, String) {
-    let who = |by: &Option<Value>| {
-        by.as_ref()
-            .map(|f| {
-                format!(
-                    "@{} (peer {}, circle {})",
-                    super::hooks::display_name(f["name"].as_str().unwrap_or("?")),
-                    f["peer_id"].as_str().unwrap_or("?"),
-                    super::hooks::display_name(f["circle"].as_str().unwrap_or("?")),
-                )
-            })
-            .unwrap_or_else(|| "nobody".into())
+fn verdict(outcome: &WaitOutcome, timeout: Duration) -> (bool, String) {
+    let who = |by: Option<&repowire_protocol::PeerSummary>| {
+        by.map(|f| {
+            format!(
+                "@{} (peer {}, circle {})",
+                super::hooks::display_name(&f.name),
+                f.peer_id,
+                super::hooks::display_name(&f.circle),
+            )
+        })
+        .unwrap_or_else(|| "nobody".into())
     };
     let comment = |a: &repowire_protocol::AnswerValue| {
         a.text
@@ -217,32 +217,34 @@ fn verdict(outcome: &Value, timeout: Duration) -> (bool, String) {
             .map(|t| format!(": {}", sanitize::for_context(t)))
             .unwrap_or_default()
     };
-    match (outcome["state"].as_str(), answer_of(outcome)) {
-        (Some("replied"), Some((a, by))) if a.option_id.as_deref() == Some("allow") => {
-            (true, format!("approved by {}{}", who(&by), comment(&a)))
+    match (outcome, outcome.answer()) {
+        (WaitOutcome::Replied { .. }, Some((a, by))) if a.option_id.as_deref() == Some("allow") => {
+            (true, format!("approved by {}{}", who(by), comment(a)))
         }
-        (Some("replied"), Some((a, by))) => {
-            (false, format!("denied by {}{}", who(&by), comment(&a)))
+        (WaitOutcome::Replied { .. }, Some((a, by))) => {
+            (false, format!("denied by {}{}", who(by), comment(a)))
         }
-        (Some("closed"), _) if outcome["timed_out"].as_bool() == Some(true) => (
+        (
+            WaitOutcome::Closed {
+                timed_out: true, ..
+            },
+            _,
+        ) => (
             false,
             format!(
                 "nobody answered within {} s, so the call is denied",
                 timeout.as_secs()
             ),
         ),
-        (Some("no_verdict"), _) => (
+        (WaitOutcome::NoVerdict { reason, .. }, _) => (
             false,
-            format!(
-                "no answer reached this machine in time ({}), so the call is denied",
-                outcome["reason"].as_str().unwrap_or("?")
-            ),
+            format!("no answer reached this machine in time ({reason}), so the call is denied"),
         ),
-        (Some("failed"), _) => (
+        (WaitOutcome::Failed { reason, .. }, _) => (
             false,
             format!(
                 "the approval request failed ({}), so the call is denied",
-                sanitize::for_context(outcome["reason"].as_str().unwrap_or("?"))
+                sanitize::for_context(reason)
             ),
         ),
         _ => (false, "the approval ended without an answer; denied".into()),
@@ -432,11 +434,28 @@ mod tests {
 
     #[test]
     fn only_an_approvers_allow_allows() {
+        let o = |v: Value| -> WaitOutcome { serde_json::from_value(v).expect("an outcome") };
         let by = json!({ "name": "ana", "peer_id": "peer-a", "circle": "ops" });
-        let allow = json!({ "state": "replied", "reply": { "from": by, "answer": { "option_id": "allow" } } });
-        let deny_ = json!({ "state": "replied", "reply": { "from": by, "answer": { "option_id": "deny", "text": "not on prod" } } });
-        let timed =
-            json!({ "state": "closed", "timed_out": true, "answer": { "option_id": "deny" } });
+        let replied = |answer: Value| {
+            o(
+                json!({ "state": "replied", "outcome": "answered", "correlation_id": "c",
+                      "reply": { "from": by, "answer": answer } }),
+            )
+        };
+        let closed = |timed_out: bool, answer: Value| {
+            o(
+                json!({ "state": "closed", "outcome": "acked", "correlation_id": "c",
+                      "timed_out": timed_out, "answer": answer, "reply_text": null, "reason": null }),
+            )
+        };
+        let allow = replied(json!({ "option_id": "allow" }));
+        let deny_ = replied(json!({ "option_id": "deny", "text": "not on prod" }));
+        let timed = closed(true, json!({ "option_id": "deny" }));
+        let no_verdict = o(json!({ "state": "no_verdict", "reason": "x" }));
+        let failed = o(
+            json!({ "state": "failed", "outcome": "failed", "reason": "x", "correlation_id": "c" }),
+        );
+        let waiting = o(json!({ "state": "waiting", "correlation_id": "c", "message": "m" }));
         let t = Duration::from_secs(60);
         assert_eq!(
             verdict(&allow, t),
@@ -450,20 +469,15 @@ mod tests {
             )
         );
         assert!(!verdict(&timed, t).0);
-        assert!(!verdict(&json!({ "state": "no_verdict", "reason": "x" }), t).0);
-        assert!(!verdict(&json!({ "state": "failed", "reason": "x" }), t).0);
-        assert!(!verdict(&json!({ "state": "waiting" }), t).0);
+        assert!(!verdict(&no_verdict, t).0);
+        assert!(!verdict(&failed, t).0);
+        assert!(!verdict(&waiting, t).0);
         // Which denials the relay records, and which only this machine can.
         for relays in [&allow, &deny_, &timed] {
-            assert!(decided_by_relay(relays), "{relays}");
+            assert!(decided_by_relay(relays), "{relays:?}");
         }
-        for here in [
-            json!({ "state": "no_verdict", "reason": "x" }),
-            json!({ "state": "failed", "reason": "x" }),
-            json!({ "state": "closed", "outcome": "acked" }),
-            json!({ "state": "waiting" }),
-        ] {
-            assert!(!decided_by_relay(&here), "{here}");
+        for here in [&no_verdict, &failed, &closed(false, json!(null)), &waiting] {
+            assert!(!decided_by_relay(here), "{here:?}");
         }
     }
 }

@@ -13,13 +13,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use repowire_protocol::{Body, CorrelationId, Frame, PeerId, Status};
-use serde_json::{Value, json};
 
 use super::errors::store_error;
 use super::hooks::AfterWrite;
 use super::store::{InboxRow, SentEvent, SentRow};
 use super::{Daemon, RELAY_TIMEOUT};
-use crate::api::{ApiError, Outgoing, SendKind};
+use crate::api::{ApiError, Blocked, Outgoing, Reply, SendKind, WaitOutcome};
 
 /// How long past a question's deadline a blocking caller waits for the relay to report the
 /// timeout (or an answer it took just before it) before deciding without it.
@@ -117,7 +116,7 @@ impl Daemon {
         caller_pid: Option<u32>,
         cid: &str,
         timeout: Duration,
-    ) -> Result<(Value, Option<AfterWrite>), ApiError> {
+    ) -> Result<(WaitOutcome, Option<AfterWrite>), ApiError> {
         let actor = self.actor(from, caller_pid).await?;
         let owned = match (
             &actor.peer_id,
@@ -148,8 +147,13 @@ impl Daemon {
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
                 return Ok((
-                    json!({ "state": "waiting", "correlation_id": cid,
-                        "message": format!("no reply within {} s; the ask stays open", timeout.as_secs()) }),
+                    WaitOutcome::Waiting {
+                        correlation_id: cid.to_owned(),
+                        message: format!(
+                            "no reply within {} s; the ask stays open",
+                            timeout.as_secs()
+                        ),
+                    },
                     None,
                 ));
             }
@@ -162,7 +166,7 @@ impl Daemon {
         self: &Arc<Self>,
         out: Outgoing,
         caller_pid: Option<u32>,
-    ) -> Result<(Value, Option<AfterWrite>), ApiError> {
+    ) -> Result<(Blocked, Option<AfterWrite>), ApiError> {
         let question = out.question.clone().ok_or_else(|| {
             ApiError::new(
                 repowire_protocol::ErrorCode::InvalidRequest,
@@ -178,10 +182,10 @@ impl Daemon {
         let (session, peer) = self
             .registered_actor(out.from.as_deref(), caller_pid)
             .await?;
-        let (mut value, after) = self.block_on(&peer, out, None).await?;
+        let (outcome, after) = self.block_on(&peer, out, None).await?;
         // The outcome of the wait, with the peer it was asked as (as a send's reply has it).
-        value["from"] = json!(super::ops::sender_of(&session));
-        Ok((value, after))
+        let from = super::ops::sender_of(&session);
+        Ok((Blocked { outcome, from }, after))
     }
 
     /// Sends the ask `out` (which must carry a question with `timeout_ms`) as `peer`, once and
@@ -194,7 +198,7 @@ impl Daemon {
         peer: &str,
         mut out: Outgoing,
         deadline: Option<tokio::time::Instant>,
-    ) -> Result<(Value, Option<AfterWrite>), ApiError> {
+    ) -> Result<(WaitOutcome, Option<AfterWrite>), ApiError> {
         let timeout = out
             .question
             .as_ref()
@@ -232,7 +236,11 @@ impl Daemon {
             Ok(sent) => drop(sent?),
             Err(_) => {
                 return Ok((
-                    json!({ "state": "no_verdict", "reason": "the relay did not take the question in time" }),
+                    WaitOutcome::NoVerdict {
+                        message_id: None,
+                        correlation_id: None,
+                        reason: "the relay did not take the question in time".into(),
+                    },
                     None,
                 ));
             }
@@ -308,16 +316,15 @@ impl Daemon {
                     self.refuse_late_reply(peer, &late.message_id, None).await;
                 }
                 return Ok((
-                    json!({
-                        "state": "no_verdict",
-                        "message_id": message_id,
-                        "correlation_id": cid,
-                        "reason": format!(
+                    WaitOutcome::NoVerdict {
+                        message_id: Some(message_id),
+                        correlation_id: cid,
+                        reason: format!(
                             "the relay reported no outcome within {} s of the question's {} s timeout",
                             VERDICT_GRACE.as_secs(),
                             timeout.as_secs()
                         ),
-                    }),
+                    },
                     None,
                 ));
             }
@@ -389,7 +396,7 @@ impl Daemon {
 
 /// A waited-for outcome as the API reports it; a reply still queued is consumed once the
 /// answer reached the caller.
-fn waited(cid: &str, outcome: Outcome) -> (Value, Option<AfterWrite>) {
+fn waited(cid: &str, outcome: Outcome) -> (WaitOutcome, Option<AfterWrite>) {
     match outcome {
         Outcome::Replied(row) => {
             let after = (row.state == "queued").then(|| AfterWrite {
@@ -398,14 +405,18 @@ fn waited(cid: &str, outcome: Outcome) -> (Value, Option<AfterWrite>) {
                 state: "consumed",
                 how: Default::default(),
             });
-            let message: Value = serde_json::from_str(&row.body).unwrap_or(Value::Null);
-            let state = if message.get("answer").is_some() {
+            let reply: Option<Reply> = serde_json::from_str(&row.body).ok();
+            let state = if reply.as_ref().is_some_and(|r| r.answer.is_some()) {
                 "answered"
             } else {
                 "acked"
             };
             (
-                json!({ "state": "replied", "outcome": state, "correlation_id": cid, "reply": message }),
+                WaitOutcome::Replied {
+                    outcome: state.to_owned(),
+                    correlation_id: cid.to_owned(),
+                    reply,
+                },
                 after,
             )
         }
@@ -415,20 +426,23 @@ fn waited(cid: &str, outcome: Outcome) -> (Value, Option<AfterWrite>) {
                 .as_ref()
                 .and_then(|s| s.recipients.iter().find_map(|r| r.reason.clone()));
             (
-                json!({
-                    "state": "closed",
-                    "outcome": state,
-                    "correlation_id": cid,
-                    "timed_out": timed_out,
-                    "answer": status.as_ref().and_then(|s| s.answer.clone()),
-                    "reply_text": status.as_ref().and_then(|s| s.reply.clone()),
-                    "reason": reason,
-                }),
+                WaitOutcome::Closed {
+                    outcome: state,
+                    correlation_id: cid.to_owned(),
+                    timed_out,
+                    answer: status.as_ref().and_then(|s| s.answer.clone()),
+                    reply_text: status.as_ref().and_then(|s| s.reply.clone()),
+                    reason,
+                },
                 None,
             )
         }
         Outcome::Failed { state, reason } => (
-            json!({ "state": "failed", "outcome": state, "reason": reason, "correlation_id": cid }),
+            WaitOutcome::Failed {
+                outcome: state,
+                reason,
+                correlation_id: cid.to_owned(),
+            },
             None,
         ),
     }
@@ -436,18 +450,27 @@ fn waited(cid: &str, outcome: Outcome) -> (Value, Option<AfterWrite>) {
 
 /// The outcome a closed ask's `status` tells, shaped as [`waited`] shapes it (a reply built
 /// from `answered_by`, `answer` and `reply` when a reply closed it); `None` while it is open.
-fn from_status(cid: &str, st: Status) -> Option<Value> {
+fn from_status(cid: &str, st: Status) -> Option<WaitOutcome> {
     let closed = st.recipients.iter().any(|r| r.state.is_terminal());
     if !closed {
         return None;
     }
     if let (false, Some(by)) = (st.timed_out, &st.answered_by) {
-        return Some(json!({
-            "state": "replied",
-            "outcome": if st.answer.is_some() { "answered" } else { "acked" },
-            "correlation_id": cid,
-            "reply": { "from": by, "answer": st.answer, "text": st.reply },
-        }));
+        return Some(WaitOutcome::Replied {
+            outcome: if st.answer.is_some() {
+                "answered"
+            } else {
+                "acked"
+            }
+            .to_owned(),
+            correlation_id: cid.to_owned(),
+            reply: Some(Reply {
+                from: Some(by.clone()),
+                answer: st.answer.clone(),
+                text: st.reply.clone(),
+                rest: Default::default(),
+            }),
+        });
     }
     let state = st
         .recipients
@@ -466,21 +489,6 @@ fn from_status(cid: &str, st: Status) -> Option<Value> {
         )
         .0,
     )
-}
-
-/// The typed answer a waited-for outcome carries: the reply's `answer` (and who gave it), or
-/// the default a timeout took. `None`: no answer (failed, expired, bare ack, no verdict).
-pub fn answer_of(outcome: &Value) -> Option<(repowire_protocol::AnswerValue, Option<Value>)> {
-    let (answer, by) = match outcome["state"].as_str()? {
-        "replied" => (
-            outcome["reply"].get("answer")?,
-            outcome["reply"].get("from"),
-        ),
-        "closed" => (outcome.get("answer")?, None),
-        _ => return None,
-    };
-    let answer = serde_json::from_value(answer.clone()).ok()?;
-    Some((answer, by.cloned()))
 }
 
 /// Marks a blocking ask abandoned when its waiter goes away without an outcome (the caller hung

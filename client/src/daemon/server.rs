@@ -139,7 +139,10 @@ async fn handle(
                 .await?;
             Ok((typed(crate::api::HookReply { output }).0, after))
         }
-        Request::AskBlocking(out) => daemon.ask_blocking(out, pid).await,
+        Request::AskBlocking(out) => daemon
+            .ask_blocking(out, pid)
+            .await
+            .map(|(blocked, after)| (typed(blocked).0, after)),
         Request::Questions {
             from,
             closed,
@@ -211,16 +214,15 @@ async fn handle(
             from,
             correlation_id,
             timeout_ms,
-        } => {
-            daemon
-                .wait_reply(
-                    from.as_deref(),
-                    pid,
-                    &correlation_id,
-                    Duration::from_millis(timeout_ms),
-                )
-                .await
-        }
+        } => daemon
+            .wait_reply(
+                from.as_deref(),
+                pid,
+                &correlation_id,
+                Duration::from_millis(timeout_ms),
+            )
+            .await
+            .map(|(outcome, after)| (typed(outcome).0, after)),
         Request::WorkSessions { from, all } => {
             let mut sessions = daemon.work_sessions(from.as_deref(), pid, all).await?;
             if !all {

@@ -295,7 +295,7 @@ impl RepowireMcp {
         // A cancelled call drops the daemon connection: the daemon then hands nothing over,
         // and the reply stays queued for the agent's next turn.
         let result = tokio::select! {
-            r = self.call(
+            r = self.call_as::<api::WaitOutcome>(
                 Request::WaitReply {
                     from: Some(me.session_id.clone()),
                     correlation_id: a.correlation_id.clone(),
@@ -306,7 +306,10 @@ impl RepowireMcp {
             _ = cancelled.cancelled() => Err("cancelled; the reply (if any) will arrive as a message".into()),
         };
         Ok(match result {
-            Ok(v) => text_result(crate::replies::wait_outcome(&a.correlation_id, &v, secs), v),
+            Ok(v) => text_result(
+                crate::replies::wait_outcome(&a.correlation_id, &v, secs),
+                json!(v),
+            ),
             Err(e) => error_result(e),
         })
     }

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use clap::Subcommand;
 
-use crate::api::text as s;
 use crate::api::{Outgoing, Request, SendKind, SendOutcome, Sender, Sent};
 use crate::config::Config;
 
@@ -260,7 +259,7 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
                     "asked {} ({cid}); waiting up to {timeout} s for the reply (Ctrl-C stops waiting, not the ask: `repowire peer status {cid}` later)",
                     crate::sanitize::for_terminal(&name)
                 );
-                let reply = super::call(
+                let reply: crate::api::WaitOutcome = super::call_as(
                     config,
                     &Request::WaitReply {
                         from: from_for_wait.clone(),
@@ -271,11 +270,7 @@ pub fn run(config: &Config, command: PeerCommand) -> anyhow::Result<ExitCode> {
                 )?;
                 // The same exit code in both output modes: 0 when a reply or an answer came
                 // (also the default a question's timeout took), 2 when none did.
-                let state = s(&reply, "state");
-                let answered = state == "replied"
-                    || (state == "closed"
-                        && reply["timed_out"] == true
-                        && !reply["answer"].is_null());
+                let answered = reply.answered();
                 if json {
                     println!("{}", serde_json::to_string_pretty(&reply)?);
                 } else {
