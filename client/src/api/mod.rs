@@ -14,6 +14,7 @@ mod circle;
 mod code;
 mod inbox;
 mod outbox;
+mod panes;
 mod peers;
 mod sent;
 mod session;
@@ -26,6 +27,7 @@ pub use circle::{CircleState, Described, FileRead, StateWritten};
 pub use code::{ApiCode, DaemonCode};
 pub use inbox::{InboxListing, InboxMessage, InboxPeer};
 pub use outbox::{OutboxDropped, OutboxRealm, OutboxReport};
+pub use panes::{Pane, PaneState, Resumed};
 pub use peers::ListedPeer;
 pub use sent::{MessageStatus, SendOutcome, Sender, Sent, SentEvent, SentRow};
 pub use session::{EndedSession, HookReply, Identity, LocalSession, Stopping};
@@ -487,9 +489,4 @@ impl Response {
             error: Some(error),
         }
     }
-}
-
-/// A string field of an API value for display (`-` when absent).
-pub fn text(v: &Value, key: &str) -> String {
-    v.get(key).and_then(Value::as_str).unwrap_or("-").to_owned()
 }

@@ -5,9 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Subcommand;
-use serde_json::Value;
 
-use crate::api::text as s;
 use crate::api::{Outgoing, Request, SendKind};
 use crate::config::Config;
 
@@ -110,7 +108,7 @@ pub fn run(config: &Config, command: SessionCommand) -> anyhow::Result<ExitCode>
             command,
             json,
         } => {
-            let done = super::call(
+            let done: crate::api::Resumed = super::call_as(
                 config,
                 &Request::ResumeSession {
                     session: session.clone(),
@@ -124,16 +122,16 @@ pub fn run(config: &Config, command: SessionCommand) -> anyhow::Result<ExitCode>
                 println!("{}", serde_json::to_string_pretty(&done)?);
             } else if dry_run {
                 // The directory came from the relay: quoted for a shell, and made printable.
-                let cwd = crate::sanitize::for_terminal(&s(&done, "cwd")).replace('\'', "'\\''");
+                let cwd = crate::sanitize::for_terminal(&done.cwd).replace('\'', "'\\''");
                 println!(
                     "cd '{cwd}' && {}",
-                    crate::sanitize::for_terminal(&s(&done, "command"))
+                    crate::sanitize::for_terminal(&done.command)
                 );
             } else {
                 println!(
                     "resumed {session} in pane {}: {}",
-                    s(&done, "pane"),
-                    s(&done, "command")
+                    done.pane.as_deref().unwrap_or("-"),
+                    crate::sanitize::for_terminal(&done.command)
                 );
             }
             return Ok(ExitCode::SUCCESS);
@@ -156,19 +154,16 @@ pub fn run(config: &Config, command: SessionCommand) -> anyhow::Result<ExitCode>
             return Ok(ExitCode::SUCCESS);
         }
     };
-    let panes = super::call(
+    let panes: Vec<crate::api::Pane> = super::call_as(
         config,
         &Request::Panes {
             tmux: config.env.tmux.clone(),
         },
         Duration::from_secs(10),
     )?;
-    let shown: Vec<Value> = panes
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
+    let shown: Vec<crate::api::Pane> = panes
         .into_iter()
-        .filter(|p| all || p["state"] != "other")
+        .filter(|p| all || p.state != crate::api::PaneState::Other)
         .collect();
     if json {
         println!("{}", serde_json::to_string_pretty(&shown)?);
@@ -183,16 +178,17 @@ pub fn run(config: &Config, command: SessionCommand) -> anyhow::Result<ExitCode>
         "PANE", "PROGRAM", "STATE", "PEER"
     );
     for p in shown {
+        let t = |s: Option<&str>| crate::sanitize::for_terminal(s.unwrap_or("-"));
         println!(
             "{:<6} {:<16} {:<11} {:<20} {}",
-            s(&p, "pane"),
-            s(&p, "program"),
-            s(&p, "state"),
-            p.get("name")
-                .and_then(Value::as_str)
-                .map(|n| format!("@{n}"))
+            t(Some(&p.pane)),
+            t(p.program.as_deref()),
+            p.state.as_str(),
+            p.name
+                .as_deref()
+                .map(|n| format!("@{}", t(Some(n))))
                 .unwrap_or("-".into()),
-            s(&p, "path"),
+            t(Some(&p.path)),
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -205,7 +201,7 @@ pub fn link(
     backend: String,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let row = super::call(
+    let row: crate::api::LocalSession = super::call_as(
         config,
         &Request::Link {
             pane: pane.clone(),
@@ -219,8 +215,8 @@ pub fn link(
     } else {
         println!(
             "linked {pane} as @{} ({})",
-            s(&row, "name"),
-            s(&row, "peer_id")
+            crate::sanitize::for_terminal(row.name.as_deref().unwrap_or("-")),
+            row.peer_id.as_deref().unwrap_or("-")
         );
     }
     Ok(ExitCode::SUCCESS)

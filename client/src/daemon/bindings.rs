@@ -10,7 +10,6 @@ use repowire_protocol::{
     BindSession, Body, Frame, ListSessions, PeerId, SessionInfo, SessionStatus, TranscriptLocator,
     is_runtime_session_id,
 };
-use serde_json::{Value, json};
 
 use super::errors::{store_error, unexpected};
 use super::store::SessionRow;
@@ -115,7 +114,7 @@ impl Daemon {
         command: &str,
         dry_run: bool,
         tmux_socket: Option<&str>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<crate::api::Resumed, ApiError> {
         let sessions = self.work_sessions(Some(CLI_SESSION), None, true).await?;
         let s = sessions
             .into_iter()
@@ -147,7 +146,13 @@ impl Daemon {
         }
         let line = format!("{command} --resume {runtime}");
         if dry_run {
-            return Ok(json!({ "session": s, "command": line, "cwd": project, "started": false }));
+            return Ok(crate::api::Resumed {
+                session: s,
+                command: line,
+                cwd: project,
+                started: false,
+                pane: None,
+            });
         }
         // The agent's hooks find this machine's Repowire through these, whatever the tmux
         // server's own environment holds.
@@ -172,7 +177,13 @@ impl Daemon {
                 )
             })?;
         tracing::info!(session, %pane, command = %line, "session resumed");
-        Ok(json!({ "session": s, "command": line, "cwd": project, "started": true, "pane": pane }))
+        Ok(crate::api::Resumed {
+            session: s,
+            command: line,
+            cwd: project,
+            started: true,
+            pane: Some(pane),
+        })
     }
 
     /// The session a local peer executes, as the relay has it (for `peer describe`).

@@ -2,11 +2,9 @@
 //! orphan pane (an agent the daemon missed) — fail-closed: only a pane whose program is not a
 //! shell, and only reported linked once its peer is registered with the relay.
 
-use serde_json::{Value, json};
-
 use super::store::SessionRow;
 use super::{Daemon, errors};
-use crate::api::ApiError;
+use crate::api::{ApiError, LocalSession, Pane, PaneState};
 use crate::tmux;
 
 /// Program names of agent runtimes, for spotting unregistered agent panes.
@@ -15,7 +13,7 @@ pub const AGENTS: &[&str] = &["claude", "codex", "gemini", "opencode", "aider", 
 impl Daemon {
     /// Panes of the tmux server at `socket` (default server when `None`), with the session
     /// each belongs to.
-    pub async fn panes(&self, socket: Option<&str>) -> Result<Value, ApiError> {
+    pub async fn panes(&self, socket: Option<&str>) -> Result<Vec<Pane>, ApiError> {
         let panes = match tmux::panes(socket).await {
             Ok(panes) => panes,
             // No tmux server running: there are no panes, which is an answer, not an error.
@@ -45,22 +43,22 @@ impl Daemon {
             let program = crate::procinfo::program_in(p.pid);
             let program_name = program.and_then(crate::procinfo::comm);
             let agent_like = program_name.as_deref().is_some_and(|c| AGENTS.contains(&c));
-            out.push(json!({
-                "pane": p.pane_id,
-                "command": p.command,
-                "path": p.path,
-                "program": program_name,
-                "program_pid": program,
-                "state": match (session, agent_like) {
-                    (Some(_), _) => "registered",
-                    (None, true) => "orphan",
-                    (None, false) => "other",
+            out.push(Pane {
+                pane: p.pane_id,
+                command: p.command,
+                path: p.path,
+                program: program_name,
+                program_pid: program,
+                state: match (session, agent_like) {
+                    (Some(_), _) => PaneState::Registered,
+                    (None, true) => PaneState::Orphan,
+                    (None, false) => PaneState::Other,
                 },
-                "peer_id": session.and_then(|s| s.peer_id.clone()),
-                "name": session.and_then(|s| s.name.clone()),
-            }));
+                peer_id: session.and_then(|s| s.peer_id.clone()),
+                name: session.and_then(|s| s.name.clone()),
+            });
         }
-        Ok(Value::Array(out))
+        Ok(out)
     }
 
     /// Adopts an agent running in `pane` that never registered.
@@ -69,7 +67,7 @@ impl Daemon {
         pane: &str,
         backend: &str,
         socket: Option<&str>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<LocalSession, ApiError> {
         if !repowire_protocol::validate::is_valid_name(backend) {
             return Err(ApiError::new(
                 repowire_protocol::ErrorCode::InvalidRequest,
@@ -136,7 +134,7 @@ impl Daemon {
             .await
             .map_err(errors::store_error)?;
         match self.register(&row, super::RELAY_TIMEOUT).await {
-            Ok(row) => Ok(json!(row)),
+            Ok(row) => Ok(row.into()),
             Err(e) => {
                 // No transportless peer is left behind.
                 let _ = self.store.delete_session(&row.session_id).await;

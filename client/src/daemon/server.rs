@@ -108,7 +108,6 @@ async fn handle(
     request: Request,
     pid: Option<u32>,
 ) -> Result<(Value, Option<AfterWrite>), ApiError> {
-    let plain = |v: Value| (v, None);
     // A typed reply, as the JSON the caller reads back with `api::typed`.
     fn typed(reply: impl serde::Serialize) -> (Value, Option<AfterWrite>) {
         let v = serde_json::to_value(reply).expect("a typed reply serializes (string keys only)");
@@ -244,7 +243,7 @@ async fn handle(
                 tmux.as_deref().and_then(crate::tmux::socket_of).as_deref(),
             )
             .await
-            .map(plain),
+            .map(typed),
         Request::Sessions => {
             let sessions = daemon
                 .store
@@ -261,7 +260,7 @@ async fn handle(
         Request::Panes { tmux } => daemon
             .panes(tmux.as_deref().and_then(crate::tmux::socket_of).as_deref())
             .await
-            .map(plain),
+            .map(typed),
         Request::Link {
             pane,
             backend,
@@ -273,7 +272,7 @@ async fn handle(
                 tmux.as_deref().and_then(crate::tmux::socket_of).as_deref(),
             )
             .await
-            .map(plain),
+            .map(typed),
         Request::Shutdown => {
             daemon.shutdown.cancel();
             Ok(typed(crate::api::Stopping { stopping: true }))
