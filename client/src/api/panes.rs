@@ -65,3 +65,42 @@ pub struct Resumed {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pane: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// `session panes --json`, `session resume --json`, `outbox list|drop --json`, `session end`
+    /// and `peer status --json` keep their shapes, key order included.
+    #[test]
+    fn the_smaller_replies_keep_their_json_shape() {
+        fn pinned<T: serde::Serialize + serde::de::DeserializeOwned>(fixture: serde_json::Value) {
+            let read: T = serde_json::from_value(fixture.clone()).expect("reads");
+            let written = serde_json::to_value(&read).expect("writes");
+            assert_eq!(written, fixture);
+            let keys = |v: &serde_json::Value| {
+                v.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>())
+            };
+            assert_eq!(keys(&written), keys(&fixture));
+        }
+        pinned::<Pane>(
+            json!({"pane": "%3", "command": "claude", "path": "/w/app", "program": "claude",
+            "program_pid": 4242, "state": "orphan", "peer_id": null, "name": null}),
+        );
+        pinned::<Resumed>(
+            json!({"session": {"session_id": "rs-1", "backend": "claude-code", "circle": "dev",
+            "status": "detached", "runtime_session_ids": ["9f0c"], "created_at_ms": 1, "last_seen_ms": 2},
+            "command": "claude --resume 9f0c", "cwd": "/w/app", "started": true, "pane": "%7"}),
+        );
+        pinned::<crate::api::OutboxReport>(json!({"realm": "r1", "realms": [
+            {"realm": "r1", "current": true, "messages": 2, "oldest_ms": 5}]}));
+        pinned::<crate::api::OutboxDropped>(json!({"realm": "r0", "dropped": ["m1", "m2"]}));
+        pinned::<crate::api::EndedSession>(json!({"ended": "9f0c", "name": "app"}));
+        pinned::<crate::api::MessageStatus>(json!({
+            "message": {"message_id": "m1", "peer_id": "peer-a", "kind": "ask", "to_name": "api",
+                "text": "ready?", "correlation_id": "ask-1", "state": "delivered", "error": null,
+                "reply": null, "created_at_ms": 1},
+            "events": [{"recipient": "peer-b", "state": "delivered", "reason": null, "at_ms": 2}]}));
+    }
+}
