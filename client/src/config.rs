@@ -437,7 +437,7 @@ fn hostname() -> String {
 }
 
 /// Writes a file only its owner can read (keys, secrets, scratch text for tmux): 0600 whether
-/// it is new or not, written whole (see [`crate::userfile`]).
+/// it is new or not, written whole (see [`repowire_files`]).
 pub fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
     repowire_files::replace(path, contents.as_bytes(), repowire_files::Mode::Private)
 }

@@ -6,7 +6,7 @@
 //! - [`mcp`]: the stdio MCP server (`repowire mcp`) giving agents their tools.
 //! - [`tmux`], [`sanitize`], [`procinfo`]: terminal delivery and its safety checks.
 //! - [`relay_token`]: the API key → token exchange the daemon and the CLI share.
-//! - [`userfile`]: how the client writes the user's files (atomic, exclusive, modes kept).
+//! - `repowire_files` (its own crate): how the client writes the user's files (atomic, exclusive, modes kept).
 
 /// `--version`: the crate version and the git revision it was built from.
 pub const VERSION: &str = concat!(

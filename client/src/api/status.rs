@@ -25,7 +25,8 @@ pub struct DaemonStatus {
     pub home: PathBuf,
     /// The relay's base URL (the embedded relay's loopback address when `embedded`).
     pub relay: String,
-    /// The relay identity its outbox is kept under.
+    /// The relay identity its outbox is kept under (absent from older daemons).
+    #[serde(default)]
     pub realm: String,
     /// It runs the relay in-process.
     pub embedded: bool,
@@ -75,9 +76,14 @@ pub enum LinkState {
     Stopped {
         /// Why.
         reason: String,
-        /// The relay refused the API key (unknown, revoked, expired): only a new key helps.
+        /// The relay refused the API key (unknown, revoked, expired): only a new key helps
+        /// (absent from older daemons).
+        #[serde(default)]
         key_refused: bool,
     },
+    /// A state this build does not know (a newer daemon's).
+    #[serde(other)]
+    Unknown,
 }
 
 /// Queued messages of one relay identity (`repowire outbox`, `status`).
@@ -124,6 +130,7 @@ impl LinkState {
             LinkState::Registering { .. } => "registering",
             LinkState::Connected { .. } => "connected",
             LinkState::Stopped { .. } => "stopped",
+            LinkState::Unknown => "unknown",
         }
     }
 }
@@ -175,11 +182,25 @@ mod tests {
     #[test]
     fn an_older_daemons_status_is_read() {
         let old = json!({
-            "pid": 1, "home": "/h", "relay": "http://127.0.0.1:1", "realm": "r", "embedded": true,
+            "pid": 1, "home": "/h", "relay": "http://127.0.0.1:1", "embedded": true,
             "link": {"state": "connected", "tenant_id": "tnt-local"}, "outbox": 3, "sessions": [],
         });
         let status: DaemonStatus = serde_json::from_value(old).expect("reads");
         assert_eq!(status.version, None);
+        assert_eq!(status.realm, "");
+        let stopped: LinkState =
+            serde_json::from_value(json!({"state": "stopped", "reason": "revoked"}))
+                .expect("reads");
+        assert_eq!(
+            stopped,
+            LinkState::Stopped {
+                reason: "revoked".into(),
+                key_refused: false
+            }
+        );
+        let newer: LinkState =
+            serde_json::from_value(json!({"state": "draining", "until_ms": 5})).expect("reads");
+        assert_eq!(newer.name(), "unknown");
         assert_eq!(status.relay_label(), "the embedded relay");
         assert!(status.refused.is_empty() && status.wakes.is_empty());
     }

@@ -170,7 +170,7 @@ fn prune_backups(path: &Path, keep: usize) {
 }
 
 /// Writes `value` to `path` if it differs from what is there: backup first, then the new
-/// content staged beside it and renamed over it (see [`crate::userfile`]), the mode kept.
+/// content staged beside it and renamed over it (see [`repowire_files`]), the mode kept.
 pub(super) fn write_if_changed(
     path: &Path,
     before: Option<&Value>,

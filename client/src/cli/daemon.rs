@@ -115,9 +115,17 @@ fn lock_holder(home: &std::path::Path) -> Option<u32> {
 fn start(config: &Config) -> anyhow::Result<ExitCode> {
     use std::os::unix::process::CommandExt;
     let home = config.home();
-    if let Ok(status) = super::daemon_status(config, Duration::from_secs(2)) {
-        let mut refused = crate::daemon::already_running(&home, Some(status.pid));
-        if let Some(daemon) = super::version_drift(&status) {
+    let socket = crate::config::socket_path(&home);
+    if let Ok(answer) = api::call(&socket, &Request::Status, Duration::from_secs(2)) {
+        // Any answer means a daemon runs; one whose status this build cannot read is another
+        // build.
+        let status = api::typed::<api::DaemonStatus>(answer).ok();
+        let mut refused = crate::daemon::already_running(&home, status.as_ref().map(|s| s.pid));
+        let drift = match &status {
+            Some(status) => super::version_drift(status),
+            None => Some(super::UNREADABLE_BUILD.to_owned()),
+        };
+        if let Some(daemon) = drift {
             refused.push_str(&format!(
                 "\nit runs {}, not this binary's {}: `repowire daemon restart` runs this one",
                 crate::sanitize::for_terminal(&daemon),
@@ -235,7 +243,7 @@ fn report_link(config: &Config) {
                     return;
                 }
                 LinkState::Connecting { last_error: e } => last_error.clone_from(e),
-                LinkState::Registering { .. } => {}
+                LinkState::Registering { .. } | LinkState::Unknown => {}
             }
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -318,7 +326,8 @@ fn print_status(status: &api::DaemonStatus) {
                 );
             }
         }
-        LinkState::Registering { .. } => println!("link     registering"),
+        LinkState::Unknown => println!("link     in a state this build does not know"),
+        LinkState::Registering { .. } => println!("link     connecting"),
         LinkState::Connecting { last_error } => println!(
             "link     connecting{}",
             last_error

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::claude_settings::{is_ours, read_json};
 use super::permissions;
 use super::setup::{EVENTS, broken_hooks, claude_json_path, settings_path};
-use crate::api::LinkState;
+use crate::api::{LinkState, Request};
 use crate::config::Config;
 
 /// doctor's findings, printed at the end as a list or as JSON.
@@ -219,6 +219,11 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
                 );
             }
         }
+        None if super::call(config, &Request::Status, Duration::from_secs(2)).is_ok() => println!(
+            "daemon   running, {}: {}",
+            super::UNREADABLE_BUILD,
+            super::RESTART_HINT
+        ),
         None => println!("daemon   not running (`repowire daemon start`)"),
     }
     Ok(ExitCode::SUCCESS)
@@ -282,8 +287,26 @@ pub fn doctor(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
     );
     let (approvals, fix) = approvals_line(config);
     c.check(fix.is_none(), &approvals, fix.as_deref().unwrap_or(""));
-    match super::daemon_status(config, Duration::from_secs(5)) {
-        Ok(status) => {
+    let answer = super::call(config, &Request::Status, Duration::from_secs(5));
+    match answer
+        .map(|a| crate::api::typed::<crate::api::DaemonStatus>(a).map_err(|e| e.to_string()))
+    {
+        Ok(Err(unreadable)) => {
+            c.check(true, "daemon is running", "");
+            c.check(
+                false,
+                &format!(
+                    "the running daemon is this binary's version ({})",
+                    crate::VERSION
+                ),
+                &format!(
+                    "it runs {} ({unreadable}); {}",
+                    super::UNREADABLE_BUILD,
+                    super::RESTART_HINT
+                ),
+            );
+        }
+        Ok(Ok(status)) => {
             c.check(true, "daemon is running", "");
             let other_build = super::version_drift(&status);
             c.check(
@@ -352,7 +375,9 @@ fn link_fix(link: &LinkState) -> String {
             reason,
             key_refused,
         } => (reason.as_str(), *key_refused),
-        LinkState::Registering { .. } | LinkState::Connected { .. } => ("-", false),
+        LinkState::Registering { .. } | LinkState::Connected { .. } | LinkState::Unknown => {
+            ("-", false)
+        }
     };
     let said = crate::sanitize::for_terminal(said);
     if key_refused {

@@ -75,6 +75,9 @@ pub fn refused_sessions(status: &api::DaemonStatus) -> Vec<String> {
         .collect()
 }
 
+/// The build of a daemon whose status this binary cannot read.
+pub const UNREADABLE_BUILD: &str = "a build whose status this binary cannot read";
+
 /// What to do about a drift.
 pub const RESTART_HINT: &str = "restart it from this shell to use them: `repowire daemon restart`";
 

@@ -35,11 +35,30 @@ pub struct Staged {
 /// Writes `contents` to a temporary file beside `path` (see the module docs).
 pub fn stage(path: &Path, contents: &[u8], mode: Mode) -> std::io::Result<Staged> {
     let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    stage_at(target, contents, mode, true)
+}
+
+/// Replaces the file at `path` itself with `contents` in one step: a symlink there is
+/// replaced, never followed, and the directory must exist. For a service's own files in a
+/// directory it made private (the relay's secrets): a link planted at the path cannot send
+/// the content elsewhere.
+pub fn replace_exact(path: &Path, contents: &[u8], mode: Mode) -> std::io::Result<()> {
+    stage_at(path.to_path_buf(), contents, mode, false)?.commit()
+}
+
+fn stage_at(
+    target: PathBuf,
+    contents: &[u8],
+    mode: Mode,
+    create_dirs: bool,
+) -> std::io::Result<Staged> {
     let dir = target
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
+    if create_dirs {
+        std::fs::create_dir_all(dir)?;
+    }
     let name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -96,6 +115,29 @@ mod tests {
 
     /// The old writer used `.NAME.repowire-tmp-PID` and followed whatever was there: a link
     /// planted at that name made it write into the link's target.
+    #[test]
+    fn an_exact_replace_replaces_a_planted_symlink_and_leaves_its_target_alone() {
+        let dir = tempfile::tempdir().expect("test setup");
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::write(&elsewhere, "theirs").expect("test setup");
+        let secret = dir.path().join("bootstrap-key");
+        std::os::unix::fs::symlink(&elsewhere, &secret).expect("test setup");
+        replace_exact(&secret, b"rw_live_x", Mode::Private).expect("test setup");
+        assert_eq!(
+            std::fs::read_to_string(&elsewhere).expect("test setup"),
+            "theirs"
+        );
+        let meta = std::fs::symlink_metadata(&secret).expect("test setup");
+        assert!(meta.is_file(), "the link itself was replaced by a file");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::read_to_string(&secret).expect("test setup"),
+            "rw_live_x"
+        );
+        let missing = dir.path().join("no-such-dir").join("secret");
+        assert!(replace_exact(&missing, b"x", Mode::Private).is_err());
+    }
+
     #[test]
     fn a_symlink_planted_at_the_old_temporary_name_is_not_followed() {
         let dir = tempfile::tempdir().expect("tmp");

@@ -17,7 +17,6 @@ fn older_daemon(home: &Home) -> std::thread::JoinHandle<()> {
         "pid": std::process::id(),
         "home": home.repowire_home(),
         "relay": "http://127.0.0.1:9",
-        "realm": "",
         "embedded": true,
         "link": { "state": "connected", "tenant_id": "tnt-local" },
         "outbox": 0,

@@ -176,7 +176,7 @@ pub fn lock(dir: &Path) -> Result<FileLock, DataDirError> {
 /// Writes a secret file: 0600 from its first byte, complete or not at all (a temporary file
 /// beside it, synced, then renamed over `path`).
 pub fn write_secret(path: &Path, contents: &str) -> Result<(), DataDirError> {
-    repowire_files::replace(path, contents.as_bytes(), repowire_files::Mode::Private)
+    repowire_files::replace_exact(path, contents.as_bytes(), repowire_files::Mode::Private)
         .map_err(io("writing", path))
 }
 

@@ -38,11 +38,13 @@ impl SqliteStore {
             .acquire_timeout(Duration::from_secs(5))
             .connect_with(options)
             .await?;
+        // First, so that what the migrator finds, and what is logged as applied, is in the
+        // shared numbering.
+        renumber_ledger(&pool).await?;
         let before: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations")
             .fetch_all(&pool)
             .await
             .unwrap_or_default();
-        renumber_ledger(&pool).await?;
         MIGRATOR.run(&pool).await?;
         super::log_applied(&MIGRATOR, &before, "sqlite");
         Ok(Self { pool })
