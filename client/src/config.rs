@@ -202,10 +202,13 @@ pub struct FilesFile {
 pub struct RelayFile {
     /// Base URL (`http(s)://host[:port]`).
     pub url: Option<String>,
-    /// API key: read for compatibility; `setup` keeps it in its own file instead
-    /// ([`crate::keyfile`]) and moves one found here.
+    /// API key: read for compatibility; `setup` keeps it in the OS keyring or a file of its
+    /// own instead ([`crate::apikey`]) and moves one found here.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
+    /// Where `setup` stored the API key: `keyring` or `file` (absent: the file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_store: Option<crate::apikey::KeyStore>,
 }
 
 /// `[daemon]`.
@@ -291,8 +294,8 @@ impl Config {
                 api_key,
             },
             (Some(_), None) => bail!(
-                "a relay URL is configured but no API key: run `repowire setup --relay-url URL --api-key KEY` (it keeps the key in {}) or set REPOWIRE_API_KEY",
-                crate::keyfile::path(&home).display()
+                "a relay URL is configured but no API key: run `repowire setup --relay-url URL --api-key KEY` (it keeps the key in the OS keyring or in {}) or set REPOWIRE_API_KEY",
+                crate::apikey::file::path(&home).display()
             ),
         })
     }
@@ -304,11 +307,26 @@ impl Config {
         file: &FileConfig,
     ) -> anyhow::Result<(Option<String>, Option<String>)> {
         let url = self.relay_url.clone().or(file.relay.url.clone());
-        let key = match self.api_key.clone().or(file.relay.api_key.clone()) {
-            Some(key) => Some(key),
-            None => crate::keyfile::read(&self.home())?,
+        Ok((url, self.api_key_and_source(file)?.map(|(key, _)| key)))
+    }
+
+    /// The API key by its precedence, and where it came from (`config show` says where).
+    pub fn api_key_and_source(
+        &self,
+        file: &FileConfig,
+    ) -> anyhow::Result<Option<(String, crate::apikey::KeySource)>> {
+        use crate::apikey::{KeySource, KeyStore};
+        if let Some(key) = self.api_key.clone() {
+            return Ok(Some((key, KeySource::Given)));
+        }
+        if let Some(key) = file.relay.api_key.clone() {
+            return Ok(Some((key, KeySource::ConfigToml)));
+        }
+        let source = match file.relay.key_store {
+            Some(KeyStore::Keyring) => KeySource::Keyring,
+            Some(KeyStore::File) | None => KeySource::File,
         };
-        Ok((url, key))
+        Ok(crate::apikey::read(&self.home(), file.relay.key_store)?.map(|key| (key, source)))
     }
 
     /// Reads config.toml (if any) and resolves every setting.

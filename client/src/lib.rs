@@ -17,11 +17,11 @@ pub const VERSION: &str = concat!(
 );
 
 pub mod api;
+pub mod apikey;
 pub mod causes;
 pub mod cli;
 pub mod config;
 pub mod daemon;
-pub mod keyfile;
 pub mod mcp;
 pub mod procinfo;
 pub mod relay_token;

@@ -144,6 +144,7 @@ pub struct Home {
     dir: tempfile::TempDir,
     relay: Option<(String, String)>,
     program: Option<PathBuf>,
+    session_bus: Option<String>,
 }
 
 impl Home {
@@ -153,7 +154,15 @@ impl Home {
             dir: tempfile::tempdir().expect("home"),
             relay,
             program: None,
+            session_bus: None,
         }
+    }
+
+    /// Gives this user a D-Bus session bus (its address), where an OS keyring may answer; by
+    /// default a user has none, as on a server, so no test reaches the keyring of whoever runs
+    /// it and the API key goes to its file.
+    pub fn set_session_bus(&mut self, address: Option<String>) {
+        self.session_bus = address;
     }
 
     /// Runs this `repowire` binary instead of the one beside the test executable (the
@@ -189,6 +198,12 @@ impl Home {
             ),
             ("REPOWIRE_RECONNECT_MAX_MS", "300".into()),
             ("REPOWIRE_LOG", "info,repowire=debug".into()),
+            (
+                "DBUS_SESSION_BUS_ADDRESS",
+                self.session_bus.clone().unwrap_or_else(|| {
+                    format!("unix:path={}/no-session-bus", self.path().display())
+                }),
+            ),
         ];
         if let Some((url, key)) = &self.relay {
             env.push(("REPOWIRE_RELAY_URL", url.clone()));

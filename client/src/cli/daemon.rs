@@ -370,6 +370,15 @@ pub fn mcp(config: &Config) -> anyhow::Result<ExitCode> {
 /// `repowire config show`.
 pub fn show_config(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
     let settings = config.settings()?;
+    let key_where = match &settings.relay {
+        RelayTarget::Embedded => None,
+        RelayTarget::Remote { .. } => {
+            let file = crate::config::FileConfig::load(&settings.home)?;
+            config
+                .api_key_and_source(&file)?
+                .map(|(_, source)| source.describe(&settings.home))
+        }
+    };
     // What the running daemon uses, which is what matters for messages.
     let daemon = super::daemon_status(config, Duration::from_secs(2)).ok();
     let drift = daemon.as_ref().and_then(|d| super::relay_drift(config, d));
@@ -380,6 +389,7 @@ pub fn show_config(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
                 "embedded": false,
                 "url": url,
                 "api_key": format!("{}…", api_key.chars().take(12).collect::<String>()),
+                "api_key_where": key_where,
             }),
         };
         let report = serde_json::json!({
@@ -404,6 +414,9 @@ pub fn show_config(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
             let shown: String = api_key.chars().take(12).collect();
             println!("relay       {url}");
             println!("api key     {shown}… (redacted)");
+            if let Some(place) = &key_where {
+                println!("            {place}");
+            }
         }
     }
     println!("circle      {}", settings.circle);

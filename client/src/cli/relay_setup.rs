@@ -1,11 +1,13 @@
 //! `repowire setup --relay-url URL --api-key KEY [--circle C]`: point this machine at a relay.
 //! The key is checked with the relay (exchanged for a token) before anything is written; then
-//! `~/.repowire/config.toml` gets the relay and the key (mode 0600, it holds a secret), so the
-//! daemon uses them whatever the environment of the shell that starts it.
+//! `~/.repowire/config.toml` gets the relay, and the key goes to the OS keyring or a file of its
+//! own ([`crate::apikey`]), so the daemon uses them whatever the environment of the shell that
+//! starts it.
 
 use anyhow::{Context, bail};
 use repowire_protocol::http::TokenResponse;
 
+use crate::apikey::{KeyStore, KeyStoreChoice};
 use crate::config::{Config, FileConfig};
 
 /// Where setup pointed this machine.
@@ -15,22 +17,21 @@ pub struct Configured {
     pub url: String,
     /// The tenant the key belongs to.
     pub tenant_id: String,
+    /// Where the key went, in words.
+    pub key_where: String,
 }
 
 /// Verifies and records the relay settings given to `setup` (flags or environment). `None`
 /// when none were given: the configuration is left as it is.
-pub fn configure(config: &Config) -> anyhow::Result<Option<Configured>> {
+pub fn configure(config: &Config, store: KeyStoreChoice) -> anyhow::Result<Option<Configured>> {
     let home = config.home();
     let mut file = FileConfig::load(&home)?;
     if config.relay_url.is_none() && config.api_key.is_none() && config.circle.is_none() {
-        // A key an older setup left in config.toml moves to its own file.
+        // A key an older setup left in config.toml moves out of it.
         if let Some(key) = file.relay.api_key.take() {
-            crate::keyfile::write(&home, &key)?;
+            let key_where = store_key(&home, &mut file, &key, store)?;
             write_config(&home, &file)?;
-            println!(
-                "moved the API key out of config.toml into {} (readable only by you)",
-                crate::keyfile::path(&home).display()
-            );
+            println!("moved the API key out of config.toml into {key_where}");
         }
         return Ok(None);
     }
@@ -49,14 +50,43 @@ pub fn configure(config: &Config) -> anyhow::Result<Option<Configured>> {
             let url = crate::config::relay_url(&url)?;
             let tenant_id = verify(&url, &key)?;
             file.relay.url = Some(url.clone());
-            // The key goes into a file of its own (0600), never config.toml.
-            crate::keyfile::write(&home, &key)?;
+            // The key goes to the keyring or a file of its own (0600), never config.toml.
+            let key_where = store_key(&home, &mut file, &key, store)?;
             file.relay.api_key = None;
-            Some(Configured { url, tenant_id })
+            Some(Configured {
+                url,
+                tenant_id,
+                key_where,
+            })
         }
     };
     write_config(&home, &file)?;
     Ok(configured)
+}
+
+/// Stores the key as `choice` says, records where in `file`, and says where in words (with
+/// why the keyring was passed over, when it was).
+fn store_key(
+    home: &std::path::Path,
+    file: &mut FileConfig,
+    key: &str,
+    choice: KeyStoreChoice,
+) -> anyhow::Result<String> {
+    let saved = crate::apikey::save(home, key, choice)?;
+    file.relay.key_store = Some(saved.store);
+    file.relay.api_key = None;
+    let source = match saved.store {
+        KeyStore::Keyring => crate::apikey::KeySource::Keyring,
+        KeyStore::File => crate::apikey::KeySource::File,
+    };
+    let mut said = source.describe(home).trim_start_matches("in ").to_owned();
+    if let Some(why) = saved.keyring_unavailable {
+        said.push_str(&format!(
+            "; no OS keyring was usable ({})",
+            crate::sanitize::for_terminal(&why)
+        ));
+    }
+    Ok(said)
 }
 
 /// Writes config.toml (0600: it may name private paths).

@@ -38,6 +38,10 @@ pub struct SetupArgs {
     /// Leave Claude Code's permissions as they are.
     #[arg(long)]
     pub no_allow_tools: bool,
+    /// Where to keep the relay API key: the OS keyring when one answers (`auto`), the keyring
+    /// or fail (`keyring`), or a file readable only by you (`file`).
+    #[arg(long, value_enum, default_value_t = crate::apikey::KeyStoreChoice::Auto)]
+    pub key_store: crate::apikey::KeyStoreChoice,
 }
 
 /// Options of uninstall.
@@ -224,7 +228,7 @@ fn claude_present(env: &Environment) -> bool {
 /// `repowire setup`.
 pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
     // The relay first: a wrong URL or key stops setup before anything is written.
-    let relay = super::relay_setup::configure(config)?;
+    let relay = super::relay_setup::configure(config, args.key_store)?;
     if !claude_present(&config.env) {
         println!(
             "Claude Code was not found (no ~/.claude, ~/.claude.json or `claude` on PATH); installing its configuration anyway."
@@ -322,10 +326,8 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
     }
     match &relay {
         Some(r) => println!(
-            "This machine now uses the relay at {} (tenant {}); the key is in {} (readable only by you).",
-            r.url,
-            r.tenant_id,
-            crate::keyfile::path(&config.home()).display()
+            "This machine now uses the relay at {} (tenant {}); the key is in {}.",
+            r.url, r.tenant_id, r.key_where
         ),
         None => match config.settings().map(|s| s.relay) {
             Ok(crate::config::RelayTarget::Remote { url, .. }) => {

@@ -11,6 +11,7 @@ mod client_check_relay;
 mod client_daemon;
 mod client_hostile;
 mod client_inbox;
+mod client_keyring;
 mod client_local;
 mod client_outputs;
 mod client_polish;

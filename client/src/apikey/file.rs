@@ -1,7 +1,5 @@
-//! Where this machine keeps its relay API key: a file of its own, `~/.repowire/relay-api-key`,
-//! readable by this user only (0600), never config.toml (issue 35.10: the Repowire plan says
-//! keys are not stored in plain-text config). `config show` never prints it. A key still found
-//! in config.toml (written by an older `setup`) is read, and `setup` moves it here.
+//! The key in a file of its own, `~/.repowire/relay-api-key`, readable by this user only
+//! (0600): where no OS keyring answers, or where `setup --key-store file` puts it.
 
 use std::path::{Path, PathBuf};
 
@@ -28,6 +26,16 @@ pub fn write(home: &Path, key: &str) -> anyhow::Result<()> {
     let path = path(home);
     crate::config::write_private(&path, &format!("{key}\n"))
         .with_context(|| format!("writing {}", path.display()))
+}
+
+/// Removes the key file; a missing one is removed already.
+pub fn remove(home: &Path) -> anyhow::Result<()> {
+    let path = path(home);
+    match std::fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("removing {}", path.display())),
+    }
 }
 
 #[cfg(test)]
