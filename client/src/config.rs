@@ -329,7 +329,26 @@ impl Config {
         Ok(crate::apikey::read(&self.home(), file.relay.key_store)?.map(|key| (key, source)))
     }
 
-    /// Reads config.toml (if any) and resolves every setting.
+    /// The relay's URL as configured (`None`: the embedded relay), without reading the API key:
+    /// the hooks and the status lines need only where the relay is, and the key may sit in a
+    /// keyring that is slow to answer or locked.
+    pub fn relay_url_only(&self) -> anyhow::Result<Option<String>> {
+        let file = FileConfig::load(&self.home())?;
+        self.relay_url
+            .clone()
+            .or(file.relay.url)
+            .map(|url| relay_url(&url))
+            .transpose()
+    }
+
+    /// The approvals policy of config.toml, without reading the API key (the PreToolUse hook
+    /// runs at every tool call).
+    pub fn approvals(&self) -> anyhow::Result<ApprovalPolicy> {
+        FileConfig::load(&self.home())?.approvals.resolve()
+    }
+
+    /// Reads config.toml (if any) and resolves every setting, the API key included (from the
+    /// keyring, when `setup` put it there).
     pub fn settings(&self) -> anyhow::Result<Settings> {
         let home = self.home();
         let file = FileConfig::load(&home)?;

@@ -410,6 +410,26 @@ impl TestClient {
         .await;
     }
 
+    /// Reports a receipt; `false` when the connection is gone (a relay killed under it), for
+    /// tests that expect that.
+    pub async fn try_receipt(
+        &mut self,
+        peer: &PeerId,
+        message: MessageId,
+        state: ReceiptState,
+    ) -> bool {
+        let frame = Frame::new(Body::Receipt(Receipt {
+            peer_id: peer.clone(),
+            message_id: message,
+            state,
+            reason: None,
+        }));
+        self.ws
+            .send(WsMessage::Text(encode(&frame).into()))
+            .await
+            .is_ok()
+    }
+
     /// Waits for a delivery-state update of `message`.
     pub async fn state_of(&mut self, message: MessageId) -> Delivery {
         self.expect(|f| match &f.body {

@@ -9,6 +9,8 @@ pub mod fakekube;
 pub mod mockmodel;
 pub mod otlp;
 pub mod process;
+pub mod rendered;
+pub mod stream;
 
 use std::time::Duration;
 

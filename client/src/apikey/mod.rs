@@ -89,13 +89,14 @@ pub struct Saved {
     pub keyring_unavailable: Option<String>,
 }
 
-/// Stores `key` where `choice` says, and removes it from the other place, so one copy is left.
+/// Stores `key` where `choice` says. The copy in the other place, if any, stays until
+/// [`remove_previous`] (called once config.toml names the new place, so that an interruption
+/// never leaves config.toml pointing at a removed copy).
 pub fn save(home: &Path, key: &str, choice: KeyStoreChoice) -> anyhow::Result<Saved> {
     let keyring_error = match choice {
         KeyStoreChoice::File => None,
         KeyStoreChoice::Auto | KeyStoreChoice::Keyring => match keyring::write(home, key) {
             Ok(()) => {
-                file::remove(home)?;
                 return Ok(Saved {
                     store: KeyStore::Keyring,
                     keyring_unavailable: None,
@@ -110,13 +111,37 @@ pub fn save(home: &Path, key: &str, choice: KeyStoreChoice) -> anyhow::Result<Sa
         },
     };
     file::write(home, key)?;
-    // A copy an earlier setup put in the keyring goes (when the keyring was not just found
-    // unreachable: then there is none to reach).
-    if keyring_error.is_none() {
-        keyring::remove(home).ok();
-    }
     Ok(Saved {
         store: KeyStore::File,
         keyring_unavailable: keyring_error,
     })
+}
+
+/// Removes the copy a previous `setup` left in the other place (`previous`: config.toml's
+/// `key_store` before), so one copy is left. A keyring copy that cannot be removed is said, not
+/// fatal: the new place is already in use.
+pub fn remove_previous(home: &Path, previous: Option<KeyStore>, now: KeyStore) -> Option<String> {
+    match now {
+        KeyStore::Keyring => file::remove(home).err().map(|e| format!("{e:#}")),
+        KeyStore::File if previous == Some(KeyStore::Keyring) => {
+            keyring::remove(home).err().map(|e| {
+                format!(
+                    "the old copy in {} could not be removed ({e}); remove it with `secret-tool clear service repowire username '{}'`",
+                    keyring::NAME,
+                    keyring::user(home)
+                )
+            })
+        }
+        KeyStore::File => None,
+    }
+}
+
+impl From<Option<KeyStore>> for KeySource {
+    /// Where a stored key is, by config.toml's `key_store`.
+    fn from(store: Option<KeyStore>) -> Self {
+        match store {
+            Some(KeyStore::Keyring) => Self::Keyring,
+            Some(KeyStore::File) | None => Self::File,
+        }
+    }
 }

@@ -78,13 +78,13 @@ fn gated_by_hook(settings: &Value) -> Option<String> {
 /// config.toml (`None` when it does, else what to do). Issue 35.7: enabled in config.toml with
 /// no hook installed, doctor showed every check passed.
 fn approvals_line(config: &Config) -> (String, Option<String>) {
-    let Ok(settings) = config.settings() else {
+    let Ok(policy) = config.approvals() else {
         return (
             "approvals unknown (the configuration is unreadable)".into(),
             None,
         );
     };
-    let policy = &settings.approvals;
+    let policy = &policy;
     let claude = read_json(&settings_path())
         .ok()
         .flatten()

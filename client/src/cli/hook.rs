@@ -117,8 +117,8 @@ fn pre_tool_use(config: &Config, cap: Option<u64>) -> Option<Value> {
     // writing would break that write (EPIPE on the runtime's side).
     let mut raw = String::new();
     let read = std::io::stdin().take(MAX_PAYLOAD).read_to_string(&mut raw);
-    let policy = match config.settings() {
-        Ok(s) => s.approvals,
+    let policy = match config.approvals() {
+        Ok(policy) => policy,
         Err(e) => {
             return Some(deny(&format!(
                 "the repowire configuration cannot be read ({e:#}); denied"

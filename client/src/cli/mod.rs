@@ -31,10 +31,10 @@ pub fn daemon_status(config: &Config, timeout: Duration) -> anyhow::Result<api::
 /// When the running daemon uses another relay than this shell's settings name (the daemon was
 /// started with another environment or config.toml changed since): `(daemon's, shell's)`.
 pub fn relay_drift(config: &Config, status: &api::DaemonStatus) -> Option<(String, String)> {
-    let shell = match config.settings().ok()?.relay {
-        crate::config::RelayTarget::Embedded => "the embedded relay".to_owned(),
-        crate::config::RelayTarget::Remote { url, .. } => url,
-    };
+    let shell = config
+        .relay_url_only()
+        .ok()?
+        .unwrap_or_else(|| "the embedded relay".to_owned());
     let daemon = status.relay_label();
     (daemon != shell).then_some((daemon, shell))
 }

@@ -22,16 +22,39 @@ pub struct Configured {
 }
 
 /// Verifies and records the relay settings given to `setup` (flags or environment). `None`
-/// when none were given: the configuration is left as it is.
-pub fn configure(config: &Config, store: KeyStoreChoice) -> anyhow::Result<Option<Configured>> {
+/// when none were given: the configuration is left as it is, but for the API key, which moves
+/// out of an older setup's config.toml, or to the place `--key-store` names.
+///
+/// The key is stored again only when it is given (`--api-key`, `REPOWIRE_API_KEY`, an older
+/// config.toml) or `--key-store` names a place: `setup --circle C` leaves a stored key where
+/// it is.
+pub fn configure(
+    config: &Config,
+    store: Option<KeyStoreChoice>,
+) -> anyhow::Result<Option<Configured>> {
     let home = config.home();
     let mut file = FileConfig::load(&home)?;
+    let previous = file.relay.key_store;
+    let legacy = file.relay.api_key.is_some();
     if config.relay_url.is_none() && config.api_key.is_none() && config.circle.is_none() {
-        // A key an older setup left in config.toml moves out of it.
-        if let Some(key) = file.relay.api_key.take() {
-            let key_where = store_key(&home, &mut file, &key, store)?;
-            write_config(&home, &file)?;
-            println!("moved the API key out of config.toml into {key_where}");
+        let key = match (file.relay.api_key.clone(), store) {
+            (Some(key), _) => Some(key),
+            (None, Some(_)) => crate::apikey::read(&home, previous)?,
+            (None, None) => None,
+        };
+        match key {
+            Some(key) => {
+                let key_where = store_key(&home, &mut file, previous, &key, store)?;
+                if legacy {
+                    println!("moved the API key out of config.toml into {key_where}");
+                } else {
+                    println!("the API key is now in {key_where}");
+                }
+            }
+            None if store.is_some() => bail!(
+                "there is no stored API key to move: `repowire setup --relay-url URL --api-key KEY --key-store …` stores one"
+            ),
+            None => {}
         }
         return Ok(None);
     }
@@ -50,9 +73,19 @@ pub fn configure(config: &Config, store: KeyStoreChoice) -> anyhow::Result<Optio
             let url = crate::config::relay_url(&url)?;
             let tenant_id = verify(&url, &key)?;
             file.relay.url = Some(url.clone());
-            // The key goes to the keyring or a file of its own (0600), never config.toml.
-            let key_where = store_key(&home, &mut file, &key, store)?;
-            file.relay.api_key = None;
+            let key_where = if config.api_key.is_some() || legacy || store.is_some() {
+                // Stored, then config.toml written, then the old copy removed.
+                return Ok(Some(Configured {
+                    key_where: store_key(&home, &mut file, previous, &key, store)?,
+                    url,
+                    tenant_id,
+                }));
+            } else {
+                crate::apikey::KeySource::from(previous)
+                    .describe(&home)
+                    .trim_start_matches("in ")
+                    .to_owned()
+            };
             Some(Configured {
                 url,
                 tenant_id,
@@ -64,22 +97,27 @@ pub fn configure(config: &Config, store: KeyStoreChoice) -> anyhow::Result<Optio
     Ok(configured)
 }
 
-/// Stores the key as `choice` says, records where in `file`, and says where in words (with
-/// why the keyring was passed over, when it was).
+/// Stores the key as `choice` says (default `auto`), writes config.toml naming the place, then
+/// removes the copy in the previous place; says where the key is in words (with why the
+/// keyring was passed over, when it was).
 fn store_key(
     home: &std::path::Path,
     file: &mut FileConfig,
+    previous: Option<KeyStore>,
     key: &str,
-    choice: KeyStoreChoice,
+    choice: Option<KeyStoreChoice>,
 ) -> anyhow::Result<String> {
-    let saved = crate::apikey::save(home, key, choice)?;
+    let saved = crate::apikey::save(home, key, choice.unwrap_or_default())?;
     file.relay.key_store = Some(saved.store);
     file.relay.api_key = None;
-    let source = match saved.store {
-        KeyStore::Keyring => crate::apikey::KeySource::Keyring,
-        KeyStore::File => crate::apikey::KeySource::File,
-    };
-    let mut said = source.describe(home).trim_start_matches("in ").to_owned();
+    write_config(home, file)?;
+    if let Some(warning) = crate::apikey::remove_previous(home, previous, saved.store) {
+        eprintln!("warning: {}", crate::sanitize::for_terminal(&warning));
+    }
+    let mut said = crate::apikey::KeySource::from(Some(saved.store))
+        .describe(home)
+        .trim_start_matches("in ")
+        .to_owned();
     if let Some(why) = saved.keyring_unavailable {
         said.push_str(&format!(
             "; no OS keyring was usable ({})",

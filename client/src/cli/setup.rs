@@ -38,10 +38,11 @@ pub struct SetupArgs {
     /// Leave Claude Code's permissions as they are.
     #[arg(long)]
     pub no_allow_tools: bool,
-    /// Where to keep the relay API key: the OS keyring when one answers (`auto`), the keyring
-    /// or fail (`keyring`), or a file readable only by you (`file`).
-    #[arg(long, value_enum, default_value_t = crate::apikey::KeyStoreChoice::Auto)]
-    pub key_store: crate::apikey::KeyStoreChoice,
+    /// Where to keep the relay API key: the OS keyring when one answers (`auto`, the default
+    /// for a key given now), the keyring or fail (`keyring`), or a file readable only by you
+    /// (`file`). Given alone, moves the stored key there; left out, a stored key stays put.
+    #[arg(long, value_enum)]
+    pub key_store: Option<crate::apikey::KeyStoreChoice>,
 }
 
 /// Options of uninstall.
@@ -329,8 +330,8 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
             "This machine now uses the relay at {} (tenant {}); the key is in {}.",
             r.url, r.tenant_id, r.key_where
         ),
-        None => match config.settings().map(|s| s.relay) {
-            Ok(crate::config::RelayTarget::Remote { url, .. }) => {
+        None => match config.relay_url_only() {
+            Ok(Some(url)) => {
                 println!("This machine uses the relay at {url} (config.toml or environment).")
             }
             _ => println!(

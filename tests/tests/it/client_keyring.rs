@@ -248,6 +248,22 @@ async fn the_api_key_lives_in_the_os_keyring_where_one_answers_and_in_its_file_e
     assert!(config_toml(&home).contains("key_store = \"file\""));
     home.ok(&["check-relay"]);
 
+    // A later setup that gives no key leaves the stored one where it is, keyring or not…
+    home.ok(&["setup", "--non-interactive", "--circle", "backend"]);
+    assert!(key_file.exists(), "setup --circle moved the key");
+    assert_eq!(keyring.lookup(&home.repowire_home()), None);
+    assert!(config_toml(&home).contains("key_store = \"file\""));
+    // …and `--key-store` alone moves it.
+    let moved = home.ok(&["setup", "--non-interactive", "--key-store", "keyring"]);
+    assert!(moved.contains("the Secret Service keyring"), "{moved}");
+    assert_eq!(
+        keyring.lookup(&home.repowire_home()).as_deref(),
+        Some(key.as_str())
+    );
+    assert!(!key_file.exists(), "the file copy stayed");
+    assert!(config_toml(&home).contains("key_store = \"keyring\""));
+    home.ok(&["check-relay"]);
+
     // Auto without a keyring (a server, SSH without a session bus): the file, and setup says
     // why the keyring was passed over.
     let other = Home::new(None);

@@ -119,112 +119,22 @@ async fn peers_on_two_pods_ask_ack_and_list_each_other() {
     assert_eq!(got.message.text, "release at 5");
 }
 
-/// A steady stream from a sender on pod a to a receiver on pod b; pod b goes away (`signal`)
-/// mid-stream; the receiver reconnects to pod a and reclaims its peer. Every accepted message
-/// reaches it: nothing lost, and after de-duplication by message id (which the protocol asks of
-/// every client) each exactly once.
+/// A steady stream from pod a to pod b, which goes away (`signal`) mid-stream: nothing lost
+/// ([`repowire_e2e::stream::across_a_lost_pod`]).
 async fn the_receivers_pod_goes_away_mid_stream(signal: &str) {
-    const MESSAGES: usize = 300;
     let db = TempDatabase::create("repowire_cluster");
     let prefix = repowire_e2e::redis_prefix();
     let a_pod = pod(&db, &prefix, "pod-a").await;
     let key = a_pod.first_key.clone().expect("key");
     let b_pod = pod(&db, &prefix, "pod-b").await;
-
-    let mut sender = TestClient::connect(&a_pod.http, &a_pod.ws, &key).await;
-    let mut receiver = TestClient::connect(&b_pod.http, &b_pod.ws, &key).await;
-    let alice = sender.peer("alice", "dev").await;
-    let bob = receiver.peer("bob", "dev").await;
-
-    let to = bob.peer_id.to_string();
-    let mut stream = Some(tokio::spawn(async move {
-        let mut accepted = Vec::new();
-        for i in 0..MESSAGES {
-            let sent = sender
-                .notify(&alice, &to, &format!("message {i}"))
-                .await
-                .expect("accepted");
-            accepted.push(sent.message_id);
-            tokio::time::sleep(Duration::from_millis(3)).await; // a steady stream, not a burst
-        }
-        accepted
-    }));
-
-    let mut seen = std::collections::HashSet::new();
-    let mut wire = 0usize;
-    let mut signalled = false;
-    let mut reconnected = false;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut accepted: Option<Vec<MessageId>> = None;
-    loop {
-        if let Some(all) = &accepted
-            && all.iter().all(|id| seen.contains(id))
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not everything arrived: {} of {}",
-            seen.len(),
-            MESSAGES
-        );
-        if stream.as_ref().is_some_and(|s| s.is_finished())
-            && let Some(done) = stream.take()
-        {
-            accepted = Some(done.await.expect("sender"));
-            continue;
-        }
-        if !signalled && seen.len() >= MESSAGES / 3 {
-            b_pod.signal(signal);
-            signalled = true;
-        }
-        match receiver.next_frame().await {
-            Some(Frame {
-                body: Body::Deliver(d),
-                ..
-            }) => {
-                wire += 1;
-                seen.insert(d.message.message_id);
-                receiver
-                    .receipt(&bob.peer_id, d.message.message_id, ReceiptState::Delivered)
-                    .await;
-            }
-            Some(_) => {}
-            None if signalled && !reconnected => {
-                // The pod is gone: reconnect to the other one and reclaim the same peer.
-                receiver = TestClient::connect(&a_pod.http, &a_pod.ws, &key).await;
-                let again = receiver
-                    .register(Register {
-                        name: Some("bob".into()),
-                        circle: Some("dev".into()),
-                        backend: "claude-code".into(),
-                        path: Some("/work/bob".into()),
-                        reclaim: Some(bob.peer_id.clone()),
-                        ..Default::default()
-                    })
-                    .await;
-                assert!(again.reclaimed, "the peer keeps its id and inbox");
-                reconnected = true;
-            }
-            None => {
-                if let Some(done) = stream.take() {
-                    accepted = Some(done.await.expect("sender"));
-                }
-            }
-        }
-    }
-    let accepted = accepted.expect("sender finished");
-    assert_eq!(accepted.len(), MESSAGES);
-    let unexpected: Vec<_> = seen.iter().filter(|id| !accepted.contains(id)).collect();
-    assert!(
-        unexpected.is_empty(),
-        "received messages nobody sent: {unexpected:?}"
-    );
-    assert!(reconnected, "the receiver never had to move");
-    eprintln!(
-        "{signal}: {MESSAGES} accepted, {} distinct received, {wire} deliver frames on the wire",
-        seen.len()
-    );
+    let report = repowire_e2e::stream::across_a_lost_pod(
+        (&a_pod.http, &a_pod.ws),
+        (&b_pod.http, &b_pod.ws),
+        &key,
+        || b_pod.signal(signal),
+    )
+    .await;
+    eprintln!("{signal}: {report}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
