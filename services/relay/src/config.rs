@@ -37,6 +37,24 @@ pub enum Command {
     /// also while relays serve it. Changes reach every running relay within
     /// `--key-check-secs` (revocations close the key's live connections).
     Admin(AdminArgs),
+    /// Check that a relay takes an API key and opens a WebSocket for it (token exchange,
+    /// upgrade, `hello` → `welcome`), then exit 0; changes nothing. The chart's `helm test`
+    /// runs it against the relay's Service.
+    Check(CheckArgs),
+}
+
+/// `repowire-relay check`: only these options apply.
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    /// The relay's URL: `http(s)://host[:port]` (`ws(s)://` is read as `http(s)://`).
+    #[arg(long, env = "REPOWIRE_RELAY_URL")]
+    pub relay_url: String,
+    /// The API key to check. Give it in the environment: a flag shows it to `ps`.
+    #[arg(long, env = "REPOWIRE_API_KEY", hide_env_values = true)]
+    pub api_key: String,
+    /// Print JSON (`relay`, `tenant_id`, `connection_id`) instead of a sentence.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `repowire-relay admin …`: only the storage options of the relay apply.

@@ -15,6 +15,8 @@
 //!   operations on tenants, plans and keys ([`tenancy::admin`]).
 //! - [`storage`]: the [`storage::store`] trait (Postgres, SQLite), the batched
 //!   [`storage::writer`], the embedded relay's [`storage::datadir`].
+//! - [`check`]: `repowire-relay check`, a client of the relay's public interface (the chart's
+//!   `helm test`); nothing in the relay uses it.
 //! - At the root, used by all: [`config`] (the one configuration struct), [`error`], [`ids`],
 //!   [`metrics`], [`telemetry`].
 //!
@@ -30,6 +32,8 @@ pub const VERSION: &str = concat!(
     ")"
 );
 
+#[cfg(feature = "check")]
+pub mod check;
 pub mod cluster;
 pub mod config;
 pub mod edge;

@@ -32,7 +32,7 @@ fn main() -> ExitCode {
     };
     // The span exporter runs on this runtime, so it is set up inside it.
     // The admin CLI's stdout is its output (tables, JSON, a key): its logs go to stderr.
-    let admin = matches!(config.command, Some(Command::Admin(_)));
+    let admin = matches!(config.command, Some(Command::Admin(_) | Command::Check(_)));
     let exporter = match runtime.block_on(async { init_tracing(&config.relay, admin) }) {
         Ok(exporter) => exporter,
         Err(e) => {
@@ -89,6 +89,27 @@ fn init_tracing(relay: &RelayConfig, admin: bool) -> anyhow::Result<Option<Expor
             Ok(None)
         }
     }
+}
+
+/// `repowire-relay check`: one line (or JSON) on stdout when the relay takes the key.
+async fn check(args: &repowire_relay::config::CheckArgs) -> anyhow::Result<()> {
+    let checked = repowire_relay::check::check(&args.relay_url, &args.api_key).await?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "relay": checked.url,
+                "tenant_id": checked.tenant_id,
+                "connection_id": checked.connection_id,
+            })
+        );
+    } else {
+        println!(
+            "ok: {} took the key (tenant {}) and opened a WebSocket (connection {})",
+            checked.url, checked.tenant_id, checked.connection_id
+        );
+    }
+    Ok(())
 }
 
 fn default_data_dir() -> PathBuf {
@@ -148,12 +169,26 @@ fn jwt_secret(config: &RelayConfig, data_dir: &Path) -> anyhow::Result<Vec<u8>> 
     Ok(datadir::embedded_jwt_secret(data_dir)?)
 }
 
+/// The commands that open the relay's storage.
+enum OnStorage {
+    Admin(repowire_relay::config::AdminArgs),
+    Migrate,
+    Serve,
+}
+
 async fn run(config: Config) -> anyhow::Result<()> {
     let relay = config.relay;
+    // The check is a client of some relay: it touches no storage of its own.
+    let command = match config.command {
+        Some(Command::Check(args)) => return check(&args).await,
+        Some(Command::Admin(admin)) => OnStorage::Admin(admin),
+        Some(Command::Migrate) => OnStorage::Migrate,
+        Some(Command::Serve) | None => OnStorage::Serve,
+    };
     let data_dir = relay.data_dir.clone().unwrap_or_else(default_data_dir);
     let storage = storage(&relay, &data_dir)?;
-    match config.command {
-        Some(Command::Admin(admin)) => {
+    match command {
+        OnStorage::Admin(admin) => {
             if let Storage::Embedded(path) = &storage
                 && !path.exists()
             {
@@ -177,7 +212,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             )
             .await
         }
-        Some(Command::Migrate) => {
+        OnStorage::Migrate => {
             let _held = match storage {
                 Storage::Embedded(_) => {
                     datadir::ensure_private_dir(&data_dir)?;
@@ -189,7 +224,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             tracing::info!(storage = store.backend(), "database schema up to date");
             Ok(())
         }
-        Some(Command::Serve) | None => {
+        OnStorage::Serve => {
             // Configuration is checked, and the data dir held, before anything touches storage.
             let held = match storage {
                 Storage::Embedded(_) => {
