@@ -94,8 +94,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// A one-time link that signs a browser in to the relay's dashboard as the person at this
+    /// machine (with this machine's key). Only from a terminal of your own, not from an agent.
+    Dashboard {
+        /// Open it in the desktop's browser instead of printing it.
+        #[arg(long)]
+        open: bool,
+        /// JSON output (`url`, `expires_at_ms`).
+        #[arg(long)]
+        json: bool,
+    },
     /// Check a relay with an API key: token exchange, WebSocket, hello → welcome. Changes
-    /// nothing (the Helm chart's `helm test` runs it).
+    /// nothing.
     CheckRelay {
         /// JSON output.
         #[arg(long)]
@@ -219,6 +229,7 @@ fn main() -> ExitCode {
         Command::Status { json } => cli::doctor::status(&cli.config, json),
         Command::Doctor { json } => cli::doctor::doctor(&cli.config, json),
         Command::CheckRelay { json } => cli::check_relay::run(&cli.config, json),
+        Command::Dashboard { open, json } => cli::dashboard::run(&cli.config, open, json),
         Command::Config {
             command: ConfigCommand::Show { json },
         } => cli::daemon::show_config(&cli.config, json),

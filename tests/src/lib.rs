@@ -11,6 +11,7 @@ pub mod otlp;
 pub mod process;
 pub mod rendered;
 pub mod stream;
+pub mod web;
 
 use std::time::Duration;
 

@@ -12,6 +12,7 @@ use serde_json::Value;
 mod approvals;
 mod circle;
 mod code;
+mod dashboard;
 mod inbox;
 mod outbox;
 mod panes;
@@ -25,6 +26,7 @@ mod wait;
 pub use approvals::{Approval, LocalAsker, LocalDenial};
 pub use circle::{CircleState, Described, FileRead, StateWritten};
 pub use code::{ApiCode, DaemonCode};
+pub use dashboard::DashboardLink;
 pub use inbox::{InboxListing, InboxMessage, InboxPeer};
 pub use outbox::{OutboxDropped, OutboxRealm, OutboxReport};
 pub use panes::{Pane, PaneState, Resumed};
@@ -281,6 +283,8 @@ pub enum Request {
     },
     /// The sessions this daemon hosts.
     Sessions,
+    /// A one-time sign-in link to the relay's dashboard, for the person at this terminal.
+    DashboardLink,
     /// Repowire sessions (work streams) as the relay keeps them.
     WorkSessions {
         /// Act as this local peer.

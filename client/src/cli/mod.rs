@@ -5,6 +5,7 @@ pub mod approvals_setup;
 pub mod check_relay;
 pub mod claude_settings;
 pub mod daemon;
+pub mod dashboard;
 pub mod doctor;
 pub mod hook;
 pub mod inbox;

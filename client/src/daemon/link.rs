@@ -33,12 +33,22 @@ pub enum LinkError {
 }
 
 /// Where to connect.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Endpoint {
     /// `http(s)://host:port`.
     pub base: String,
     /// API key.
     pub api_key: String,
+}
+
+/// Never the key: a daemon's state may be logged with `{:?}`.
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("base", &self.base)
+            .field("api_key", &"…")
+            .finish()
+    }
 }
 
 impl Endpoint {

@@ -14,6 +14,7 @@
 
 pub mod approval;
 pub mod bindings;
+mod dashboard;
 pub mod embedded;
 pub mod errors;
 pub mod files;
@@ -95,6 +96,8 @@ pub struct Daemon {
     pub relay_identity: String,
     /// SHA-256 of the API key in use, shortened: tells keys apart without storing them.
     pub key_fingerprint: String,
+    /// The relay and key in use (its `Debug` never shows the key).
+    pub(crate) endpoint: Endpoint,
 }
 
 /// A key's fingerprint: the first 16 hex digits of its SHA-256.
@@ -171,6 +174,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         relay_base: endpoint.base.clone(),
         relay_identity,
         key_fingerprint,
+        endpoint: endpoint.clone(),
     });
     let listener = server::bind(&socket)?;
     tracing::info!(socket = %socket.display(), relay = %endpoint.base, "repowire daemon running");

@@ -244,6 +244,7 @@ async fn handle(
             )
             .await
             .map(typed),
+        Request::DashboardLink => daemon.dashboard_link(pid).await.map(typed),
         Request::Sessions => {
             let sessions = daemon
                 .store

@@ -24,6 +24,17 @@ pub struct TokenResponse {
     pub tenant_id: String,
 }
 
+/// `POST /v1/dashboard/links` response: a one-time sign-in link to the relay's dashboard.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DashboardLinkResponse {
+    /// The path to open on the relay (`/dashboard/signin?link=…`); the caller adds the relay's
+    /// base URL.
+    pub path: String,
+    /// When it stops working, milliseconds since the Unix epoch.
+    pub expires_at_ms: i64,
+}
+
 /// Every HTTP error body: `{"error": {"code": "...", "message": "..."}}`.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -247,6 +247,10 @@ pub struct RelayConfig {
     /// Lifetime of issued JWTs, seconds.
     #[arg(long, env = "REPOWIRE_TOKEN_TTL_SECS", default_value_t = 900)]
     pub token_ttl_secs: u64,
+    /// How long a dashboard sign-in lasts, seconds (it also ends at logout, and when the API
+    /// key it was opened with is revoked or expires).
+    #[arg(long, env = "REPOWIRE_DASHBOARD_SESSION_SECS", default_value_t = 12 * 3600)]
+    pub dashboard_session_secs: u64,
     /// Undelivered entries a peer's inbox may hold; more are refused with `inbox_full`.
     #[arg(long, env = "REPOWIRE_INBOX_CAP", default_value_t = 10_000)]
     pub inbox_cap: i64,

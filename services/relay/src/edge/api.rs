@@ -159,25 +159,8 @@ async fn exchange(
 ) -> Result<Json<TokenResponse>, AppError> {
     let Json(req) = body
         .map_err(|e| AppError::bad_request(format!("expected {{\"api_key\": \"rw_…\"}}: {e}")))?;
-    apikey::parse(&req.api_key)
-        .map_err(|e| AppError::unauthorized(ErrorCode::Unauthorized, e.to_string()))?;
-    let hash = apikey::hash(&req.api_key);
-    state.http_limit.check(&hash)?;
-    let key = state
-        .store
-        .find_api_key_by_hash(&hash)
-        .await?
-        .ok_or_else(|| AppError::unauthorized(ErrorCode::Unauthorized, "unknown API key"))?;
     let now = now_ms();
-    if !key.usable_at(now) {
-        return Err(AppError::unauthorized(
-            ErrorCode::KeyRevoked,
-            "this API key was revoked or has expired",
-        ));
-    }
-    if key.tenant_suspended {
-        return Err(suspended());
-    }
+    let key = usable_key(state, &req.api_key, now).await?;
     if !key.has(apikey::CONNECT) {
         return Err(AppError::new(
             StatusCode::FORBIDDEN,
@@ -198,6 +181,35 @@ async fn exchange(
         expires_at_ms,
         tenant_id: key.tenant_id,
     }))
+}
+
+/// The stored key of an API key's text, if it may be used now: well-formed, within the
+/// credential's request rate, known, neither revoked nor expired, its tenant not suspended.
+/// Scopes are the caller's to check.
+pub(super) async fn usable_key(
+    state: &AppState,
+    text: &str,
+    now: i64,
+) -> Result<crate::storage::store::ApiKeyRecord, AppError> {
+    apikey::parse(text)
+        .map_err(|e| AppError::unauthorized(ErrorCode::Unauthorized, e.to_string()))?;
+    let hash = apikey::hash(text);
+    state.http_limit.check(&hash)?;
+    let key = state
+        .store
+        .find_api_key_by_hash(&hash)
+        .await?
+        .ok_or_else(|| AppError::unauthorized(ErrorCode::Unauthorized, "unknown API key"))?;
+    if !key.usable_at(now) {
+        return Err(AppError::unauthorized(
+            ErrorCode::KeyRevoked,
+            "this API key was revoked or has expired",
+        ));
+    }
+    if key.tenant_suspended {
+        return Err(suspended());
+    }
+    Ok(key)
 }
 
 #[derive(Debug, Deserialize)]

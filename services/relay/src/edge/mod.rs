@@ -1,11 +1,13 @@
 //! The edge: what faces clients. The tenant HTTP API and self-serve routes, the WebSocket
 //! connection loop, the HTTP/1 server with its pre-authentication bounds, request-rate limits of
 //! the HTTP endpoints, JSON body checks, TLS, and the admin API's routes and OpenAPI document
-//! (`admin`, over the operations in `crate::tenancy::admin`). `router` composes them.
+//! (`admin`, over the operations in `crate::tenancy::admin`), and the web dashboard
+//! (`dashboard`). `router` composes them.
 
 pub mod admin;
 pub mod api;
 pub mod connection;
+pub mod dashboard;
 pub mod httplimit;
 pub mod jsonbody;
 pub mod selfserve;
@@ -23,6 +25,7 @@ use crate::state::AppState;
 pub fn router(state: AppState) -> Router {
     api::routes(&state)
         .merge(selfserve::router())
+        .merge(dashboard::router())
         .nest("/admin/v1", admin::router(state.clone()))
         .layer(from_fn_with_state(state.clone(), api::count_errors))
         .layer(from_fn_with_state(state.clone(), api::body_in_time))

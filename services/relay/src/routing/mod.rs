@@ -8,5 +8,6 @@ pub mod directory;
 pub mod dispatch;
 pub mod hub;
 pub mod inbound;
+pub mod roster;
 pub mod route;
 pub mod sweeper;

@@ -12,6 +12,7 @@ mod bad_input;
 mod bus;
 mod bus_reconnect;
 mod cross_pod;
+mod dashboard_store;
 mod hostile_clients;
 mod key_scopes;
 mod lifecycle;

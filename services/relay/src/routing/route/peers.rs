@@ -1,7 +1,5 @@
 //! `list_peers`, `update_peer`, `unregister`.
 
-use std::collections::HashMap;
-
 use repowire_protocol::limits::MAX_PEERS_PAGE;
 use repowire_protocol::validate::is_valid_name;
 use repowire_protocol::{
@@ -46,22 +44,12 @@ pub(super) async fn list(s: &Session, id: MessageId, l: ListPeers) -> Handled {
     let after = l.cursor.as_deref().map(parse_cursor).transpose()?;
     let now = now_ms();
     let ttl = i64::try_from(s.state.config.description_ttl().as_millis()).unwrap_or(i64::MAX / 4);
-    let live: HashMap<String, _> = s
-        .state
-        .hub
-        .live_peers(&s.tenant_id)
-        .into_iter()
-        .map(|p| (p.record.peer_id.clone(), p))
-        .collect();
-    let remote = s.state.cluster.remote_live(&s.tenant_id).await;
-    let mut records = s.state.store.list_peers(&s.tenant_id).await?;
-    records.sort_by(|a, b| order_key(a).cmp(&order_key(b)));
     let mut peers = Vec::new();
     let mut next_cursor = None;
     let mut last: Option<PeerRecord> = None;
-    for mut record in records {
+    for mut member in crate::routing::roster::members(&s.state, &s.tenant_id).await? {
         if let Some((c, n, p)) = &after
-            && order_key(&record) <= (c.as_str(), n.as_str(), p.as_str())
+            && order_key(&member.record) <= (c.as_str(), n.as_str(), p.as_str())
         {
             continue;
         }
@@ -69,16 +57,10 @@ pub(super) async fn list(s: &Session, id: MessageId, l: ListPeers) -> Handled {
             &caller,
             l.all_circles,
             l.circle.as_deref(),
-            &record.circle,
-            &record.role,
+            &member.record.circle,
+            &member.record.role,
         );
-        let live_peer = live.get(&record.peer_id);
-        let elsewhere = if live_peer.is_none() {
-            remote.get(&record.peer_id)
-        } else {
-            None
-        };
-        if !visible || !(l.include_offline || live_peer.is_some() || elsewhere.is_some()) {
+        if !visible || !(l.include_offline || member.online()) {
             continue;
         }
         if peers.len() == limit {
@@ -86,10 +68,7 @@ pub(super) async fn list(s: &Session, id: MessageId, l: ListPeers) -> Handled {
             next_cursor = last.as_ref().map(cursor_of);
             break;
         }
-        if let Some(p) = live_peer {
-            record.description = p.record.description.clone();
-            record.description_at_ms = p.record.description_at_ms;
-        }
+        let record = &mut member.record;
         // Descriptions are task state, not truth: past their TTL they are cleared on read.
         // Clearing is conditional on the description not having been replaced meanwhile, and
         // reading is not activity: last_seen is left alone.
@@ -107,12 +86,8 @@ pub(super) async fn list(s: &Session, id: MessageId, l: ListPeers) -> Handled {
             record.description = None;
             record.description_at_ms = None;
         }
-        let info = peer_info(&record, live_peer);
-        peers.push(match elsewhere {
-            Some(p) => crate::cluster::with_presence(info, p),
-            None => info,
-        });
-        last = Some(record);
+        peers.push(member.info());
+        last = Some(member.record);
     }
     s.send(Body::Peers(Peers {
         re: id,

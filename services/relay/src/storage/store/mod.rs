@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+mod dashboard;
 pub mod metering;
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -23,6 +24,7 @@ mod sessions;
 mod shared;
 pub mod sqlite;
 
+pub use dashboard::*;
 pub use questions::*;
 pub use records::*;
 pub use sessions::*;
@@ -101,7 +103,14 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 /// writes.
 #[async_trait]
 pub trait Store:
-    TenantStore + KeyStore + UsageStore + PeerStore + MessageStore + SessionStore + 'static
+    TenantStore
+    + KeyStore
+    + UsageStore
+    + PeerStore
+    + MessageStore
+    + SessionStore
+    + DashboardStore
+    + 'static
 {
     /// `postgres` or `sqlite`.
     fn backend(&self) -> &'static str;

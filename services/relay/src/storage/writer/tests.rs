@@ -395,6 +395,39 @@ impl SessionStore for PoisonStore {
     }
 }
 
+#[async_trait]
+impl crate::storage::store::DashboardStore for PoisonStore {
+    async fn create_dashboard_link(
+        &self,
+        _: &crate::storage::store::DashboardLink,
+    ) -> crate::storage::store::Result<()> {
+        unused()
+    }
+    async fn take_dashboard_link(
+        &self,
+        _: &str,
+        _: i64,
+    ) -> crate::storage::store::Result<Option<crate::storage::store::DashboardLink>> {
+        unused()
+    }
+    async fn create_dashboard_session(
+        &self,
+        _: &crate::storage::store::DashboardSession,
+    ) -> crate::storage::store::Result<()> {
+        unused()
+    }
+    async fn find_dashboard_session(
+        &self,
+        _: &str,
+        _: i64,
+    ) -> crate::storage::store::Result<Option<crate::storage::store::DashboardSession>> {
+        unused()
+    }
+    async fn end_dashboard_session(&self, _: &str, _: i64) -> crate::storage::store::Result<bool> {
+        unused()
+    }
+}
+
 #[derive(Default)]
 struct Record(Mutex<Vec<(String, bool)>>);
 

@@ -25,6 +25,7 @@
 //! [`crate::storage::store::shared`].
 
 mod accept;
+mod dashboard;
 mod keys;
 mod peers;
 mod questions;

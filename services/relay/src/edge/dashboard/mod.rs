@@ -1,0 +1,63 @@
+//! The web dashboard under `/dashboard`: a tenant's view of its mesh, served by the relay
+//! itself. Server-rendered HTML (askama templates in `templates/dashboard/`, escaped by
+//! default), forms that work without JavaScript, one stylesheet; docs/dashboard.md says why.
+//!
+//! - [`session`]: the session cookie, CSRF, and what a signed-in browser may do.
+//! - [`signin`]: one-time sign-in links (`POST /v1/dashboard/links`, what `repowire dashboard`
+//!   calls), sign-in with a link or an API key, logout.
+//! - [`overview`]: peers by circle and this month's usage against the plan.
+//! - [`page`]: the shared layout data, page errors, and the response headers every page gets.
+
+pub mod overview;
+pub mod page;
+pub mod session;
+pub mod signin;
+
+use axum::Router;
+use axum::http::header;
+use axum::middleware;
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+
+use crate::state::AppState;
+
+/// The stylesheet, served from the binary.
+const APP_CSS: &str = include_str!("../../../assets/dashboard/app.css");
+/// The tab's icon (without one, browsers ask for `/favicon.ico`, outside the dashboard).
+const ICON_SVG: &str = include_str!("../../../assets/dashboard/icon.svg");
+
+/// The dashboard's routes, and the sign-in link endpoint of the tenant API.
+pub fn router() -> Router<AppState> {
+    let pages = Router::new()
+        .route("/dashboard", get(overview::page))
+        .route("/dashboard/", get(overview::page))
+        .route("/dashboard/signin", get(signin::page).post(signin::submit))
+        .route("/dashboard/logout", post(signin::logout))
+        .route("/dashboard/assets/app.css", get(stylesheet))
+        .route("/dashboard/assets/icon.svg", get(icon))
+        .layer(middleware::from_fn(page::headers));
+    Router::new()
+        .route("/v1/dashboard/links", post(signin::mint_link))
+        .merge(pages)
+}
+
+async fn icon() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "image/svg+xml"),
+            (header::CACHE_CONTROL, "public, max-age=86400"),
+        ],
+        ICON_SVG,
+    )
+}
+
+async fn stylesheet() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            // The URL carries the relay's version (`?v=`), so a new relay is a new URL.
+            (header::CACHE_CONTROL, "public, max-age=86400"),
+        ],
+        APP_CSS,
+    )
+}

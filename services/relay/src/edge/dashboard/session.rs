@@ -1,0 +1,257 @@
+//! A signed-in browser: the session cookie (`repowire_dashboard`: HttpOnly, Secure,
+//! SameSite=Strict, Path=/dashboard, only its SHA-256 stored), the CSRF token every form
+//! carries, the same-origin rule for form posts, and what the session may do.
+//!
+//! A session opened with an API key acts with that key's scopes, and only while the key is
+//! usable: each request reads the key again, so revoking it (or suspending the tenant) ends the
+//! browser's access at its next request.
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use rand::Rng;
+
+use super::page::{Chrome, PageError, SignedIn};
+use crate::ids::now_ms;
+use crate::state::AppState;
+use crate::storage::store::{DashboardSession, TenantKey, TenantRecord};
+use crate::tenancy::apikey;
+
+/// The cookie's name.
+pub const COOKIE: &str = "repowire_dashboard";
+
+/// A secret for a cookie, a sign-in link or a CSRF token: 32 random bytes, hex.
+pub fn new_secret() -> String {
+    let bytes: [u8; 32] = rand::rng().random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What is stored of a secret.
+pub fn hash(secret: &str) -> String {
+    apikey::hash(secret)
+}
+
+/// `Set-Cookie` for a new session of `max_age_secs`.
+pub fn set_cookie(secret: &str, max_age_secs: u64) -> HeaderValue {
+    HeaderValue::from_str(&format!(
+        "{COOKIE}={secret}; Path=/dashboard; Max-Age={max_age_secs}; HttpOnly; Secure; SameSite=Strict"
+    ))
+    .unwrap_or_else(|_| HeaderValue::from_static("repowire_dashboard=; Max-Age=0"))
+}
+
+/// `Set-Cookie` that removes the session cookie.
+pub fn clear_cookie() -> HeaderValue {
+    HeaderValue::from_static(
+        "repowire_dashboard=; Path=/dashboard; Max-Age=0; HttpOnly; Secure; SameSite=Strict",
+    )
+}
+
+/// The session cookie's value, if the request carries one.
+pub fn cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value)
+        .filter(|v| !v.is_empty())
+}
+
+/// A form post must come from a page of this relay: when the browser names the page's origin
+/// (`Origin`, sent with every cross-site and same-site POST by current browsers), its host must
+/// be the one the request was sent to. With SameSite=Strict cookies and the CSRF token this is
+/// the third wall; for sign-in (no session yet) it keeps another site from signing a browser in
+/// to the other site's tenant.
+pub fn same_origin(headers: &HeaderMap) -> Result<(), PageError> {
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return Ok(());
+    };
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let origin_host = origin
+        .to_str()
+        .ok()
+        .and_then(|o| o.split_once("://"))
+        .map(|(_, rest)| rest);
+    match (origin_host, host) {
+        (Some(o), Some(h)) if o.eq_ignore_ascii_case(h) => Ok(()),
+        _ => Err(PageError::Shown(
+            StatusCode::FORBIDDEN,
+            "this form was sent from another site's page".into(),
+        )),
+    }
+}
+
+/// Compares two secrets in time that does not depend on where they differ.
+fn same_secret(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+/// A tenant's signed-in browser, as of this request.
+#[derive(Debug, Clone)]
+pub struct TenantSession {
+    /// The stored session.
+    pub session: DashboardSession,
+    /// Its tenant.
+    pub tenant: TenantRecord,
+    /// What it may do now: the session's scopes that its key still holds.
+    pub scopes: Vec<String>,
+    /// The key's label, for the header.
+    pub key_label: String,
+}
+
+impl TenantSession {
+    /// The tenant's id.
+    pub fn tenant_id(&self) -> &str {
+        &self.tenant.id
+    }
+
+    /// Whether it may do what `scope` allows.
+    pub fn may(&self, scope: &str) -> bool {
+        self.scopes.iter().any(|s| s == scope)
+    }
+
+    /// The layout data of a page of `section`.
+    pub fn chrome(&self, section: &'static str) -> Chrome {
+        let subject = if self.key_label.is_empty() {
+            self.session.subject.clone()
+        } else {
+            format!("{} ({})", self.session.subject, self.key_label)
+        };
+        Chrome {
+            section,
+            signed_in: Some(SignedIn {
+                tenant_name: self
+                    .tenant
+                    .display_name
+                    .clone()
+                    .unwrap_or_else(|| self.tenant.name.clone()),
+                subject,
+                csrf: self.session.csrf.clone(),
+            }),
+            ..Chrome::anonymous()
+        }
+    }
+
+    /// Refuses a form whose CSRF token is not this session's.
+    pub fn check_csrf(&self, given: &str) -> Result<(), PageError> {
+        if same_secret(given, &self.session.csrf) {
+            Ok(())
+        } else {
+            Err(PageError::Shown(
+                StatusCode::FORBIDDEN,
+                "this form is stale or was not made by this dashboard: reload the page and try again"
+                    .into(),
+            ))
+        }
+    }
+}
+
+/// The tenant session of the request, if it has a usable one.
+pub async fn current(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<Option<TenantSession>, PageError> {
+    let Some(secret) = cookie(headers) else {
+        return Ok(None);
+    };
+    let now = now_ms();
+    let id_hash = hash(secret);
+    let Some(session) = state.store.find_dashboard_session(&id_hash, now).await? else {
+        return Ok(None);
+    };
+    let Some(tenant_id) = session
+        .tenant_id
+        .clone()
+        .filter(|_| session.audience == "tenant")
+    else {
+        return Ok(None);
+    };
+    let mut scopes: Vec<String> = session.scopes.split(' ').map(str::to_owned).collect();
+    let mut key_label = String::new();
+    if let Some(key_id) = &session.key_id {
+        let key = state.store.get_api_key(key_id).await?;
+        let Some(key) = key.filter(|k| k.tenant_id == tenant_id && k.usable_at(now)) else {
+            // The key was revoked or expired: so is every session opened with it.
+            state.store.end_dashboard_session(&id_hash, now).await?;
+            return Ok(None);
+        };
+        if key.tenant_suspended {
+            return Err(PageError::Shown(
+                StatusCode::FORBIDDEN,
+                "this tenant is suspended by the relay's operator".into(),
+            ));
+        }
+        scopes.retain(|s| key.has(s));
+        key_label = key.label;
+    }
+    let Some(tenant) = state.store.find_tenant(TenantKey::Id(&tenant_id)).await? else {
+        return Ok(None);
+    };
+    if tenant.deleted_at_ms.is_some() {
+        return Ok(None);
+    }
+    Ok(Some(TenantSession {
+        session,
+        tenant,
+        scopes,
+        key_label,
+    }))
+}
+
+/// The tenant session of the request; without one, to the sign-in page.
+pub async fn required(state: &AppState, headers: &HeaderMap) -> Result<TenantSession, PageError> {
+    current(state, headers).await?.ok_or(PageError::SignIn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (name, value) in pairs {
+            h.append(*name, HeaderValue::from_str(value).expect("header"));
+        }
+        h
+    }
+
+    #[test]
+    fn the_cookie_is_found_among_others_and_an_empty_one_is_none() {
+        let h = headers(&[("cookie", "a=1; repowire_dashboard=abc; b=2")]);
+        assert_eq!(cookie(&h), Some("abc"));
+        let h = headers(&[("cookie", "a=1"), ("cookie", "repowire_dashboard=x")]);
+        assert_eq!(cookie(&h), Some("x"));
+        assert_eq!(cookie(&headers(&[("cookie", "repowire_dashboard=")])), None);
+        assert_eq!(
+            cookie(&headers(&[("cookie", "xrepowire_dashboard=1")])),
+            None
+        );
+    }
+
+    #[test]
+    fn a_post_from_another_origin_is_refused() {
+        let ours = headers(&[
+            ("host", "relay.example"),
+            ("origin", "https://relay.example"),
+        ]);
+        assert!(same_origin(&ours).is_ok());
+        assert!(same_origin(&headers(&[("host", "relay.example")])).is_ok());
+        for origin in ["https://evil.example", "null", "https://relay.example.evil"] {
+            let theirs = headers(&[("host", "relay.example"), ("origin", origin)]);
+            assert!(same_origin(&theirs).is_err(), "{origin} was taken");
+        }
+    }
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(same_secret("abc", "abc"));
+        assert!(!same_secret("abc", "abd"));
+        assert!(!same_secret("abc", "ab"));
+        assert_eq!(new_secret().len(), 64);
+        assert_ne!(new_secret(), new_secret());
+    }
+}

@@ -1,0 +1,69 @@
+//! The web dashboard's sign-in links and browser sessions in storage. Secrets are stored as
+//! their SHA-256 only; the caller hashes them.
+
+use async_trait::async_trait;
+
+use super::Result;
+
+/// A one-time sign-in link, minted with an API key.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct DashboardLink {
+    /// SHA-256 (hex) of the link's token.
+    pub token_hash: String,
+    /// The key's tenant.
+    pub tenant_id: String,
+    /// The key it was minted with: the session acts with its scopes.
+    pub key_id: String,
+    /// Minted (ms).
+    pub created_at_ms: i64,
+    /// Unusable from (ms).
+    pub expires_at_ms: i64,
+}
+
+/// A signed-in browser.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct DashboardSession {
+    /// SHA-256 (hex) of the cookie's secret.
+    pub id_hash: String,
+    /// Whose pages: `tenant`.
+    pub audience: String,
+    /// The tenant (tenant sessions).
+    pub tenant_id: Option<String>,
+    /// The API key it acts with, if any: the session ends when the key stops being usable.
+    pub key_id: Option<String>,
+    /// Who signed in (`key:<key id>`).
+    pub subject: String,
+    /// What it may do, space-separated.
+    pub scopes: String,
+    /// The token its forms carry.
+    pub csrf: String,
+    /// Signed in (ms).
+    pub created_at_ms: i64,
+    /// Unusable from (ms).
+    pub expires_at_ms: i64,
+}
+
+/// Dashboard sign-in links and sessions.
+#[async_trait]
+pub trait DashboardStore: Send + Sync {
+    /// Stores a new link, and forgets links and sessions that expired a day before `link`
+    /// was minted (so the tables do not grow with use).
+    async fn create_dashboard_link(&self, link: &DashboardLink) -> Result<()>;
+    /// Uses a link: returns it and marks it used if it exists, is unused and has not expired
+    /// at `now_ms`; `None` otherwise (and nothing changes). Two takers of one link: one gets it.
+    async fn take_dashboard_link(
+        &self,
+        token_hash: &str,
+        now_ms: i64,
+    ) -> Result<Option<DashboardLink>>;
+    /// Stores a new session.
+    async fn create_dashboard_session(&self, session: &DashboardSession) -> Result<()>;
+    /// A session that has not ended or expired at `now_ms`.
+    async fn find_dashboard_session(
+        &self,
+        id_hash: &str,
+        now_ms: i64,
+    ) -> Result<Option<DashboardSession>>;
+    /// Ends a session (logout); true if it was open.
+    async fn end_dashboard_session(&self, id_hash: &str, now_ms: i64) -> Result<bool>;
+}

@@ -1,0 +1,106 @@
+//! The dashboard in a real browser: Debian's Chromium driven by npm playwright-core
+//! (tests/browser/dashboard.mjs says what it checks), against a relay with a peer whose
+//! description is hostile HTML. scripts/test installs both and sets `PLAYWRIGHT_CORE` and
+//! `REPOWIRE_REQUIRE_BROWSER=1`; without them (a plain `cargo test`) the test says it is
+//! skipped. Screenshots land in `target/dashboard-screenshots/`.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use repowire_e2e::client::TestClient;
+use repowire_e2e::process::{RelayProcess, relay_bin};
+use repowire_protocol::{Body, UpdatePeer};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the repository")
+        .to_path_buf()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_works_in_chromium_with_the_keyboard_on_a_phone_and_without_javascript() {
+    let Some(playwright) = std::env::var_os("PLAYWRIGHT_CORE") else {
+        assert!(
+            std::env::var_os("REPOWIRE_REQUIRE_BROWSER").is_none(),
+            "REPOWIRE_REQUIRE_BROWSER is set but PLAYWRIGHT_CORE is not"
+        );
+        eprintln!("skipped: PLAYWRIGHT_CORE is not set (scripts/test installs playwright-core)");
+        return;
+    };
+    let data = tempfile::tempdir().expect("data");
+    let dir = data.path().to_str().expect("utf8").to_owned();
+    let relay = RelayProcess::start(&relay_bin(), &["--data-dir", &dir], &[]).await;
+    // A tenant on the free plan (the bootstrapped one is unlimited: it would draw no meters).
+    let admin = |args: &[&str]| {
+        let out = Command::new(relay_bin())
+            .args(["--data-dir", &dir, "admin"])
+            // The embedded store of this relay (scripts/test exports a Postgres URL).
+            .env_remove("DATABASE_URL")
+            .args(args)
+            .output()
+            .expect("repowire-relay admin");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    admin(&["tenant", "create", "web", "--plan", "free"]);
+    let key = admin(&["key", "create", "web", "--label", "browser"]);
+    let mut agent = TestClient::connect(&relay.http, &relay.ws, &key).await;
+    let builder = agent.peer("builder", "dev").await;
+    let id = agent
+        .send(Body::UpdatePeer(UpdatePeer {
+            peer_id: builder.peer_id.clone(),
+            turn_state: None,
+            description: Some("<img src=x onerror=window.__pwned=true> building".into()),
+        }))
+        .await;
+    agent.answer(id).await.expect("described");
+    let (status, minted) = repowire_e2e::http_json(
+        reqwest::Method::POST,
+        &format!("{}/v1/dashboard/links", relay.http),
+        Some(&key),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{minted}");
+    let path = minted["path"].as_str().expect("path");
+
+    let shots = repo().join("target/dashboard-screenshots");
+    let script = repo().join("tests/browser/dashboard.mjs");
+    let http = relay.http.clone();
+    let shots_arg = shots.to_str().expect("utf8").to_owned();
+    let path = path.to_owned();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .arg(script)
+            .args([&http, &path, &key, &shots_arg])
+            .env("PLAYWRIGHT_CORE", playwright)
+            .output()
+            .expect("run node")
+    })
+    .await
+    .expect("the browser run");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the browser checks failed:\n{said}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(said.trim()).expect("the report");
+    assert_eq!(report["ok"], true);
+    assert!(
+        report["checked"].as_array().is_some_and(|c| c.len() >= 9),
+        "{report}"
+    );
+    for shot in [
+        "overview-1280x800-light.png",
+        "overview-1280x800-dark.png",
+        "overview-390x844-nojs.png",
+    ] {
+        assert!(shots.join(shot).is_file(), "no {shot}");
+    }
+}
