@@ -40,7 +40,7 @@ pub struct ApiKeySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 128))]
     pub label: Option<String>,
-    /// What the key may do (`connect`, `usage:read`, `approve`); left out: `connect` and `usage:read` (the relay's default: `approve` only when named). A change takes effect with a new key (a rotation).
+    /// What the key may do (`connect`, `usage:read`, `approve`, `keys:manage`); left out: `connect` and `usage:read` (the relay's default: `approve` only when named). A change takes effect with a new key (a rotation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub scopes: Option<Vec<Scope>>,
@@ -94,6 +94,9 @@ pub enum Scope {
     /// can let agents on other machines run code: only for people's machines, asked for here.
     #[serde(rename = "approve")]
     Approve,
+    /// List, create and revoke the tenant's API keys (the dashboard's Keys page).
+    #[serde(rename = "keys:manage")]
+    KeysManage,
 }
 
 impl Scope {
@@ -103,6 +106,7 @@ impl Scope {
             Self::Connect => "connect",
             Self::UsageRead => "usage:read",
             Self::Approve => "approve",
+            Self::KeysManage => "keys:manage",
         }
     }
 }

@@ -146,7 +146,8 @@ pub enum KeyCommand {
         expires_in_days: Option<u32>,
         /// What the key may do, repeatable: `connect` (exchange it for a token and connect
         /// agents), `usage:read` (read the tenant's own limits and usage), `approve` (answer
-        /// agents' tool approvals as a person; give it only to keys of people's machines).
+        /// agents' tool approvals as a person; give it only to keys of people's machines),
+        /// `keys:manage` (list, create and revoke the tenant's keys in the dashboard).
         /// Default: `connect` and `usage:read`, never `approve`.
         #[arg(long)]
         scope: Vec<String>,

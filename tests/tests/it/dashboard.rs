@@ -335,3 +335,258 @@ async fn repowire_dashboard_gives_the_person_at_a_terminal_a_link_that_signs_in(
     assert_eq!(page.status, 200);
     assert!(page.body.contains("<h1>default"), "{}", page.body);
 }
+
+/// `repowire-relay admin ARGS` on an embedded relay's data directory.
+fn embedded_admin(dir: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(repowire_e2e::process::relay_bin())
+        .args(["--data-dir", dir, "admin"])
+        .args(args)
+        .env_remove("DATABASE_URL")
+        .output()
+        .expect("repowire-relay admin");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The text between `before` and the next `"` in `body`.
+fn attribute_after<'a>(body: &'a str, before: &str) -> Option<&'a str> {
+    let start = body.find(before)? + before.len();
+    let end = body[start..].find('"')? + start;
+    Some(&body[start..end])
+}
+
+async fn token_status(relay: &RelayProcess, key: &str) -> u16 {
+    repowire_e2e::http_json(
+        reqwest::Method::POST,
+        &format!("{}/v1/token", relay.http),
+        None,
+        Some(serde_json::json!({ "api_key": key })),
+    )
+    .await
+    .0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_are_made_shown_once_and_revoked_only_within_the_tenant_and_audited() {
+    let data = tempfile::tempdir().expect("data");
+    let dir = data.path().to_str().expect("utf8").to_owned();
+    let relay = RelayProcess::start(
+        &repowire_e2e::process::relay_bin(),
+        &["--data-dir", &dir],
+        &[("REPOWIRE_ADMIN_TOKEN", "dashboard-test-admin-token")],
+    )
+    .await;
+    let owner = relay.first_key.clone().expect("bootstrap key");
+    embedded_admin(&dir, &["tenant", "create", "acme"]);
+    let theirs = embedded_admin(&dir, &["key", "create", "acme", "--label", "theirs"]);
+    let listed: serde_json::Value =
+        serde_json::from_str(&embedded_admin(&dir, &["key", "list", "acme", "--json"]))
+            .expect("JSON");
+    let their_id = listed[0]["id"].as_str().expect("their key's id").to_owned();
+
+    // The owner's key may manage keys: the header links the page.
+    let mut browser = Browser::new(&relay.http);
+    assert_eq!(
+        browser
+            .post("/dashboard/signin", &[("api_key", &owner)])
+            .await
+            .status,
+        303
+    );
+    let overview = browser.get("/dashboard").await;
+    assert!(
+        overview.body.contains(r#"href="/dashboard/keys""#),
+        "{}",
+        overview.body
+    );
+    let page = browser.get("/dashboard/keys").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("(this browser's)"), "{}", page.body);
+    let csrf = page.hidden("csrf").expect("csrf");
+
+    // Without the page's token nothing is made.
+    let form = [
+        ("label", "ci"),
+        ("expires_in_days", "30"),
+        ("scope", "connect"),
+    ];
+    assert_eq!(browser.post("/dashboard/keys", &form).await.status, 403);
+    let mut with_csrf = form.to_vec();
+    with_csrf.push(("csrf", &csrf));
+    let made = browser.post("/dashboard/keys", &with_csrf).await;
+    assert_eq!(made.status, 200, "{}", made.body);
+    let text = attribute_after(&made.body, r#"id="made-key" type="text" readonly value=""#)
+        .expect("the key's text, once")
+        .to_owned();
+    assert!(text.starts_with("rw_live_"), "{text}");
+    assert_eq!(
+        token_status(&relay, &text).await,
+        200,
+        "the new key connects"
+    );
+    let listed = browser.get("/dashboard/keys").await;
+    assert!(
+        !listed.body.contains(&text),
+        "the key's text was shown again"
+    );
+    assert!(listed.body.contains(">ci"), "{}", listed.body);
+    // It may only connect: it opens no dashboard.
+    let mut narrow = Browser::new(&relay.http);
+    assert_eq!(
+        narrow
+            .post("/dashboard/signin", &[("api_key", &text)])
+            .await
+            .status,
+        403
+    );
+
+    // A key that manages keys but does not approve cannot make one that approves.
+    let manager = embedded_admin(
+        &dir,
+        &[
+            "key",
+            "create",
+            "default",
+            "--label",
+            "manager",
+            "--scope",
+            "usage:read",
+            "--scope",
+            "keys:manage",
+        ],
+    );
+    let mut limited = Browser::new(&relay.http);
+    assert_eq!(
+        limited
+            .post("/dashboard/signin", &[("api_key", &manager)])
+            .await
+            .status,
+        303
+    );
+    let page = limited.get("/dashboard/keys").await;
+    assert!(
+        !page.body.contains(r#"value="approve""#),
+        "offered a scope it lacks"
+    );
+    let limited_csrf = page.hidden("csrf").expect("csrf");
+    let page = limited
+        .post(
+            "/dashboard/keys",
+            &[
+                ("label", "sneaky"),
+                ("scope", "approve"),
+                ("csrf", &limited_csrf),
+            ],
+        )
+        .await;
+    assert_eq!(page.status, 403, "{}", page.body);
+    // A key without `keys:manage` sees no Keys page.
+    let reader = embedded_admin(&dir, &["key", "create", "default", "--label", "reader"]);
+    let mut reading = Browser::new(&relay.http);
+    reading
+        .post("/dashboard/signin", &[("api_key", &reader)])
+        .await;
+    assert!(
+        !reading
+            .get("/dashboard")
+            .await
+            .body
+            .contains("/dashboard/keys")
+    );
+    assert_eq!(reading.get("/dashboard/keys").await.status, 403);
+
+    // Another tenant's key id is unknown here, and stays usable.
+    let page = browser
+        .post(
+            "/dashboard/keys/revoke",
+            &[("key_id", &their_id), ("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(page.status, 404);
+    assert_eq!(token_status(&relay, &theirs).await, 200);
+
+    // Revoking the new key: it stops working at once.
+    let made_id = attribute_after(&listed.body, r#"name="key_id" value=""#)
+        .expect("the newest key's id")
+        .to_owned();
+    let page = browser
+        .post(
+            "/dashboard/keys/revoke",
+            &[("key_id", &made_id), ("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(page.status, 303);
+    assert_eq!(token_status(&relay, &text).await, 401);
+    assert!(
+        browser
+            .get("/dashboard/keys")
+            .await
+            .body
+            .contains("revoked")
+    );
+
+    // Both writes are in the audit log as the dashboard's, naming the session's key.
+    let (status, audit) = repowire_e2e::http_json(
+        reqwest::Method::GET,
+        &format!("{}/admin/v1/audit?tenant=default", relay.http),
+        Some("dashboard-test-admin-token"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{audit}");
+    let events: Vec<(String, String)> = audit["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap_or_default().to_owned(),
+                e["actor"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    for action in ["key.create", "key.revoke"] {
+        assert!(
+            events
+                .iter()
+                .any(|(a, actor)| a == action && actor.starts_with("dashboard:key:key-")),
+            "{action} not audited as the dashboard's: {events:?}"
+        );
+    }
+
+    // Usage as a CSV download, for a signed-in browser only.
+    let csv = browser.get("/dashboard/usage.csv?granularity=hour").await;
+    assert_eq!(csv.status, 200, "{}", csv.body);
+    assert!(
+        csv.headers["content-type"]
+            .to_str()
+            .unwrap_or_default()
+            .starts_with("text/csv")
+    );
+    assert!(
+        csv.headers["content-disposition"]
+            .to_str()
+            .unwrap_or_default()
+            .starts_with("attachment; filename=\"repowire-usage-default-"),
+    );
+    assert!(
+        csv.body
+            .starts_with("tenant_id,tenant_name,period_start,granularity,metric,value"),
+        "{}",
+        csv.body
+    );
+    assert!(!csv.body.contains("acme"), "{}", csv.body);
+    assert_eq!(
+        Browser::new(&relay.http)
+            .get("/dashboard/usage.csv")
+            .await
+            .status,
+        303
+    );
+    let bad = browser.get("/dashboard/usage.csv?granularity=week").await;
+    assert_eq!(bad.status, 400);
+}

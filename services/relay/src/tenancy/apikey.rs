@@ -22,8 +22,11 @@ pub const USAGE_READ: &str = "usage:read";
 /// role approves. A team gives agent machines keys without it, so that nothing holding such a
 /// key (an agent that read it) can approve.
 pub const APPROVE: &str = "approve";
+/// Scope: list, create and revoke the tenant's API keys (the dashboard's Keys page). A key
+/// made with it holds at most the scopes of the credential that made it.
+pub const KEYS_MANAGE: &str = "keys:manage";
 /// Every scope, in their stored order.
-pub const ALL_SCOPES: [&str; 3] = [CONNECT, USAGE_READ, APPROVE];
+pub const ALL_SCOPES: [&str; 4] = [CONNECT, USAGE_READ, APPROVE, KEYS_MANAGE];
 /// What a key made without a choice of scopes may do: connect and read its usage, never
 /// approve. A key that approves tool calls can run code on other machines, so it is asked for
 /// by name (issue 35.11); only a relay's first key (its owner's, [`crate::tenancy::admin::default_tenant`])
@@ -35,12 +38,12 @@ pub const DEFAULT_SCOPES: [&str; 2] = [CONNECT, USAGE_READ];
 pub fn scopes(given: &[String]) -> Result<String, String> {
     if given.is_empty() {
         return Err(format!(
-            "scopes is empty; give some of `{CONNECT}`, `{USAGE_READ}` and `{APPROVE}` (leave it out for `{CONNECT}` and `{USAGE_READ}`)"
+            "scopes is empty; give some of `{CONNECT}`, `{USAGE_READ}`, `{APPROVE}` and `{KEYS_MANAGE}` (leave it out for `{CONNECT}` and `{USAGE_READ}`)"
         ));
     }
     if let Some(unknown) = given.iter().find(|s| !ALL_SCOPES.contains(&s.as_str())) {
         return Err(format!(
-            "unknown scope `{unknown}`; the scopes are `{CONNECT}`, `{USAGE_READ}` and `{APPROVE}`"
+            "unknown scope `{unknown}`; the scopes are `{CONNECT}`, `{USAGE_READ}`, `{APPROVE}` and `{KEYS_MANAGE}`"
         ));
     }
     Ok(ALL_SCOPES
@@ -243,6 +246,10 @@ mod tests {
                 .contains("admin:write")
         );
         assert_eq!(s(&["approve", "connect"]).as_deref(), Ok("connect approve"));
+        assert_eq!(
+            s(&["keys:manage", "usage:read"]).as_deref(),
+            Ok("usage:read keys:manage")
+        );
         assert_eq!(
             mint("t", KeyMode::Live, "", 0, None).record.scopes,
             "connect usage:read",

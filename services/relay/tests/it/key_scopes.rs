@@ -83,9 +83,12 @@ async fn keys_scoped_connect_or_usage_read_do_only_that(db: Db) {
     .expect("cli");
     let made: Value = serde_json::from_str(&listed).expect("json");
     assert_eq!(made["key"]["scopes"], "connect approve", "{made}");
-    // A relay's first key is its owner's, and approves.
+    // A relay's first key is its owner's: it approves and manages keys.
     let (_, first) = repowire_relay::tenancy::admin::default_tenant();
-    assert_eq!(first.record.scopes, "connect usage:read approve");
+    assert_eq!(
+        first.record.scopes,
+        "connect usage:read approve keys:manage"
+    );
     let both_text = both["api_key"].as_str().expect("text");
     assert_eq!(exchange(&relay, both_text).await.0, 200);
     assert_eq!(limits(&relay, both_text).await, 200);

@@ -55,6 +55,14 @@ pub(crate) struct TenantUsageQuery {
     format: Option<Format>,
 }
 
+impl TenantUsageQuery {
+    /// The same report as CSV (the dashboard's download).
+    pub(crate) fn into_csv(mut self) -> Self {
+        self.format = Some(Format::Csv);
+        self
+    }
+}
+
 /// `GET /usage` parameters.
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]

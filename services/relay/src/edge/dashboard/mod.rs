@@ -6,12 +6,16 @@
 //! - [`signin`]: one-time sign-in links (`POST /v1/dashboard/links`, what `repowire dashboard`
 //!   calls), sign-in with a link or an API key, logout.
 //! - [`overview`]: peers by circle and this month's usage against the plan.
+//! - [`keys`]: the tenant's API keys: list, make (text shown once), revoke (`keys:manage`).
+//! - [`usage`]: the month's usage as a CSV download.
 //! - [`page`]: the shared layout data, page errors, and the response headers every page gets.
 
+pub mod keys;
 pub mod overview;
 pub mod page;
 pub mod session;
 pub mod signin;
+pub mod usage;
 
 use axum::Router;
 use axum::http::header;
@@ -33,6 +37,9 @@ pub fn router() -> Router<AppState> {
         .route("/dashboard/", get(overview::page))
         .route("/dashboard/signin", get(signin::page).post(signin::submit))
         .route("/dashboard/logout", post(signin::logout))
+        .route("/dashboard/keys", get(keys::page).post(keys::create))
+        .route("/dashboard/keys/revoke", post(keys::revoke))
+        .route("/dashboard/usage.csv", get(usage::csv))
         .route("/dashboard/assets/app.css", get(stylesheet))
         .route("/dashboard/assets/icon.svg", get(icon))
         .layer(middleware::from_fn(page::headers));

@@ -30,9 +30,16 @@ pub struct SignedIn {
     pub subject: String,
     /// The session's CSRF token, for the logout form.
     pub csrf: String,
+    /// The session may manage keys (the header links the Keys page).
+    pub manages_keys: bool,
 }
 
 impl Chrome {
+    /// The session's CSRF token, for a page's forms ("" when nobody is signed in).
+    pub fn csrf(&self) -> &str {
+        self.signed_in.as_ref().map_or("", |s| s.csrf.as_str())
+    }
+
     /// The layout of a page nobody is signed in to.
     pub fn anonymous() -> Self {
         Self {

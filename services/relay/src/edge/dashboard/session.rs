@@ -131,6 +131,7 @@ impl TenantSession {
                     .unwrap_or_else(|| self.tenant.name.clone()),
                 subject,
                 csrf: self.session.csrf.clone(),
+                manages_keys: self.may(apikey::KEYS_MANAGE),
             }),
             ..Chrome::anonymous()
         }
