@@ -129,11 +129,15 @@ and would print 2592000 as 2.592e+06, which no binary parses: whole numbers are 
 {{- end -}}
 
 {{/* The relay paths the Ingress and HTTPRoute route (a YAML list of {path, type}): the client
-API and WebSocket, the liveness check, and the admin API only with ingress.exposeAdmin. */}}
+API and WebSocket, the liveness check, the admin API only with ingress.exposeAdmin, the web
+dashboard only with ingress.exposeDashboard. */}}
 {{- define "repowire.relay.publicPaths" -}}
 - {path: /v1, type: Prefix}
 - {path: /healthz, type: Exact}
 {{- if .Values.ingress.exposeAdmin }}
 - {path: /admin/v1, type: Prefix}
+{{- end }}
+{{- if .Values.ingress.exposeDashboard }}
+- {path: /dashboard, type: Prefix}
 {{- end }}
 {{- end -}}
