@@ -1,6 +1,7 @@
 //! `repowire check-relay`: is the relay reachable with this key? Exchanges the API key for a
 //! token (`POST /v1/token`), opens the WebSocket with it and waits for `welcome` to its
-//! `hello`, then says which tenant and connection it got. Changes nothing (the relay's own
+//! `hello`, then says which tenant and connection it got. Changes nothing but the key's
+//! last-used time (the relay's own
 //! `repowire-relay check` does the same in the Helm chart's `helm test` Pod). What the relay
 //! says is shown through the terminal sanitizer.
 

@@ -1,7 +1,8 @@
 //! `repowire-relay check`: does a relay take this key and open a WebSocket? The chart's
 //! `helm test` Pod runs it, so the image needs no client binary. It does what an agent's
 //! daemon does first — `POST /v1/token` with the key, the WebSocket upgrade with the token,
-//! `hello` — and waits for `welcome`. Changes nothing on the relay. What the relay says is
+//! `hello` — and waits for `welcome`. Changes nothing on the relay but the key's last-used time
+//! (as any token exchange does). What the relay says is
 //! printed with control characters removed (it reaches a terminal or a pod log).
 
 use std::time::Duration;

@@ -38,7 +38,8 @@ pub enum Command {
     /// `--key-check-secs` (revocations close the key's live connections).
     Admin(AdminArgs),
     /// Check that a relay takes an API key and opens a WebSocket for it (token exchange,
-    /// upgrade, `hello` → `welcome`), then exit 0; changes nothing. The chart's `helm test`
+    /// upgrade, `hello` → `welcome`), then exit 0; changes nothing but the key's last-used
+    /// time. The chart's `helm test`
     /// runs it against the relay's Service.
     Check(CheckArgs),
 }

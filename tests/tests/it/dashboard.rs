@@ -56,6 +56,13 @@ async fn a_browser_signs_in_once_per_link_and_out_and_its_session_ends_with_its_
         let page = browser.get(&path).await;
         assert_eq!(page.status, 200);
         assert_eq!(page.hidden("link").as_deref(), Some(token.as_str()));
+        // It says what it signs in to before the click.
+        assert!(
+            page.body.contains("<strong>default</strong>")
+                && page.body.contains("<strong>laptop</strong>"),
+            "{}",
+            page.body
+        );
         let csp = page.headers["content-security-policy"]
             .to_str()
             .expect("csp");
@@ -98,6 +105,10 @@ async fn a_browser_signs_in_once_per_link_and_out_and_its_session_ends_with_its_
         page.body
     );
     assert!(other.cookie.is_none());
+    // Following it again shows no button, only that it is used.
+    let page = other.get(&path).await;
+    assert_eq!(page.status, 410);
+    assert!(page.hidden("link").is_none(), "{}", page.body);
 
     // The session works on either pod.
     let page = browser.get("/dashboard").await;
@@ -150,6 +161,16 @@ async fn a_browser_signs_in_once_per_link_and_out_and_its_session_ends_with_its_
         .await;
     assert_eq!(page.status, 303, "{}", page.body);
     assert_eq!(browser.get("/dashboard").await.status, 200);
+    // Signing in again ends the browser's previous session: one cookie, one session.
+    let mut previous = Browser::new(&a.http);
+    previous.cookie = browser.cookie.clone();
+    let page = browser
+        .post("/dashboard/signin", &[("api_key", &key)])
+        .await;
+    assert_eq!(page.status, 303);
+    assert_ne!(browser.cookie, previous.cookie);
+    assert_eq!(previous.get("/dashboard").await.status, 303);
+    assert_eq!(browser.get("/dashboard").await.status, 200);
 
     // Revoking the key ends the sessions opened with it, and its links stop minting.
     let fresh = link(&a, &key).await;
@@ -185,6 +206,22 @@ async fn a_browser_signs_in_once_per_link_and_out_and_its_session_ends_with_its_
         .await;
     assert_eq!(page.status, 403);
     assert!(page.body.contains("usage:read"), "{}", page.body);
+
+    // A suspended tenant's browser is refused its pages, but can still sign out and reach the
+    // sign-in page (to sign in with another tenant's key).
+    admin(&db.url(), &["tenant", "create", "paused"]);
+    let paused_key = admin(&db.url(), &["key", "create", "paused"]);
+    let mut paused = Browser::new(&b.http);
+    let page = paused
+        .post("/dashboard/signin", &[("api_key", &paused_key)])
+        .await;
+    assert_eq!(page.status, 303);
+    admin(&db.url(), &["tenant", "suspend", "paused"]);
+    assert_eq!(paused.get("/dashboard").await.status, 403);
+    assert_eq!(paused.get("/dashboard/signin").await.status, 200);
+    let page = paused.post("/dashboard/logout", &[("csrf", "")]).await;
+    assert_eq!(page.status, 303);
+    assert!(paused.cookie.is_none(), "the cookie is removed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -265,12 +302,66 @@ async fn the_overview_shows_the_tenants_peers_on_every_pod_and_no_other_tenants(
         assert!(!page.body.contains(">builder<"), "{probe}: {}", page.body);
     }
 
+    // Asks across the pods: one acked with a reply, one still open; the Asks page shows both
+    // with their states and escaped text, filters them, and never shows the other tenant's.
+    let builder = on_a.peer("asker", "dev").await;
+    let acked = on_a
+        .ask(&builder, reviewer.peer_id.as_str(), "<b>ship it?</b>")
+        .await
+        .expect("ask accepted");
+    on_b.delivered_to(&reviewer.peer_id).await;
+    let id = on_b
+        .send(Body::Ack(repowire_protocol::Ack {
+            from: reviewer.peer_id.clone(),
+            correlation_id: acked.correlation_id.clone().expect("ask id"),
+            reply: Some("yes & go".into()),
+        }))
+        .await;
+    on_b.answer(id).await.expect("acked");
+    on_a.ask(&builder, "builder", "still there?")
+        .await
+        .expect("ask accepted");
+    let acme_peer = acme.peer("acme-asker", "dev").await;
+    acme.ask(&acme_peer, "acme-secret-agent", "acme-only question")
+        .await
+        .expect("their ask");
+    let page = browser.get("/dashboard/asks").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let body = &page.body;
+    assert!(
+        body.contains("&#60;b&#62;ship it?&#60;/b&#62;")
+            || body.contains("&lt;b&gt;ship it?&lt;/b&gt;"),
+        "{body}"
+    );
+    assert!(
+        body.contains(r#"<span class="state acked">acked</span>"#),
+        "{body}"
+    );
+    assert!(
+        body.contains("yes &#38; go") || body.contains("yes &amp; go"),
+        "{body}"
+    );
+    assert!(body.contains("still there?"), "{body}");
+    assert!(
+        !body.contains("acme-only question"),
+        "another tenant's ask: {body}"
+    );
+    let acked_only = browser.get("/dashboard/asks?state=acked").await.body;
+    assert!(
+        acked_only.contains("ship it?") && !acked_only.contains("still there?"),
+        "{acked_only}"
+    );
+    let from_nobody = browser.get("/dashboard/asks?from=nobody").await.body;
+    assert!(!from_nobody.contains("ship it?"), "{from_nobody}");
+    assert_eq!(browser.get("/dashboard/asks?state=bogus").await.status, 400);
+    assert_eq!(browser.get("/dashboard/asks?tenant=acme").await.status, 400);
+
     // The peer on pod b goes offline: the overview on pod a says so.
     drop(on_b);
     let deadline = tokio::time::Instant::now() + repowire_e2e::SLOW_WAIT;
     loop {
         let page = browser.get("/dashboard").await;
-        if page.body.contains("1 online of 2")
+        if page.body.contains("2 online of 3")
             && page
                 .body
                 .contains(r#"<span class="status offline">offline</span>"#)
@@ -383,20 +474,30 @@ async fn keys_are_made_shown_once_and_revoked_only_within_the_tenant_and_audited
     let owner = relay.first_key.clone().expect("bootstrap key");
     embedded_admin(&dir, &["tenant", "create", "acme"]);
     let theirs = embedded_admin(&dir, &["key", "create", "acme", "--label", "theirs"]);
-    let listed: serde_json::Value =
-        serde_json::from_str(&embedded_admin(&dir, &["key", "list", "acme", "--json"]))
-            .expect("JSON");
-    let their_id = listed[0]["id"].as_str().expect("their key's id").to_owned();
+    let key_id = |tenant: &str, label: &str| -> String {
+        let listed: serde_json::Value =
+            serde_json::from_str(&embedded_admin(&dir, &["key", "list", tenant, "--json"]))
+                .expect("JSON");
+        listed
+            .as_array()
+            .and_then(|keys| keys.iter().find(|k| k["label"] == label))
+            .and_then(|k| k["id"].as_str())
+            .unwrap_or_else(|| panic!("no key {label}: {listed}"))
+            .to_owned()
+    };
+    let key_count = || {
+        embedded_admin(&dir, &["key", "list", "default"])
+            .lines()
+            .count()
+    };
+    let their_id = key_id("acme", "theirs");
 
     // The owner's key may manage keys: the header links the page.
     let mut browser = Browser::new(&relay.http);
-    assert_eq!(
-        browser
-            .post("/dashboard/signin", &[("api_key", &owner)])
-            .await
-            .status,
-        303
-    );
+    let signed_in = browser
+        .post("/dashboard/signin", &[("api_key", &owner)])
+        .await;
+    assert_eq!(signed_in.status, 303);
     let overview = browser.get("/dashboard").await;
     assert!(
         overview.body.contains(r#"href="/dashboard/keys""#),
@@ -407,19 +508,23 @@ async fn keys_are_made_shown_once_and_revoked_only_within_the_tenant_and_audited
     assert_eq!(page.status, 200, "{}", page.body);
     assert!(page.body.contains("(this browser's)"), "{}", page.body);
     let csrf = page.hidden("csrf").expect("csrf");
+    let once = page.hidden("once").expect("the form's idempotency key");
+    let before = key_count();
 
     // Without the page's token nothing is made.
     let form = [
         ("label", "ci"),
         ("expires_in_days", "30"),
         ("scope", "connect"),
+        ("once", once.as_str()),
     ];
     assert_eq!(browser.post("/dashboard/keys", &form).await.status, 403);
     let mut with_csrf = form.to_vec();
     with_csrf.push(("csrf", &csrf));
     let made = browser.post("/dashboard/keys", &with_csrf).await;
     assert_eq!(made.status, 200, "{}", made.body);
-    let text = attribute_after(&made.body, r#"id="made-key" type="text" readonly value=""#)
+    let shown = r#"id="made-key" type="text" readonly value=""#;
+    let text = attribute_after(&made.body, shown)
         .expect("the key's text, once")
         .to_owned();
     assert!(text.starts_with("rw_live_"), "{text}");
@@ -428,6 +533,15 @@ async fn keys_are_made_shown_once_and_revoked_only_within_the_tenant_and_audited
         200,
         "the new key connects"
     );
+    // The same form sent again (a reload of the answer) makes no second key.
+    let again = browser.post("/dashboard/keys", &with_csrf).await;
+    assert_eq!(
+        attribute_after(&again.body, shown),
+        Some(text.as_str()),
+        "{}",
+        again.body
+    );
+    assert_eq!(key_count(), before + 1);
     let listed = browser.get("/dashboard/keys").await;
     assert!(
         !listed.body.contains(&text),
@@ -436,15 +550,13 @@ async fn keys_are_made_shown_once_and_revoked_only_within_the_tenant_and_audited
     assert!(listed.body.contains(">ci"), "{}", listed.body);
     // It may only connect: it opens no dashboard.
     let mut narrow = Browser::new(&relay.http);
-    assert_eq!(
-        narrow
-            .post("/dashboard/signin", &[("api_key", &text)])
-            .await
-            .status,
-        403
-    );
+    let refused = narrow
+        .post("/dashboard/signin", &[("api_key", &text)])
+        .await;
+    assert_eq!(refused.status, 403);
 
-    // A key that manages keys but does not approve cannot make one that approves.
+    // A key that manages keys but does not approve, and expires in 10 days: it cannot make a
+    // key that approves or outlives it, nor revoke the owner's key.
     let manager = embedded_admin(
         &dir,
         &[
@@ -457,39 +569,67 @@ async fn keys_are_made_shown_once_and_revoked_only_within_the_tenant_and_audited
             "usage:read",
             "--scope",
             "keys:manage",
+            "--expires-in-days",
+            "10",
         ],
     );
     let mut limited = Browser::new(&relay.http);
-    assert_eq!(
-        limited
-            .post("/dashboard/signin", &[("api_key", &manager)])
-            .await
-            .status,
-        303
-    );
+    let signed_in = limited
+        .post("/dashboard/signin", &[("api_key", &manager)])
+        .await;
+    assert_eq!(signed_in.status, 303);
     let page = limited.get("/dashboard/keys").await;
     assert!(
         !page.body.contains(r#"value="approve""#),
         "offered a scope it lacks"
     );
-    let limited_csrf = page.hidden("csrf").expect("csrf");
-    let page = limited
-        .post(
-            "/dashboard/keys",
-            &[
-                ("label", "sneaky"),
-                ("scope", "approve"),
-                ("csrf", &limited_csrf),
-            ],
-        )
-        .await;
+    assert!(
+        !page.body.contains(r#"value="never""#),
+        "offered a key outliving its own"
+    );
+    assert!(
+        page.body.contains("days (when this session"),
+        "{}",
+        page.body
+    );
+    let l_csrf = page.hidden("csrf").expect("csrf");
+    let l_once = page.hidden("once").expect("once");
+    let sneaky = [
+        ("label", "sneaky"),
+        ("scope", "approve"),
+        ("expires_in_days", "5"),
+        ("csrf", l_csrf.as_str()),
+        ("once", l_once.as_str()),
+    ];
+    let page = limited.post("/dashboard/keys", &sneaky).await;
     assert_eq!(page.status, 403, "{}", page.body);
+    let forever = [
+        ("label", "forever"),
+        ("scope", "usage:read"),
+        ("expires_in_days", "never"),
+        ("csrf", l_csrf.as_str()),
+        ("once", l_once.as_str()),
+    ];
+    let page = limited.post("/dashboard/keys", &forever).await;
+    assert_eq!(page.status, 400, "{}", page.body);
+    assert!(page.body.contains("expires no later"), "{}", page.body);
+    let owner_id = key_id("default", "bootstrap");
+    let revoke_owner = [("key_id", owner_id.as_str()), ("csrf", l_csrf.as_str())];
+    let page = limited.post("/dashboard/keys/revoke", &revoke_owner).await;
+    assert_eq!(page.status, 403, "{}", page.body);
+    assert_eq!(
+        token_status(&relay, &owner).await,
+        200,
+        "the owner's key still works"
+    );
+
     // A key without `keys:manage` sees no Keys page.
     let reader = embedded_admin(&dir, &["key", "create", "default", "--label", "reader"]);
     let mut reading = Browser::new(&relay.http);
-    reading
+    let signed_in = reading
         .post("/dashboard/signin", &[("api_key", &reader)])
         .await;
+    assert_eq!(signed_in.status, 303);
     assert!(
         !reading
             .get("/dashboard")
@@ -500,25 +640,15 @@ async fn keys_are_made_shown_once_and_revoked_only_within_the_tenant_and_audited
     assert_eq!(reading.get("/dashboard/keys").await.status, 403);
 
     // Another tenant's key id is unknown here, and stays usable.
-    let page = browser
-        .post(
-            "/dashboard/keys/revoke",
-            &[("key_id", &their_id), ("csrf", &csrf)],
-        )
-        .await;
+    let revoke_theirs = [("key_id", their_id.as_str()), ("csrf", csrf.as_str())];
+    let page = browser.post("/dashboard/keys/revoke", &revoke_theirs).await;
     assert_eq!(page.status, 404);
     assert_eq!(token_status(&relay, &theirs).await, 200);
 
     // Revoking the new key: it stops working at once.
-    let made_id = attribute_after(&listed.body, r#"name="key_id" value=""#)
-        .expect("the newest key's id")
-        .to_owned();
-    let page = browser
-        .post(
-            "/dashboard/keys/revoke",
-            &[("key_id", &made_id), ("csrf", &csrf)],
-        )
-        .await;
+    let made_id = key_id("default", "ci");
+    let revoke_made = [("key_id", made_id.as_str()), ("csrf", csrf.as_str())];
+    let page = browser.post("/dashboard/keys/revoke", &revoke_made).await;
     assert_eq!(page.status, 303);
     assert_eq!(token_status(&relay, &text).await, 401);
     assert!(
@@ -550,28 +680,37 @@ async fn keys_are_made_shown_once_and_revoked_only_within_the_tenant_and_audited
         })
         .collect();
     for action in ["key.create", "key.revoke"] {
-        assert!(
-            events
-                .iter()
-                .any(|(a, actor)| a == action && actor.starts_with("dashboard:key:key-")),
-            "{action} not audited as the dashboard's: {events:?}"
+        let by_dashboard = events
+            .iter()
+            .filter(|(a, actor)| a == action && actor.starts_with("dashboard:key:key-"))
+            .count();
+        assert_eq!(
+            by_dashboard, 1,
+            "{action} once as the dashboard's: {events:?}"
         );
     }
 
-    // Usage as a CSV download, for a signed-in browser only.
+    // Usage as a CSV download, for a signed-in browser only (and acme has usage of its own).
+    let mut acme = TestClient::connect(&relay.http, &relay.ws, &theirs).await;
+    let acme_peer = acme.peer("acme-peer", "dev").await;
+    acme.notify(&acme_peer, "acme-peer", "counted for acme")
+        .await
+        .expect("acme's message");
+    let mut ours = TestClient::connect(&relay.http, &relay.ws, &owner).await;
+    let our_peer = ours.peer("our-peer", "dev").await;
+    ours.notify(&our_peer, "our-peer", "counted for default")
+        .await
+        .expect("our message");
     let csv = browser.get("/dashboard/usage.csv?granularity=hour").await;
     assert_eq!(csv.status, 200, "{}", csv.body);
+    let content_type = csv.headers["content-type"].to_str().unwrap_or_default();
+    assert!(content_type.starts_with("text/csv"), "{content_type}");
+    let disposition = csv.headers["content-disposition"]
+        .to_str()
+        .unwrap_or_default();
     assert!(
-        csv.headers["content-type"]
-            .to_str()
-            .unwrap_or_default()
-            .starts_with("text/csv")
-    );
-    assert!(
-        csv.headers["content-disposition"]
-            .to_str()
-            .unwrap_or_default()
-            .starts_with("attachment; filename=\"repowire-usage-default-"),
+        disposition.starts_with("attachment; filename=\"repowire-usage-default-"),
+        "{disposition}"
     );
     assert!(
         csv.body
@@ -579,6 +718,7 @@ async fn keys_are_made_shown_once_and_revoked_only_within_the_tenant_and_audited
         "{}",
         csv.body
     );
+    assert!(csv.body.contains(",default,"), "{}", csv.body);
     assert!(!csv.body.contains("acme"), "{}", csv.body);
     assert_eq!(
         Browser::new(&relay.http)

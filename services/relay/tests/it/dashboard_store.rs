@@ -1,13 +1,16 @@
 //! The dashboard's links and sessions in storage, on SQLite and on Postgres: a link is used
 //! once and never after its expiry, two takers at once get it once, a session is found until it
-//! expires or ends, and only hashes are stored.
+//! expires or ends, expired rows are forgotten; and the tenant's recent asks. (The store is
+//! given hashes; the dashboard hashes the secrets, session.rs.)
 
 use crate::common;
 
-use common::Db;
+use common::{Db, TestRelay};
+use repowire_protocol::{Ack, Body};
 use repowire_relay::storage::store::{DashboardLink, DashboardSession};
 
 both_backends!(
+    recent_asks_are_the_tenants_newest_first_with_each_recipients_state,
     a_link_works_once_and_not_after_it_expires,
     a_session_is_found_until_it_expires_or_ends,
     old_links_and_sessions_are_forgotten_when_a_link_is_minted,
@@ -159,4 +162,61 @@ async fn count(db: &Db, table: &str) -> i64 {
         }
         Db::Postgres(pool) => sqlx::query_scalar(&sql).fetch_one(pool).await.unwrap(),
     }
+}
+
+async fn recent_asks_are_the_tenants_newest_first_with_each_recipients_state(db: Db) {
+    let relay = TestRelay::start(&db).await;
+    let (tenant, key) = relay.tenant("acme").await;
+    let (_, other_key) = relay.tenant("other").await;
+    let mut c = relay.client(&key).await;
+    let asker = c.peer("asker", "dev").await;
+    let one = c.peer("one", "dev").await;
+    let two = c.peer("two", "dev").await;
+    let first = c.ask(&asker, "one", "first?").await.unwrap();
+    c.delivered_to(&one.peer_id).await;
+    let id = c
+        .send(Body::Ack(Ack {
+            from: one.peer_id.clone(),
+            correlation_id: first.correlation_id.clone().unwrap(),
+            reply: Some("done".into()),
+        }))
+        .await;
+    c.answer(id).await.unwrap();
+    let second = c.ask(&asker, "two", "second?").await.unwrap();
+    let mut o = relay.client(&other_key).await;
+    let theirs = o.peer("theirs", "dev").await;
+    o.ask(&theirs, "theirs", "not yours").await.unwrap();
+
+    let store = relay.state.store.clone();
+    let asks = store.recent_asks(&tenant, None, 10).await.unwrap();
+    let texts: Vec<&str> = asks.iter().map(|a| a.ask.body.as_str()).collect();
+    assert_eq!(
+        texts,
+        ["second?", "first?"],
+        "newest first, this tenant's only"
+    );
+    assert_eq!(asks[1].ask.reply_text.as_deref(), Some("done"));
+    assert!(asks[1].ask.closed_at_ms.is_some());
+    assert_eq!(asks[1].recipients.len(), 1);
+    assert_eq!(asks[1].recipients[0].name.as_deref(), Some("one"));
+    assert_eq!(asks[1].recipients[0].state, "acked");
+    assert_eq!(asks[0].recipients[0].peer_id, two.peer_id.as_str());
+    assert!(
+        matches!(
+            asks[0].recipients[0].state.as_str(),
+            "accepted" | "delivered"
+        ),
+        "{:?}",
+        asks[0].recipients
+    );
+    assert_eq!(
+        asks[0].ask.correlation_id,
+        second.correlation_id.map(|c| c.to_string())
+    );
+    // A page before the newest: the older one only; a limit of one: the newest only.
+    let before = asks[0].ask.created_at_ms;
+    let older = store.recent_asks(&tenant, Some(before), 10).await.unwrap();
+    assert!(older.iter().all(|a| a.ask.created_at_ms < before));
+    assert_eq!(store.recent_asks(&tenant, None, 1).await.unwrap().len(), 1);
+    relay.stop().await;
 }

@@ -1,7 +1,12 @@
 //! The Keys page, for sessions whose key holds `keys:manage`: the tenant's API keys (never
-//! their text), a form that makes one (label, expiry, scopes — at most the session's own) and
-//! shows its text once, and a revoke button per key. Every write is audited as the
-//! dashboard's, naming the session's key.
+//! their text), a form that makes one and shows its text once, and a revoke button per key.
+//! Every write is audited as the dashboard's, naming the session's key.
+//!
+//! A session never hands out more than it holds: a key it makes has at most its scopes and
+//! expires no later than its own key; it revokes only keys that may do no more than it (and
+//! its own). Each render of the form carries a fresh idempotency key, so a form sent twice (a
+//! reload of the answer) makes one key and shows the same text again, as the admin API's
+//! `Idempotency-Key` does.
 
 use askama::Template;
 use axum::extract::{Form, State};
@@ -16,7 +21,7 @@ use crate::state::AppState;
 use crate::storage::store::ApiKeyRecord;
 use crate::tenancy::admin::audit::{self, AdminCtx};
 use crate::tenancy::admin::keys as admin_keys;
-use crate::tenancy::apikey::{self, KeyMode};
+use crate::tenancy::apikey;
 use crate::tenancy::usage::calendar;
 
 /// One key as the table shows it.
@@ -43,14 +48,69 @@ pub struct ScopeChoice {
     checked: bool,
 }
 
+/// An expiry choice of the create form.
+#[derive(Debug)]
+pub struct ExpiryChoice {
+    value: String,
+    label: String,
+    selected: bool,
+}
+
 #[derive(Template)]
 #[template(path = "dashboard/keys.html")]
 struct KeysPage {
     chrome: Chrome,
     keys: Vec<KeyRow>,
     scopes: Vec<ScopeChoice>,
+    expiries: Vec<ExpiryChoice>,
+    /// The idempotency key of this render's create form.
+    once: String,
     created: Option<Created>,
     problem: Option<String>,
+}
+
+/// The lifetimes offered, in days (`None`: never), those the session's key allows.
+fn expiries(signed: &TenantSession, now: i64) -> Vec<ExpiryChoice> {
+    let mut out: Vec<ExpiryChoice> = [
+        (Some(30), "in 30 days"),
+        (Some(90), "in 90 days"),
+        (Some(365), "in a year"),
+        (None, "never"),
+    ]
+    .into_iter()
+    .filter(|(days, _)| within_session_key(signed, now, *days).is_ok())
+    .map(|(days, label)| ExpiryChoice {
+        value: days.map_or_else(|| "never".to_owned(), |d| d.to_string()),
+        label: label.to_owned(),
+        selected: days == Some(90),
+    })
+    .collect();
+    if let Some(until) = signed.key_expires_at_ms {
+        let days = (until - now) / 86_400_000;
+        if days >= 1 && !out.iter().any(|e| e.value == days.to_string()) {
+            out.push(ExpiryChoice {
+                value: days.to_string(),
+                label: format!("in {days} days (when this session's key expires)"),
+                selected: out.is_empty(),
+            });
+        }
+    }
+    out
+}
+
+/// Refuses a lifetime that outlives the session's own key.
+fn within_session_key(signed: &TenantSession, now: i64, days: Option<u32>) -> Result<(), String> {
+    let Some(until) = signed.key_expires_at_ms else {
+        return Ok(());
+    };
+    let ends = days.map(|d| now + i64::from(d) * 86_400_000);
+    match ends {
+        Some(ends) if ends <= until => Ok(()),
+        _ => Err(format!(
+            "this session's key expires on {}: a key it makes expires no later",
+            day(until)
+        )),
+    }
 }
 
 /// A key just made: its text, shown this once.
@@ -144,6 +204,8 @@ async fn page_of(
         chrome: signed.chrome("keys"),
         keys,
         scopes,
+        expiries: expiries(signed, now),
+        once: session::new_secret(),
         created,
         problem,
     });
@@ -198,31 +260,25 @@ pub async fn create(
     session::same_origin(&headers)?;
     let signed = manager(&state, &headers).await?;
     signed.check_csrf(form.one("csrf").unwrap_or_default())?;
+    let refuse = |why: String| page_of(&state, &signed, None, Some(why));
     let label = form.one("label").unwrap_or_default().trim().to_owned();
     let days = match form.one("expires_in_days").unwrap_or_default().trim() {
         "" | "never" => None,
         d => match d.parse::<u32>() {
             Ok(d) => Some(d),
-            Err(_) => {
-                return page_of(
-                    &state,
-                    &signed,
-                    None,
-                    Some(format!("`{d}` is not a number of days")),
-                )
-                .await;
-            }
+            Err(_) => return refuse(format!("`{d}` is not a number of days")).await,
         },
     };
+    if let Err(why) = within_session_key(&signed, now_ms(), days) {
+        return refuse(why).await;
+    }
+    let once = form.one("once").unwrap_or_default().to_owned();
+    if once.is_empty() {
+        return refuse("the form is incomplete: reload the page".into()).await;
+    }
     let scopes = form.all("scope");
     if scopes.is_empty() {
-        return page_of(
-            &state,
-            &signed,
-            None,
-            Some("choose at least one scope".into()),
-        )
-        .await;
+        return refuse("choose at least one scope".into()).await;
     }
     // No key gets more than the session that makes it.
     if let Some(beyond) = scopes.iter().find(|s| !signed.may(s)) {
@@ -231,43 +287,51 @@ pub async fn create(
             format!("this session cannot give a key the scope `{beyond}`, which it does not hold"),
         ));
     }
-    let minted = match admin_keys::create_key(
+    let request = admin_keys::KeyRequestBody {
+        label,
+        test: false,
+        expires_in_days: days,
+        expires_at_ms: None,
+        scopes: Some(scopes),
+    };
+    let window_ms =
+        i64::try_from(state.config.key_replay_window_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
+    let created = match admin_keys::create_key_once(
         state.store.as_ref(),
+        &state.tokens,
         signed.tenant_id(),
-        KeyMode::Live,
-        &label,
-        days,
-        Some(&scopes),
+        &request,
+        &format!("dashboard:{once}"),
+        window_ms,
     )
     .await
     {
-        Ok(minted) => minted,
-        Err(crate::tenancy::admin::AdminError::Invalid(why)) => {
-            return page_of(&state, &signed, None, Some(why)).await;
-        }
+        Ok(created) => created,
+        Err(crate::tenancy::admin::AdminError::Invalid(why)) => return refuse(why).await,
         Err(e) => return Err(crate::error::AppError::from(e).into()),
     };
-    audit::record(
-        state.store.as_ref(),
-        &dashboard_ctx(&signed),
-        "key.create",
-        &minted.record.id,
-        Some(signed.tenant_id()),
-        None::<&()>,
-        Some(&minted.record),
-    )
-    .await;
-    tracing::info!(tenant = %signed.tenant_id(), key = %minted.record.id, "key created in the dashboard");
-    page_of(
-        &state,
-        &signed,
-        Some(Created {
-            text: minted.text,
-            label: minted.record.label,
-        }),
-        None,
-    )
-    .await
+    if !created.replayed {
+        audit::record(
+            state.store.as_ref(),
+            &dashboard_ctx(&signed),
+            "key.create",
+            &created.key.id,
+            Some(signed.tenant_id()),
+            None::<&()>,
+            Some(&created.key),
+        )
+        .await;
+        tracing::info!(tenant = %signed.tenant_id(), key = %created.key.id, "key created in the dashboard");
+    }
+    let problem = created.api_key.is_none().then(|| {
+        "this form was sent before, and its key's text is shown only for a while after: make another key"
+            .to_owned()
+    });
+    let shown = created.api_key.map(|text| Created {
+        text,
+        label: created.key.label.clone(),
+    });
+    page_of(&state, &signed, shown, problem).await
 }
 
 /// `POST /dashboard/keys/revoke` form.
@@ -295,6 +359,17 @@ pub async fn revoke(
         .await?
         .filter(|k| k.tenant_id == signed.tenant_id())
         .ok_or_else(|| PageError::Shown(StatusCode::NOT_FOUND, "no such key".into()))?;
+    // A session revokes its own key, or a key that may do no more than it: a key without
+    // `approve` cannot lock out the owner's.
+    let own = signed.session.key_id.as_deref() == Some(before.id.as_str());
+    if let Some(beyond) = before.scopes.split(' ').find(|s| !signed.may(s))
+        && !own
+    {
+        return Err(PageError::Shown(
+            StatusCode::FORBIDDEN,
+            format!("this session cannot revoke a key that may do more than it (`{beyond}`)"),
+        ));
+    }
     if before.revoked_at_ms.is_none() {
         admin_keys::revoke_key(state.store.as_ref(), Some(&state.hub), &before.id)
             .await

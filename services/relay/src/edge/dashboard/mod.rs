@@ -6,10 +6,12 @@
 //! - [`signin`]: one-time sign-in links (`POST /v1/dashboard/links`, what `repowire dashboard`
 //!   calls), sign-in with a link or an API key, logout.
 //! - [`overview`]: peers by circle and this month's usage against the plan.
+//! - [`asks`]: the tenant's recent asks with their states and each recipient's, filtered.
 //! - [`keys`]: the tenant's API keys: list, make (text shown once), revoke (`keys:manage`).
 //! - [`usage`]: the month's usage as a CSV download.
 //! - [`page`]: the shared layout data, page errors, and the response headers every page gets.
 
+pub mod asks;
 pub mod keys;
 pub mod overview;
 pub mod page;
@@ -37,6 +39,7 @@ pub fn router() -> Router<AppState> {
         .route("/dashboard/", get(overview::page))
         .route("/dashboard/signin", get(signin::page).post(signin::submit))
         .route("/dashboard/logout", post(signin::logout))
+        .route("/dashboard/asks", get(asks::page))
         .route("/dashboard/keys", get(keys::page).post(keys::create))
         .route("/dashboard/keys/revoke", post(keys::revoke))
         .route("/dashboard/usage.csv", get(usage::csv))

@@ -63,6 +63,17 @@ pub fn cookie(headers: &HeaderMap) -> Option<&str> {
 /// the third wall; for sign-in (no session yet) it keeps another site from signing a browser in
 /// to the other site's tenant.
 pub fn same_origin(headers: &HeaderMap) -> Result<(), PageError> {
+    // A browser that says the request comes from another site (Fetch Metadata) is believed,
+    // whatever `Origin` says or leaves out.
+    if headers
+        .get("sec-fetch-site")
+        .is_some_and(|v| v.as_bytes() == b"cross-site")
+    {
+        return Err(PageError::Shown(
+            StatusCode::FORBIDDEN,
+            "this form was sent from another site's page".into(),
+        ));
+    }
     let Some(origin) = headers.get(header::ORIGIN) else {
         return Ok(());
     };
@@ -101,6 +112,8 @@ pub struct TenantSession {
     pub scopes: Vec<String>,
     /// The key's label, for the header.
     pub key_label: String,
+    /// When the session's key expires (ms), if it does: no key it makes outlives it.
+    pub key_expires_at_ms: Option<i64>,
 }
 
 impl TenantSession {
@@ -173,6 +186,7 @@ pub async fn current(
     };
     let mut scopes: Vec<String> = session.scopes.split(' ').map(str::to_owned).collect();
     let mut key_label = String::new();
+    let mut key_expires_at_ms = None;
     if let Some(key_id) = &session.key_id {
         let key = state.store.get_api_key(key_id).await?;
         let Some(key) = key.filter(|k| k.tenant_id == tenant_id && k.usable_at(now)) else {
@@ -188,6 +202,7 @@ pub async fn current(
         }
         scopes.retain(|s| key.has(s));
         key_label = key.label;
+        key_expires_at_ms = key.expires_at_ms;
     }
     let Some(tenant) = state.store.find_tenant(TenantKey::Id(&tenant_id)).await? else {
         return Ok(None);
@@ -200,6 +215,7 @@ pub async fn current(
         tenant,
         scopes,
         key_label,
+        key_expires_at_ms,
     }))
 }
 
@@ -245,6 +261,13 @@ mod tests {
             let theirs = headers(&[("host", "relay.example"), ("origin", origin)]);
             assert!(same_origin(&theirs).is_err(), "{origin} was taken");
         }
+        let fetched = headers(&[("host", "relay.example"), ("sec-fetch-site", "cross-site")]);
+        assert!(
+            same_origin(&fetched).is_err(),
+            "a cross-site fetch without Origin was taken"
+        );
+        let own = headers(&[("host", "relay.example"), ("sec-fetch-site", "same-origin")]);
+        assert!(same_origin(&own).is_ok());
     }
 
     #[test]

@@ -21,13 +21,13 @@ use repowire_protocol::http::DashboardLinkResponse;
 use serde::Deserialize;
 
 use super::page::{Chrome, PageError, render};
-use super::session::{self, TenantSession};
+use super::session;
 use crate::edge::api::usable_key;
 use crate::edge::httplimit::{ClientAddr, source};
 use crate::error::AppError;
 use crate::ids::now_ms;
 use crate::state::AppState;
-use crate::storage::store::{ApiKeyRecord, DashboardLink, DashboardSession};
+use crate::storage::store::{ApiKeyRecord, DashboardLink, DashboardSession, TenantKey};
 use crate::tenancy::apikey;
 use crate::tenancy::token::bearer;
 
@@ -72,6 +72,14 @@ async fn dashboard_key(
     Ok(key)
 }
 
+/// Records that a key was used (the Keys page and the admin API show it). A failure here does
+/// not refuse a valid key.
+async fn record_use(state: &AppState, key_id: &str, now: i64) {
+    if let Err(error) = state.store.key_used(key_id, now).await {
+        tracing::warn!(%error, key = %key_id, "could not record the key's last use");
+    }
+}
+
 /// `POST /v1/dashboard/links`.
 pub async fn mint_link(
     State(state): State<AppState>,
@@ -98,6 +106,7 @@ pub async fn mint_link(
         expires_at_ms: now + LINK_TTL_MS,
     };
     state.store.create_dashboard_link(&link).await?;
+    record_use(&state, &key.id, now).await;
     tracing::info!(tenant = %key.tenant_id, key = %key.id, "dashboard sign-in link minted");
     Ok(Json(DashboardLinkResponse {
         path: format!("/dashboard/signin?link={token}"),
@@ -105,22 +114,29 @@ pub async fn mint_link(
     }))
 }
 
+/// What a usable link signs in to, shown before the click.
+#[derive(Debug)]
+pub struct LinkFor {
+    /// The link's token (posted by the click).
+    token: String,
+    /// The tenant's name.
+    tenant: String,
+    /// The key's label.
+    key_label: String,
+}
+
 #[derive(Template)]
 #[template(path = "dashboard/signin.html")]
 struct SignInPage {
     chrome: Chrome,
-    link_token: Option<String>,
+    link: Option<LinkFor>,
     problem: Option<String>,
 }
 
-fn signin_page(
-    status: StatusCode,
-    link_token: Option<String>,
-    problem: Option<String>,
-) -> Response {
+fn signin_page(status: StatusCode, link: Option<LinkFor>, problem: Option<String>) -> Response {
     let mut response = render(&SignInPage {
         chrome: Chrome::anonymous(),
-        link_token,
+        link,
         problem,
     });
     *response.status_mut() = status;
@@ -140,12 +156,50 @@ pub async fn page(
     headers: HeaderMap,
     Query(query): Query<SignInQuery>,
 ) -> Result<Response, PageError> {
-    let link = query.link.filter(|l| is_token(l));
-    if link.is_none() && session::current(&state, &headers).await?.is_some() {
-        return Ok(Redirect::to("/dashboard").into_response());
-    }
-    Ok(signin_page(StatusCode::OK, link, None))
+    // A session that cannot be used (its tenant suspended) is no reason to refuse the page: a
+    // browser may sign in with another key.
+    let signed_in = matches!(session::current(&state, &headers).await, Ok(Some(_)));
+    let Some(token) = query.link else {
+        if signed_in {
+            return Ok(Redirect::to("/dashboard").into_response());
+        }
+        return Ok(signin_page(StatusCode::OK, None, None));
+    };
+    // Say what the link signs in to before it is used: a link someone else sent would sign in
+    // to their tenant.
+    let usable = if is_token(&token) {
+        state
+            .store
+            .peek_dashboard_link(&session::hash(&token), now_ms())
+            .await?
+    } else {
+        None
+    };
+    let found = match usable {
+        Some(l) => {
+            let tenant = state.store.find_tenant(TenantKey::Id(&l.tenant_id)).await?;
+            let key = state
+                .store
+                .get_api_key(&l.key_id)
+                .await?
+                .filter(|k| k.usable_at(now_ms()) && !k.tenant_suspended);
+            tenant.zip(key).map(|(t, k)| LinkFor {
+                token,
+                tenant: t.display_name.unwrap_or(t.name),
+                key_label: k.label,
+            })
+        }
+        None => None,
+    };
+    Ok(match found {
+        Some(link) => signin_page(StatusCode::OK, Some(link), None),
+        None => signin_page(StatusCode::GONE, None, Some(DEAD_LINK.into())),
+    })
 }
+
+/// What a used or expired link gets.
+const DEAD_LINK: &str = "This sign-in link was used already or has expired (a link works once, \
+                         for two minutes): run `repowire dashboard` again.";
 
 /// A token this relay could have made (64 hex digits); anything else is not looked up.
 fn is_token(text: &str) -> bool {
@@ -182,17 +236,7 @@ pub async fn submit(
             } else {
                 None
             };
-            let refused = || {
-                signin_page(
-                    StatusCode::UNAUTHORIZED,
-                    None,
-                    Some(
-                        "This sign-in link was used already or has expired (a link works once, \
-                         for two minutes): run `repowire dashboard` again."
-                            .into(),
-                    ),
-                )
-            };
+            let refused = || signin_page(StatusCode::UNAUTHORIZED, None, Some(DEAD_LINK.into()));
             let Some(taken) = taken else {
                 return Ok(refused());
             };
@@ -222,6 +266,14 @@ pub async fn submit(
             ));
         }
     };
+    // The browser's previous session, if it had one, ends: one cookie, one session.
+    if let Some(previous) = session::cookie(&headers) {
+        state
+            .store
+            .end_dashboard_session(&session::hash(previous), now)
+            .await?;
+    }
+    record_use(&state, &key.id, now).await;
     let secret = session::new_secret();
     let lifetime = state.config.dashboard_session_secs;
     let stored = DashboardSession {
@@ -260,14 +312,26 @@ pub async fn logout(
     Form(form): Form<LogoutForm>,
 ) -> Result<Response, PageError> {
     session::same_origin(&headers)?;
-    let signed: Option<TenantSession> = session::current(&state, &headers).await?;
-    if let Some(signed) = &signed {
-        signed.check_csrf(&form.csrf)?;
-        state
-            .store
-            .end_dashboard_session(&signed.session.id_hash, now_ms())
-            .await?;
-        tracing::info!(tenant = %signed.tenant_id(), "dashboard session ended");
+    match session::current(&state, &headers).await {
+        Ok(Some(signed)) => {
+            signed.check_csrf(&form.csrf)?;
+            state
+                .store
+                .end_dashboard_session(&signed.session.id_hash, now_ms())
+                .await?;
+            tracing::info!(tenant = %signed.tenant_id(), "dashboard session ended");
+        }
+        // A session that cannot be used (its tenant suspended) still ends here: its page
+        // could not show a form, so there is no token to check, and ending it harms nobody.
+        Err(_) => {
+            if let Some(secret) = session::cookie(&headers) {
+                state
+                    .store
+                    .end_dashboard_session(&session::hash(secret), now_ms())
+                    .await?;
+            }
+        }
+        Ok(None) => {}
     }
     let mut response = Redirect::to("/dashboard/signin").into_response();
     response

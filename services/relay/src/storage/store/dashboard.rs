@@ -43,7 +43,54 @@ pub struct DashboardSession {
     pub expires_at_ms: i64,
 }
 
-/// Dashboard sign-in links and sessions.
+/// An ask as the dashboard lists it.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct ListedAsk {
+    /// Message id.
+    pub message_id: String,
+    /// Its correlation id (`ask-…`).
+    pub correlation_id: Option<String>,
+    /// The asker's name then.
+    pub from_name: String,
+    /// The asker's circle then.
+    pub from_circle: String,
+    /// The question's text.
+    pub body: String,
+    /// Sent (ms).
+    pub created_at_ms: i64,
+    /// Closed (ms): by a reply, or by its question's timeout.
+    pub closed_at_ms: Option<i64>,
+    /// What closed it: the reply's message id, or `timeout`.
+    pub closed_by: Option<String>,
+    /// The reply's text, if a reply closed it.
+    pub reply_text: Option<String>,
+}
+
+/// One recipient of a listed ask.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct AskRecipient {
+    /// The ask.
+    pub message_id: String,
+    /// The recipient.
+    pub peer_id: String,
+    /// Its name now (none if it was forgotten).
+    pub name: Option<String>,
+    /// Its entry's effective state (wire spelling: `delivered` once its cursor passed it).
+    pub state: String,
+    /// Why it failed, if it did.
+    pub reason: Option<String>,
+}
+
+/// An ask and its recipients.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AskOverview {
+    /// The ask.
+    pub ask: ListedAsk,
+    /// Its recipients, by peer id.
+    pub recipients: Vec<AskRecipient>,
+}
+
+/// Dashboard sign-in links and sessions, and the dashboard's reads.
 #[async_trait]
 pub trait DashboardStore: Send + Sync {
     /// Stores a new link, and forgets links and sessions that expired a day before `link`
@@ -56,7 +103,14 @@ pub trait DashboardStore: Send + Sync {
         token_hash: &str,
         now_ms: i64,
     ) -> Result<Option<DashboardLink>>;
-    /// Stores a new session.
+    /// A link that could be used at `now_ms` (unused, not expired), without using it: what the
+    /// sign-in page says before the click.
+    async fn peek_dashboard_link(
+        &self,
+        token_hash: &str,
+        now_ms: i64,
+    ) -> Result<Option<DashboardLink>>;
+    /// Stores a new session, and forgets sessions that expired a day before it was opened.
     async fn create_dashboard_session(&self, session: &DashboardSession) -> Result<()>;
     /// A session that has not ended or expired at `now_ms`.
     async fn find_dashboard_session(
@@ -66,4 +120,12 @@ pub trait DashboardStore: Send + Sync {
     ) -> Result<Option<DashboardSession>>;
     /// Ends a session (logout); true if it was open.
     async fn end_dashboard_session(&self, id_hash: &str, now_ms: i64) -> Result<bool>;
+    /// The tenant's asks sent before `before_ms` (all when `None`), newest first, at most
+    /// `limit`, each with its recipients' states.
+    async fn recent_asks(
+        &self,
+        tenant_id: &str,
+        before_ms: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<AskOverview>>;
 }

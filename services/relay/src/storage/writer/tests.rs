@@ -410,6 +410,13 @@ impl crate::storage::store::DashboardStore for PoisonStore {
     ) -> crate::storage::store::Result<Option<crate::storage::store::DashboardLink>> {
         unused()
     }
+    async fn peek_dashboard_link(
+        &self,
+        _: &str,
+        _: i64,
+    ) -> crate::storage::store::Result<Option<crate::storage::store::DashboardLink>> {
+        unused()
+    }
     async fn create_dashboard_session(
         &self,
         _: &crate::storage::store::DashboardSession,
@@ -424,6 +431,14 @@ impl crate::storage::store::DashboardStore for PoisonStore {
         unused()
     }
     async fn end_dashboard_session(&self, _: &str, _: i64) -> crate::storage::store::Result<bool> {
+        unused()
+    }
+    async fn recent_asks(
+        &self,
+        _: &str,
+        _: Option<i64>,
+        _: i64,
+    ) -> crate::storage::store::Result<Vec<crate::storage::store::AskOverview>> {
         unused()
     }
 }

@@ -52,7 +52,27 @@ impl DashboardStore for This {
         .await?)
     }
 
+    async fn peek_dashboard_link(
+        &self,
+        token_hash: &str,
+        now_ms: i64,
+    ) -> Result<Option<DashboardLink>> {
+        Ok(sqlx::query_as(
+            "SELECT token_hash, tenant_id, key_id, created_at_ms, expires_at_ms FROM dashboard_links \
+             WHERE token_hash = $1 AND used_at_ms IS NULL AND expires_at_ms > $2",
+        )
+        .bind(token_hash)
+        .bind(now_ms)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
     async fn create_dashboard_session(&self, s: &DashboardSession) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("DELETE FROM dashboard_sessions WHERE expires_at_ms < $1")
+            .bind(s.created_at_ms.saturating_sub(KEEP_EXPIRED_MS))
+            .execute(&mut *tx)
+            .await?;
         sqlx::query(&format!(
             "INSERT INTO dashboard_sessions ({SESSION_COLS}) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
@@ -66,8 +86,9 @@ impl DashboardStore for This {
         .bind(&s.csrf)
         .bind(s.created_at_ms)
         .bind(s.expires_at_ms)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -84,6 +105,56 @@ impl DashboardStore for This {
         .bind(now_ms)
         .fetch_optional(&self.pool)
         .await?)
+    }
+
+    async fn recent_asks(
+        &self,
+        tenant_id: &str,
+        before_ms: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<AskOverview>> {
+        let asks: Vec<crate::storage::store::ListedAsk> = sqlx::query_as(
+            "SELECT message_id, correlation_id, from_name, from_circle, body, created_at_ms, \
+             closed_at_ms, closed_by, reply_text FROM messages \
+             WHERE tenant_id = $1 AND kind = 'ask' AND created_at_ms < $2 \
+             ORDER BY created_at_ms DESC, message_id DESC LIMIT $3",
+        )
+        .bind(tenant_id)
+        .bind(before_ms.unwrap_or(i64::MAX))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        if asks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders: Vec<String> = (0..asks.len()).map(|i| format!("${}", i + 2)).collect();
+        let sql = format!(
+            "SELECT i.message_id, i.peer_id, pe.name, \
+             CASE WHEN i.state = 'accepted' AND i.seq <= c.delivered_seq THEN 'delivered' ELSE i.state END AS state, \
+             i.reason FROM inbox i \
+             JOIN peer_cursors c ON c.tenant_id = i.tenant_id AND c.peer_id = i.peer_id \
+             LEFT JOIN peers pe ON pe.tenant_id = i.tenant_id AND pe.peer_id = i.peer_id \
+             WHERE i.tenant_id = $1 AND i.message_id IN ({}) ORDER BY i.message_id, i.peer_id",
+            placeholders.join(", ")
+        );
+        let mut query = sqlx::query_as::<_, AskRecipient>(&sql).bind(tenant_id);
+        for ask in &asks {
+            query = query.bind(&ask.message_id);
+        }
+        let mut recipients = query.fetch_all(&self.pool).await?;
+        Ok(asks
+            .into_iter()
+            .map(|ask| {
+                let (mine, rest): (Vec<_>, Vec<_>) = recipients
+                    .drain(..)
+                    .partition(|r| r.message_id == ask.message_id);
+                recipients = rest;
+                AskOverview {
+                    ask,
+                    recipients: mine,
+                }
+            })
+            .collect())
     }
 
     async fn end_dashboard_session(&self, id_hash: &str, now_ms: i64) -> Result<bool> {

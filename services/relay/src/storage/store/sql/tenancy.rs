@@ -245,6 +245,8 @@ impl This {
         let mut tx = self.pool.begin().await?;
         // Children first: some dialects keep foreign keys to tenants and peers.
         for table in [
+            "dashboard_sessions",
+            "dashboard_links",
             "work_session_runtimes",
             "work_sessions",
             "inbox",
