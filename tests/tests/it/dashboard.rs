@@ -730,3 +730,54 @@ async fn keys_are_made_shown_once_and_revoked_only_within_the_tenant_and_audited
     let bad = browser.get("/dashboard/usage.csv?granularity=week").await;
     assert_eq!(bad.status, 400);
 }
+
+/// Guessing links costs the guesser: unknown links count as failed sign-ins of their source
+/// (`429` past the budget, for a real link too). A signed-in browser's requests are bounded
+/// like a credential's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guessed_links_and_a_flood_of_page_requests_are_refused() {
+    let data = tempfile::tempdir().expect("data");
+    let dir = data.path().to_str().expect("utf8").to_owned();
+    let relay = RelayProcess::start(
+        &repowire_e2e::process::relay_bin(),
+        &["--data-dir", &dir],
+        &[
+            ("REPOWIRE_FAILED_AUTH_PER_MINUTE", "1"),
+            ("REPOWIRE_FAILED_AUTH_BURST", "2"),
+            ("REPOWIRE_HTTP_REQUESTS_PER_MINUTE", "1"),
+            ("REPOWIRE_HTTP_BURST", "6"),
+        ],
+    )
+    .await;
+    let key = relay.first_key.clone().expect("bootstrap key");
+
+    // Signed in (the key's check spends one of its credential's requests), then pages until
+    // the session's budget is spent.
+    let mut reader = Browser::new(&relay.http);
+    assert_eq!(
+        reader
+            .post("/dashboard/signin", &[("api_key", &key)])
+            .await
+            .status,
+        303
+    );
+    let statuses: Vec<u16> = {
+        let mut s = Vec::new();
+        for _ in 0..8 {
+            s.push(reader.get("/dashboard").await.status);
+        }
+        s
+    };
+    assert_eq!(statuses[0], 200, "{statuses:?}");
+    assert_eq!(statuses.last(), Some(&429), "{statuses:?}");
+
+    // Another source budget: links. Two unknown ones are taken as failures, the third refused.
+    let real = link(&relay, &key).await;
+    let mut guesser = Browser::new(&relay.http);
+    let guess = format!("/dashboard/signin?link={}", "ab".repeat(32));
+    assert_eq!(guesser.get(&guess).await.status, 410);
+    assert_eq!(guesser.get(&guess).await.status, 410);
+    assert_eq!(guesser.get(&guess).await.status, 429);
+    // The same source is refused even with a real link now (its budget is spent).
+    assert_eq!(guesser.get(&real).await.status, 429);
+}

@@ -174,6 +174,9 @@ pub async fn current(
     };
     let now = now_ms();
     let id_hash = hash(secret);
+    // A signed-in browser's requests are bounded like a credential's (`--http-requests-per-minute`):
+    // every page reads the store.
+    state.http_limit.check(&id_hash)?;
     let Some(session) = state.store.find_dashboard_session(&id_hash, now).await? else {
         return Ok(None);
     };

@@ -45,25 +45,46 @@ fn lacks_usage_read() -> AppError {
     )
 }
 
-/// A key's text checked for dashboard use, counting a refusal against its source address.
-async fn dashboard_key(
+/// The request's source address (the client, or what a trusted proxy says it is).
+fn source_of(
     state: &AppState,
     client: Option<Extension<ClientAddr>>,
     headers: &HeaderMap,
+) -> Option<std::net::IpAddr> {
+    client.map(|Extension(ClientAddr(addr))| {
+        source(addr.ip(), headers, &state.config.trusted_proxies)
+    })
+}
+
+/// Refuses a source past its budget of failed sign-ins (as `POST /v1/token` does).
+fn source_allowed(state: &AppState, source: Option<std::net::IpAddr>) -> Result<(), AppError> {
+    match source {
+        Some(ip) => state.failed_auth.check(ip),
+        None => Ok(()),
+    }
+}
+
+/// Counts a failed sign-in (a wrong key, an unknown link) against its source.
+fn source_failed(state: &AppState, source: Option<std::net::IpAddr>) -> Result<(), AppError> {
+    match source {
+        Some(ip) => state.failed_auth.failed(ip),
+        None => Ok(()),
+    }
+}
+
+/// A key's text checked for dashboard use, counting a refusal against its source address.
+async fn dashboard_key(
+    state: &AppState,
+    source: Option<std::net::IpAddr>,
     text: &str,
     now: i64,
 ) -> Result<ApiKeyRecord, AppError> {
-    let source = client.map(|Extension(ClientAddr(addr))| {
-        source(addr.ip(), headers, &state.config.trusted_proxies)
-    });
-    if let Some(ip) = source {
-        state.failed_auth.check(ip)?;
-    }
+    source_allowed(state, source)?;
     let key = usable_key(state, text, now).await;
-    if let (Err(e), Some(ip)) = (&key, source)
+    if let Err(e) = &key
         && e.status == StatusCode::UNAUTHORIZED
     {
-        state.failed_auth.failed(ip)?;
+        source_failed(state, source)?;
     }
     let key = key?;
     if !key.has(apikey::USAGE_READ) {
@@ -96,7 +117,7 @@ pub async fn mint_link(
         })?
         .to_owned();
     let now = now_ms();
-    let key = dashboard_key(&state, client, &headers, &text, now).await?;
+    let key = dashboard_key(&state, source_of(&state, client, &headers), &text, now).await?;
     let token = session::new_secret();
     let link = DashboardLink {
         token_hash: session::hash(&token),
@@ -153,6 +174,7 @@ pub struct SignInQuery {
 /// `GET /dashboard/signin`.
 pub async fn page(
     State(state): State<AppState>,
+    client: Option<Extension<ClientAddr>>,
     headers: HeaderMap,
     Query(query): Query<SignInQuery>,
 ) -> Result<Response, PageError> {
@@ -167,6 +189,9 @@ pub async fn page(
     };
     // Say what the link signs in to before it is used: a link someone else sent would sign in
     // to their tenant.
+    // Unknown links count as failed sign-ins of their source: nobody guesses links for free.
+    let source = source_of(&state, client, &headers);
+    source_allowed(&state, source)?;
     let usable = if is_token(&token) {
         state
             .store
@@ -175,6 +200,9 @@ pub async fn page(
     } else {
         None
     };
+    if usable.is_none() {
+        source_failed(&state, source)?;
+    }
     let found = match usable {
         Some(l) => {
             let tenant = state.store.find_tenant(TenantKey::Id(&l.tenant_id)).await?;
@@ -226,8 +254,10 @@ pub async fn submit(
 ) -> Result<Response, PageError> {
     session::same_origin(&headers)?;
     let now = now_ms();
+    let source = source_of(&state, client, &headers);
     let key = match (form.link.filter(|l| !l.is_empty()), form.api_key) {
         (Some(link), _) => {
+            source_allowed(&state, source)?;
             let taken = if is_token(&link) {
                 state
                     .store
@@ -238,6 +268,7 @@ pub async fn submit(
             };
             let refused = || signin_page(StatusCode::UNAUTHORIZED, None, Some(DEAD_LINK.into()));
             let Some(taken) = taken else {
+                source_failed(&state, source)?;
                 return Ok(refused());
             };
             match state.store.get_api_key(&taken.key_id).await? {
@@ -252,8 +283,7 @@ pub async fn submit(
                 _ => return Ok(refused()),
             }
         }
-        (None, Some(text)) => match dashboard_key(&state, client, &headers, text.trim(), now).await
-        {
+        (None, Some(text)) => match dashboard_key(&state, source, text.trim(), now).await {
             Ok(key) => key,
             Err(e) if e.status == StatusCode::TOO_MANY_REQUESTS => return Err(e.into()),
             Err(e) => return Ok(signin_page(e.status, None, Some(e.message))),
