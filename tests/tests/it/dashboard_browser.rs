@@ -48,7 +48,19 @@ async fn the_dashboard_works_in_chromium_with_the_keyboard_on_a_phone_and_withou
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     };
     admin(&["tenant", "create", "web", "--plan", "free"]);
-    let key = admin(&["key", "create", "web", "--label", "browser"]);
+    let key = admin(&[
+        "key",
+        "create",
+        "web",
+        "--label",
+        "browser",
+        "--scope",
+        "connect",
+        "--scope",
+        "usage:read",
+        "--scope",
+        "keys:manage",
+    ]);
     let mut agent = TestClient::connect(&relay.http, &relay.ws, &key).await;
     let builder = agent.peer("builder", "dev").await;
     let id = agent
@@ -93,13 +105,14 @@ async fn the_dashboard_works_in_chromium_with_the_keyboard_on_a_phone_and_withou
     let report: serde_json::Value = serde_json::from_str(said.trim()).expect("the report");
     assert_eq!(report["ok"], true);
     assert!(
-        report["checked"].as_array().is_some_and(|c| c.len() >= 9),
+        report["checked"].as_array().is_some_and(|c| c.len() >= 11),
         "{report}"
     );
     for shot in [
         "overview-1280x800-light.png",
         "overview-1280x800-dark.png",
         "overview-390x844-nojs.png",
+        "keys-1280x800.png",
     ] {
         assert!(shots.join(shot).is_file(), "no {shot}");
     }
