@@ -300,3 +300,39 @@ async fn guessed_links_and_a_flood_of_page_requests_are_refused() {
     // The same source is refused even with a real link now (its budget is spent).
     assert_eq!(guesser.get(&real).await.status, 429);
 }
+
+/// On a laptop with no shared relay, the daemon's own embedded relay serves the dashboard:
+/// `repowire dashboard` gives a link to it, which signs in to the machine's `default` tenant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repowire_dashboard_opens_the_laptops_own_relay() {
+    let home = repowire_e2e::agents::Home::new(None);
+    home.install_and_start();
+    let out = home.in_terminal(&["dashboard", "--json"]);
+    let said = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+    assert!(
+        out.status.success(),
+        "{said} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let link: serde_json::Value = serde_json::from_str(&said).expect("JSON");
+    let url = link["url"].as_str().expect("url");
+    let (base, path) = url
+        .split_once("/dashboard/")
+        .map(|(b, p)| (b.to_owned(), format!("/dashboard/{p}")))
+        .expect("a dashboard URL");
+    assert!(base.starts_with("http://127.0.0.1:"), "{url}");
+    let mut browser = Browser::new(&base);
+    let page = browser.get(&path).await;
+    let token = page.hidden("link").expect("the sign-in form");
+    let signed = browser.post("/dashboard/signin", &[("link", &token)]).await;
+    assert_eq!(signed.status, 303, "{}", signed.body);
+    let page = browser.get("/dashboard").await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("<h1>default"), "{}", page.body);
+    // The machine's own key is its owner's: it manages keys.
+    assert!(
+        page.body.contains(r#"href="/dashboard/keys""#),
+        "{}",
+        page.body
+    );
+}
