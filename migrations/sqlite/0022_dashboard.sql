@@ -27,3 +27,5 @@ CREATE TABLE dashboard_sessions (
     ended_at_ms    BIGINT
 );
 CREATE INDEX dashboard_sessions_expiry ON dashboard_sessions (expires_at_ms);
+-- The dashboard's Asks page: a tenant's newest asks.
+CREATE INDEX messages_recent_asks ON messages (tenant_id, created_at_ms) WHERE kind = 'ask';

@@ -48,6 +48,8 @@ pub struct Browser {
     http: reqwest::Client,
     /// The dashboard session cookie's value, as last set.
     pub cookie: Option<String>,
+    /// Headers sent with every request (a proxy's `X-Forwarded-For`, say).
+    pub headers: Vec<(String, String)>,
 }
 
 impl Browser {
@@ -60,6 +62,7 @@ impl Browser {
                 .build()
                 .expect("an HTTP client"),
             cookie: None,
+            headers: Vec::new(),
         }
     }
 
@@ -82,6 +85,10 @@ impl Browser {
     }
 
     async fn send(&mut self, request: reqwest::RequestBuilder, path: &str) -> Page {
+        let request = self
+            .headers
+            .iter()
+            .fold(request, |r, (name, value)| r.header(name, value));
         let request = match &self.cookie {
             Some(c) if path.starts_with("/dashboard") => {
                 request.header(header::COOKIE, format!("repowire_dashboard={c}"))

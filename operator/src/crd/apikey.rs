@@ -40,7 +40,7 @@ pub struct ApiKeySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 128))]
     pub label: Option<String>,
-    /// What the key may do (`connect`, `usage:read`, `approve`, `keys:manage`); left out: `connect` and `usage:read` (the relay's default: `approve` only when named). A change takes effect with a new key (a rotation).
+    /// What the key may do (`connect`, `usage:read`, `approve`, `keys:manage`, `messages:read`); left out: `connect` and `usage:read` (the relay's default: `approve` only when named). A change takes effect with a new key (a rotation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub scopes: Option<Vec<Scope>>,
@@ -97,6 +97,9 @@ pub enum Scope {
     /// List, create and revoke the tenant's API keys (the dashboard's Keys page).
     #[serde(rename = "keys:manage")]
     KeysManage,
+    /// Read the tenant's messages across every circle (the dashboard's Asks page).
+    #[serde(rename = "messages:read")]
+    MessagesRead,
 }
 
 impl Scope {
@@ -107,6 +110,7 @@ impl Scope {
             Self::UsageRead => "usage:read",
             Self::Approve => "approve",
             Self::KeysManage => "keys:manage",
+            Self::MessagesRead => "messages:read",
         }
     }
 }

@@ -56,7 +56,13 @@ fn crds_carry_status_printer_columns_and_immutability_rules() {
         &docs[1]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
     assert_eq!(
         key_spec["properties"]["scopes"]["items"]["enum"],
-        serde_json::json!(["connect", "usage:read", "approve", "keys:manage"])
+        serde_json::json!([
+            "connect",
+            "usage:read",
+            "approve",
+            "keys:manage",
+            "messages:read"
+        ])
     );
     assert_eq!(
         key_spec["properties"]["tenantRef"]["x-kubernetes-validations"][0]["rule"],

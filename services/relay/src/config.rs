@@ -148,7 +148,8 @@ pub enum KeyCommand {
         /// What the key may do, repeatable: `connect` (exchange it for a token and connect
         /// agents), `usage:read` (read the tenant's own limits and usage), `approve` (answer
         /// agents' tool approvals as a person; give it only to keys of people's machines),
-        /// `keys:manage` (list, create and revoke the tenant's keys in the dashboard).
+        /// `keys:manage` (list, create and revoke the tenant's keys in the dashboard),
+        /// `messages:read` (read the tenant's asks and replies in the dashboard).
         /// Default: `connect` and `usage:read`, never `approve`.
         #[arg(long)]
         scope: Vec<String>,
@@ -228,15 +229,18 @@ pub struct RelayConfig {
     /// of them (message counts are stored with the messages and never lost).
     #[arg(long, env = "REPOWIRE_USAGE_FLUSH_MS", default_value_t = 10_000)]
     pub usage_flush_ms: u64,
-    /// Requests a minute each credential may make to `POST /v1/token`, `GET /v1/limits` and
-    /// `GET /v1/usage` on this process (more get `429` with `Retry-After`); 0: no limit.
+    /// Requests a minute each credential may make to `POST /v1/token`, `GET /v1/limits`,
+    /// `GET /v1/usage`, `POST /v1/dashboard/links` and the dashboard's pages (per session and
+    /// per key) on this process (more get `429` with `Retry-After`); 0: no limit.
     #[arg(long, env = "REPOWIRE_HTTP_REQUESTS_PER_MINUTE", default_value_t = 600)]
     pub http_requests_per_minute: u32,
     /// Of those, how many at once (a burst).
     #[arg(long, env = "REPOWIRE_HTTP_BURST", default_value_t = 120)]
     pub http_burst: u32,
-    /// Failed token exchanges (`401` from `POST /v1/token`) a minute from one source address
-    /// (an IPv6 /64); past them that source gets `429` before any lookup. 0: no limit.
+    /// Failed sign-ins a minute from one source address (an IPv6 /64): `401` from `POST
+    /// /v1/token` and `POST /v1/dashboard/links`, a wrong key on the dashboard's sign-in, a
+    /// link that cannot be used (not counted from loopback); past them that source gets `429`
+    /// before any lookup. 0: no limit.
     #[arg(long, env = "REPOWIRE_FAILED_AUTH_PER_MINUTE", default_value_t = 60)]
     pub failed_auth_per_minute: u32,
     /// Of those, how many at once (a burst).

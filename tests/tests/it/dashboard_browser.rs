@@ -60,6 +60,8 @@ async fn the_dashboard_works_in_chromium_with_the_keyboard_on_a_phone_and_withou
         "usage:read",
         "--scope",
         "keys:manage",
+        "--scope",
+        "messages:read",
     ]);
     let mut agent = TestClient::connect(&relay.http, &relay.ws, &key).await;
     let builder = agent.peer("builder", "dev").await;

@@ -25,8 +25,12 @@ pub const APPROVE: &str = "approve";
 /// Scope: list, create and revoke the tenant's API keys (the dashboard's Keys page). A key
 /// made with it holds at most the scopes of the credential that made it.
 pub const KEYS_MANAGE: &str = "keys:manage";
+/// Scope: read the tenant's messages across every circle (the dashboard's Asks page: every
+/// ask's text and reply, questions to `@approvers` with their tool inputs included). Not for
+/// agent machines: an agent sees only what is addressed to it.
+pub const MESSAGES_READ: &str = "messages:read";
 /// Every scope, in their stored order.
-pub const ALL_SCOPES: [&str; 4] = [CONNECT, USAGE_READ, APPROVE, KEYS_MANAGE];
+pub const ALL_SCOPES: [&str; 5] = [CONNECT, USAGE_READ, APPROVE, KEYS_MANAGE, MESSAGES_READ];
 /// What a key made without a choice of scopes may do: connect and read its usage, never
 /// approve. A key that approves tool calls can run code on other machines, so it is asked for
 /// by name (issue 35.11); only a relay's first key (its owner's, [`crate::tenancy::admin::default_tenant`])
@@ -38,12 +42,12 @@ pub const DEFAULT_SCOPES: [&str; 2] = [CONNECT, USAGE_READ];
 pub fn scopes(given: &[String]) -> Result<String, String> {
     if given.is_empty() {
         return Err(format!(
-            "scopes is empty; give some of `{CONNECT}`, `{USAGE_READ}`, `{APPROVE}` and `{KEYS_MANAGE}` (leave it out for `{CONNECT}` and `{USAGE_READ}`)"
+            "scopes is empty; give some of `{CONNECT}`, `{USAGE_READ}`, `{APPROVE}`, `{KEYS_MANAGE}` and `{MESSAGES_READ}` (leave it out for `{CONNECT}` and `{USAGE_READ}`)"
         ));
     }
     if let Some(unknown) = given.iter().find(|s| !ALL_SCOPES.contains(&s.as_str())) {
         return Err(format!(
-            "unknown scope `{unknown}`; the scopes are `{CONNECT}`, `{USAGE_READ}`, `{APPROVE}` and `{KEYS_MANAGE}`"
+            "unknown scope `{unknown}`; the scopes are `{CONNECT}`, `{USAGE_READ}`, `{APPROVE}`, `{KEYS_MANAGE}` and `{MESSAGES_READ}`"
         ));
     }
     Ok(ALL_SCOPES

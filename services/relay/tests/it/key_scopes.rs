@@ -87,7 +87,7 @@ async fn keys_scoped_connect_or_usage_read_do_only_that(db: Db) {
     let (_, first) = repowire_relay::tenancy::admin::default_tenant();
     assert_eq!(
         first.record.scopes,
-        "connect usage:read approve keys:manage"
+        "connect usage:read approve keys:manage messages:read"
     );
     let both_text = both["api_key"].as_str().expect("text");
     assert_eq!(exchange(&relay, both_text).await.0, 200);

@@ -105,9 +105,9 @@ async fn an_embedded_database_on_the_old_sqlite_numbering_opens_with_its_data() 
 }
 
 /// Migration 0023: an earlier relay's first key (`bootstrap`, with every scope there was) gets
-/// `keys:manage`; another key named with those three scopes does not.
+/// `keys:manage` and `messages:read`; another key named with those three scopes does not.
 #[tokio::test]
-async fn an_earlier_relays_first_key_gets_keys_manage_and_no_other_key_does() {
+async fn an_earlier_relays_first_key_gets_the_dashboard_scopes_and_no_other_key_does() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("relay.db");
     let store = SqliteStore::open(&path).await.unwrap();
@@ -148,7 +148,7 @@ async fn an_earlier_relays_first_key_gets_keys_manage_and_no_other_key_does() {
     };
     assert_eq!(
         scopes(first.record.id.clone()).await,
-        "connect usage:read approve keys:manage"
+        "connect usage:read approve keys:manage messages:read"
     );
     assert_eq!(
         scopes(other.record.id.clone()).await,

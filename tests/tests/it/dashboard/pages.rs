@@ -15,7 +15,23 @@ async fn the_overview_shows_the_tenants_peers_on_every_pod_and_no_other_tenants(
     let db = TempDatabase::create("repowire_dashboard");
     let (a, b) = pods(&db).await;
     admin(&db.url(), &["tenant", "create", "acme"]);
-    let ours = admin(&db.url(), &["key", "create", "default", "--label", "ours"]);
+    // A person's key that may read the tenant's messages (the Asks page).
+    let ours = admin(
+        &db.url(),
+        &[
+            "key",
+            "create",
+            "default",
+            "--label",
+            "ours",
+            "--scope",
+            "connect",
+            "--scope",
+            "usage:read",
+            "--scope",
+            "messages:read",
+        ],
+    );
     let theirs = admin(&db.url(), &["key", "create", "acme", "--label", "theirs"]);
 
     // Ours: one peer on each pod, one of them saying something hostile.
@@ -140,6 +156,23 @@ async fn the_overview_shows_the_tenants_peers_on_every_pod_and_no_other_tenants(
     let from_nobody = browser.get("/dashboard/asks?from=nobody").await.body;
     assert!(!from_nobody.contains("ship it?"), "{from_nobody}");
     assert_eq!(browser.get("/dashboard/asks?state=bogus").await.status, 400);
+    // A key without `messages:read` (an agent machine's default) reads no messages here.
+    let plain = admin(&db.url(), &["key", "create", "default", "--label", "plain"]);
+    let mut plain_browser = Browser::new(&a.http);
+    let signed = plain_browser
+        .post("/dashboard/signin", &[("api_key", &plain)])
+        .await;
+    assert_eq!(signed.status, 303);
+    assert!(
+        !plain_browser
+            .get("/dashboard")
+            .await
+            .body
+            .contains("/dashboard/asks")
+    );
+    let refused = plain_browser.get("/dashboard/asks").await;
+    assert_eq!(refused.status, 403);
+    assert!(!refused.body.contains("ship it?"), "{}", refused.body);
     assert_eq!(browser.get("/dashboard/asks?tenant=acme").await.status, 400);
 
     // The peer on pod b goes offline: the overview on pod a says so.

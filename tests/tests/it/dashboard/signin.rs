@@ -250,9 +250,9 @@ async fn repowire_dashboard_gives_the_person_at_a_terminal_a_link_that_signs_in(
     assert!(page.body.contains("<h1>default"), "{}", page.body);
 }
 
-/// Guessing links costs the guesser: unknown links count as failed sign-ins of their source
-/// (`429` past the budget, for a real link too). A signed-in browser's requests are bounded
-/// like a credential's.
+/// Guessing links costs the guesser: unknown links count as failed sign-ins of their (remote)
+/// source (`429` past the budget, for a real link too), while this machine reloading a used
+/// link spends nothing. A signed-in browser's requests are bounded like a credential's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guessed_links_and_a_flood_of_page_requests_are_refused() {
     let data = tempfile::tempdir().expect("data");
@@ -265,13 +265,18 @@ async fn guessed_links_and_a_flood_of_page_requests_are_refused() {
             ("REPOWIRE_FAILED_AUTH_BURST", "2"),
             ("REPOWIRE_HTTP_REQUESTS_PER_MINUTE", "1"),
             ("REPOWIRE_HTTP_BURST", "6"),
+            // This machine is the proxy: `X-Forwarded-For` names a remote source.
+            ("REPOWIRE_TRUSTED_PROXIES", "127.0.0.1/32"),
         ],
     )
     .await;
     let key = relay.first_key.clone().expect("bootstrap key");
 
+    // A real link, minted before the pages below spend the key's budget.
+    let real = link(&relay, &key).await;
+
     // Signed in (the key's check spends one of its credential's requests), then pages until
-    // the session's budget is spent.
+    // the budget is spent (each page spends the session's and the key's).
     let mut reader = Browser::new(&relay.http);
     assert_eq!(
         reader
@@ -291,14 +296,23 @@ async fn guessed_links_and_a_flood_of_page_requests_are_refused() {
     assert_eq!(statuses.last(), Some(&429), "{statuses:?}");
 
     // Another source budget: links. Two unknown ones are taken as failures, the third refused.
-    let real = link(&relay, &key).await;
     let mut guesser = Browser::new(&relay.http);
+    guesser
+        .headers
+        .push(("x-forwarded-for".into(), "203.0.113.7".into()));
     let guess = format!("/dashboard/signin?link={}", "ab".repeat(32));
     assert_eq!(guesser.get(&guess).await.status, 410);
     assert_eq!(guesser.get(&guess).await.status, 410);
     assert_eq!(guesser.get(&guess).await.status, 429);
     // The same source is refused even with a real link now (its budget is spent).
     assert_eq!(guesser.get(&real).await.status, 429);
+    // From this machine (loopback), a used link reloaded spends nothing: the daemon's token
+    // exchanges from the same address keep their budget.
+    let mut local = Browser::new(&relay.http);
+    for _ in 0..5 {
+        assert_eq!(local.get(&guess).await.status, 410);
+    }
+    assert_eq!(local.get(&real).await.status, 200);
 }
 
 /// On a laptop with no shared relay, the daemon's own embedded relay serves the dashboard:

@@ -1,6 +1,7 @@
 //! `GET /dashboard/asks`: the tenant's recent asks (questions to `@approvers` included) with
 //! what became of them — open, delivered, acked, answered, expired, failed — and each
-//! recipient's state; filtered by state, asker and circle.
+//! recipient's state; filtered by state, asker and circle. Message text across the tenant,
+//! tool inputs included: for sessions whose key holds `messages:read` only.
 
 use askama::Template;
 use axum::extract::rejection::QueryRejection;
@@ -16,6 +17,7 @@ use super::session;
 use crate::ids::now_ms;
 use crate::state::AppState;
 use crate::storage::store::{AskOverview, CLOSED_BY_TIMEOUT};
+use crate::tenancy::apikey;
 use crate::tenancy::usage::calendar;
 
 /// How many recent asks are read for one page (filters apply to these).
@@ -31,21 +33,22 @@ pub const STATES: [&str; 6] = [
     "failed",
 ];
 
-/// An ask's state from its recipients' and how it was closed: closed by its question's
-/// timeout is `expired`; closed by a reply is `acked` when a recipient acked it, else
-/// `answered`; open, every recipient failed is `failed`, every one expired `expired`, any
-/// reached `delivered`, else `open` (accepted, not yet reached).
+/// An ask's state. Closed, it is decided by how it closed: with an answer (an option chosen,
+/// or its question's timeout default) `answered`; by its question's timeout without a default
+/// `expired`; by a reply without an answer `acked`. Open, by its recipients: every one failed
+/// is `failed`, every one expired `expired`, any reached `delivered`, else `open` (accepted,
+/// not yet reached).
 pub fn state_of(ask: &AskOverview) -> &'static str {
-    let states: Vec<&str> = ask.recipients.iter().map(|r| r.state.as_str()).collect();
     if ask.ask.closed_at_ms.is_some() {
-        return if ask.ask.closed_by.as_deref() == Some(CLOSED_BY_TIMEOUT) {
-            "expired"
-        } else if states.contains(&"acked") {
-            "acked"
-        } else {
+        return if ask.ask.answer.is_some() {
             "answered"
+        } else if ask.ask.closed_by.as_deref() == Some(CLOSED_BY_TIMEOUT) {
+            "expired"
+        } else {
+            "acked"
         };
     }
+    let states: Vec<&str> = ask.recipients.iter().map(|r| r.state.as_str()).collect();
     let all = |s: &str| !states.is_empty() && states.iter().all(|x| *x == s);
     if all("failed") {
         "failed"
@@ -124,6 +127,15 @@ pub async fn page(
     query: Result<Query<AsksQuery>, QueryRejection>,
 ) -> Result<Response, PageError> {
     let signed = session::required(&state, &headers).await?;
+    if !signed.may(apikey::MESSAGES_READ) {
+        return Err(PageError::Shown(
+            StatusCode::FORBIDDEN,
+            format!(
+                "the Asks page shows the tenant's messages: it needs a sign-in with a key that holds `{}`",
+                apikey::MESSAGES_READ
+            ),
+        ));
+    }
     let Query(q) = query.map_err(|e| PageError::Shown(StatusCode::BAD_REQUEST, e.body_text()))?;
     let bad = |what: &str| {
         PageError::Shown(
@@ -140,10 +152,7 @@ pub async fn page(
         }
     }
     let now = now_ms();
-    let recent = state
-        .store
-        .recent_asks(signed.tenant_id(), None, RECENT)
-        .await?;
+    let recent = state.store.recent_asks(signed.tenant_id(), RECENT).await?;
     let read = recent.len();
     let asks = recent
         .into_iter()
@@ -198,6 +207,10 @@ mod tests {
     use crate::storage::store::{AskRecipient, ListedAsk};
 
     fn ask(closed_by: Option<&str>, states: &[&str]) -> AskOverview {
+        answered(closed_by, None, states)
+    }
+
+    fn answered(closed_by: Option<&str>, answer: Option<&str>, states: &[&str]) -> AskOverview {
         AskOverview {
             ask: ListedAsk {
                 message_id: "m".into(),
@@ -208,6 +221,7 @@ mod tests {
                 created_at_ms: 0,
                 closed_at_ms: closed_by.map(|_| 1),
                 closed_by: closed_by.map(str::to_owned),
+                answer: answer.map(str::to_owned),
                 reply_text: None,
             },
             recipients: states
@@ -236,7 +250,19 @@ mod tests {
         assert_eq!(state_of(&ask(None, &["expired"])), "expired");
         assert_eq!(state_of(&ask(Some("timeout"), &["delivered"])), "expired");
         assert_eq!(state_of(&ask(Some("msg-r"), &["acked"])), "acked");
-        assert_eq!(state_of(&ask(Some("msg-r"), &["answered"])), "answered");
+        assert_eq!(
+            state_of(&answered(Some("msg-r"), Some("allow"), &["answered"])),
+            "answered"
+        );
+        // A question's timeout that chose its default is an answer, shown with the default.
+        assert_eq!(
+            state_of(&answered(Some("timeout"), Some("deny"), &["answered"])),
+            "answered"
+        );
+        // Closed, with its recipient forgotten since (no rows): still how it closed.
+        assert_eq!(state_of(&ask(Some("msg-r"), &[])), "acked");
+        // An entry that expired before the reply came: the reply decides.
+        assert_eq!(state_of(&ask(Some("msg-r"), &["expired"])), "acked");
         assert_eq!(state_of(&ask(None, &[])), "open");
     }
 }

@@ -86,7 +86,8 @@ fn expiries(signed: &TenantSession, now: i64) -> Vec<ExpiryChoice> {
     })
     .collect();
     if let Some(until) = signed.key_expires_at_ms {
-        let days = (until - now) / 86_400_000;
+        // An hour's margin: the choice is checked again when the form comes back.
+        let days = (until - now - 3_600_000) / 86_400_000;
         if days >= 1 && !out.iter().any(|e| e.value == days.to_string()) {
             out.push(ExpiryChoice {
                 value: days.to_string(),
@@ -151,6 +152,7 @@ fn what(scope: &str) -> &'static str {
         apikey::USAGE_READ => "read usage, open this dashboard",
         apikey::APPROVE => "approve agents' tool calls (people's machines only)",
         apikey::KEYS_MANAGE => "manage keys",
+        apikey::MESSAGES_READ => "read every ask and reply of the tenant (people only)",
         _ => "",
     }
 }

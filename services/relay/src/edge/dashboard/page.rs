@@ -32,6 +32,8 @@ pub struct SignedIn {
     pub csrf: String,
     /// The session may manage keys (the header links the Keys page).
     pub manages_keys: bool,
+    /// The session may read the tenant's messages (the header links the Asks page).
+    pub reads_messages: bool,
 }
 
 impl Chrome {

@@ -145,6 +145,7 @@ impl TenantSession {
                 subject,
                 csrf: self.session.csrf.clone(),
                 manages_keys: self.may(apikey::KEYS_MANAGE),
+                reads_messages: self.may(apikey::MESSAGES_READ),
             }),
             ..Chrome::anonymous()
         }
@@ -175,7 +176,8 @@ pub async fn current(
     let now = now_ms();
     let id_hash = hash(secret);
     // A signed-in browser's requests are bounded like a credential's (`--http-requests-per-minute`):
-    // every page reads the store.
+    // every page reads the store. Per session first (a cookie that finds nothing spends only
+    // its own), then per key below: many sessions of one key share its budget.
     state.http_limit.check(&id_hash)?;
     let Some(session) = state.store.find_dashboard_session(&id_hash, now).await? else {
         return Ok(None);
@@ -203,6 +205,8 @@ pub async fn current(
                 "this tenant is suspended by the relay's operator".into(),
             ));
         }
+        // The key's own request budget (the one its token exchanges spend: keyed by its hash).
+        state.http_limit.check(&key.hash)?;
         scopes.retain(|s| key.has(s));
         key_label = key.label;
         key_expires_at_ms = key.expires_at_ms;

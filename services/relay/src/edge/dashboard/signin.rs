@@ -72,6 +72,17 @@ fn source_failed(state: &AppState, source: Option<std::net::IpAddr>) -> Result<(
     }
 }
 
+/// Counts a link that could not be used against its source, except from this machine: a
+/// browser reloading a used link on a laptop would otherwise spend the budget the daemon's
+/// token exchanges need from the same address. (A link's token is 256 random bits: the count
+/// bounds the lookups a remote source makes, not the odds of a guess.)
+fn link_failed(state: &AppState, source: Option<std::net::IpAddr>) -> Result<(), AppError> {
+    match source {
+        Some(ip) if !ip.is_loopback() => state.failed_auth.failed(ip),
+        _ => Ok(()),
+    }
+}
+
 /// A key's text checked for dashboard use, counting a refusal against its source address.
 async fn dashboard_key(
     state: &AppState,
@@ -201,7 +212,7 @@ pub async fn page(
         None
     };
     if usable.is_none() {
-        source_failed(&state, source)?;
+        link_failed(&state, source)?;
     }
     let found = match usable {
         Some(l) => {
@@ -268,7 +279,7 @@ pub async fn submit(
             };
             let refused = || signin_page(StatusCode::UNAUTHORIZED, None, Some(DEAD_LINK.into()));
             let Some(taken) = taken else {
-                source_failed(&state, source)?;
+                link_failed(&state, source)?;
                 return Ok(refused());
             };
             match state.store.get_api_key(&taken.key_id).await? {
@@ -353,7 +364,7 @@ pub async fn logout(
         }
         // A session that cannot be used (its tenant suspended) still ends here: its page
         // could not show a form, so there is no token to check, and ending it harms nobody.
-        Err(_) => {
+        Err(PageError::Shown(StatusCode::FORBIDDEN, _)) => {
             if let Some(secret) = session::cookie(&headers) {
                 state
                     .store
@@ -361,6 +372,7 @@ pub async fn logout(
                     .await?;
             }
         }
+        Err(other) => return Err(other),
         Ok(None) => {}
     }
     let mut response = Redirect::to("/dashboard/signin").into_response();

@@ -62,6 +62,9 @@ pub struct ListedAsk {
     pub closed_at_ms: Option<i64>,
     /// What closed it: the reply's message id, or `timeout`.
     pub closed_by: Option<String>,
+    /// The answer's option id, when an `answer` (or a question's timeout default) closed it;
+    /// `None` for an `ack`.
+    pub answer: Option<String>,
     /// The reply's text, if a reply closed it.
     pub reply_text: Option<String>,
 }
@@ -73,7 +76,7 @@ pub struct AskRecipient {
     pub message_id: String,
     /// The recipient.
     pub peer_id: String,
-    /// Its name now (none if it was forgotten).
+    /// Its name now (none once the peer is forgotten).
     pub name: Option<String>,
     /// Its entry's effective state (wire spelling: `delivered` once its cursor passed it).
     pub state: String,
@@ -120,12 +123,6 @@ pub trait DashboardStore: Send + Sync {
     ) -> Result<Option<DashboardSession>>;
     /// Ends a session (logout); true if it was open.
     async fn end_dashboard_session(&self, id_hash: &str, now_ms: i64) -> Result<bool>;
-    /// The tenant's asks sent before `before_ms` (all when `None`), newest first, at most
-    /// `limit`, each with its recipients' states.
-    async fn recent_asks(
-        &self,
-        tenant_id: &str,
-        before_ms: Option<i64>,
-        limit: i64,
-    ) -> Result<Vec<AskOverview>>;
+    /// The tenant's newest `limit` asks, newest first, each with its recipients' states.
+    async fn recent_asks(&self, tenant_id: &str, limit: i64) -> Result<Vec<AskOverview>>;
 }

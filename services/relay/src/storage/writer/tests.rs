@@ -436,7 +436,6 @@ impl crate::storage::store::DashboardStore for PoisonStore {
     async fn recent_asks(
         &self,
         _: &str,
-        _: Option<i64>,
         _: i64,
     ) -> crate::storage::store::Result<Vec<crate::storage::store::AskOverview>> {
         unused()

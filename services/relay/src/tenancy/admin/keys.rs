@@ -181,7 +181,8 @@ pub struct KeyRequestBody {
     /// `usage:read` (read the tenant's own limits and usage), `approve` (answer agents' tool
     /// approvals, as a person, orchestrator or service peer: a key with it can let agents on
     /// other machines run code, so it is never given unasked), `keys:manage` (list, create and
-    /// revoke the tenant's keys in the dashboard). Left out: `connect` and `usage:read`.
+    /// revoke the tenant's keys in the dashboard), `messages:read` (read the tenant's asks and
+    /// replies in the dashboard). Left out: `connect` and `usage:read`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scopes: Option<Vec<String>>,
 }

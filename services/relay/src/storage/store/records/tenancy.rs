@@ -139,7 +139,8 @@ pub struct ApiKeyRecord {
     pub last_used_at_ms: Option<i64>,
     /// What it may do, space-separated: `connect` (exchange it for a token and connect
     /// agents), `usage:read` (read the tenant's own limits and usage), `approve` (answer
-    /// agents' tool approvals), `keys:manage` (manage the tenant's keys in the dashboard).
+    /// agents' tool approvals), `keys:manage` (manage the tenant's keys in the dashboard),
+    /// `messages:read` (read the tenant's messages in the dashboard).
     pub scopes: String,
     /// True when the key's tenant is suspended (read with the key; not a column of its own).
     #[serde(skip)]

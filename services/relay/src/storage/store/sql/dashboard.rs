@@ -107,41 +107,37 @@ impl DashboardStore for This {
         .await?)
     }
 
-    async fn recent_asks(
-        &self,
-        tenant_id: &str,
-        before_ms: Option<i64>,
-        limit: i64,
-    ) -> Result<Vec<AskOverview>> {
-        let asks: Vec<crate::storage::store::ListedAsk> = sqlx::query_as(
+    async fn recent_asks(&self, tenant_id: &str, limit: i64) -> Result<Vec<AskOverview>> {
+        // `kind = 'ask'` as a literal: the partial index of migration 0022 serves it.
+        const NEWEST: &str = "SELECT message_id FROM messages WHERE tenant_id = $1 AND kind = 'ask' \
+                              ORDER BY created_at_ms DESC, message_id DESC LIMIT $2";
+        let asks: Vec<crate::storage::store::ListedAsk> = sqlx::query_as(&format!(
             "SELECT message_id, correlation_id, from_name, from_circle, body, created_at_ms, \
-             closed_at_ms, closed_by, reply_text FROM messages \
-             WHERE tenant_id = $1 AND kind = 'ask' AND created_at_ms < $2 \
-             ORDER BY created_at_ms DESC, message_id DESC LIMIT $3",
-        )
+             closed_at_ms, closed_by, answer, reply_text FROM messages \
+             WHERE tenant_id = $1 AND message_id IN ({NEWEST}) \
+             ORDER BY created_at_ms DESC, message_id DESC"
+        ))
         .bind(tenant_id)
-        .bind(before_ms.unwrap_or(i64::MAX))
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
         if asks.is_empty() {
             return Ok(Vec::new());
         }
-        let placeholders: Vec<String> = (0..asks.len()).map(|i| format!("${}", i + 2)).collect();
-        let sql = format!(
+        // A forgotten peer's entries stay with the message: its cursor and name are gone, so
+        // both joins are outer ones (the recipient shows by id, in the state its row says).
+        let mut recipients: Vec<AskRecipient> = sqlx::query_as(&format!(
             "SELECT i.message_id, i.peer_id, pe.name, \
-             CASE WHEN i.state = 'accepted' AND i.seq <= c.delivered_seq THEN 'delivered' ELSE i.state END AS state, \
-             i.reason FROM inbox i \
-             JOIN peer_cursors c ON c.tenant_id = i.tenant_id AND c.peer_id = i.peer_id \
+             CASE WHEN i.state = 'accepted' AND c.delivered_seq IS NOT NULL AND i.seq <= c.delivered_seq \
+             THEN 'delivered' ELSE i.state END AS state, i.reason FROM inbox i \
+             LEFT JOIN peer_cursors c ON c.tenant_id = i.tenant_id AND c.peer_id = i.peer_id \
              LEFT JOIN peers pe ON pe.tenant_id = i.tenant_id AND pe.peer_id = i.peer_id \
-             WHERE i.tenant_id = $1 AND i.message_id IN ({}) ORDER BY i.message_id, i.peer_id",
-            placeholders.join(", ")
-        );
-        let mut query = sqlx::query_as::<_, AskRecipient>(&sql).bind(tenant_id);
-        for ask in &asks {
-            query = query.bind(&ask.message_id);
-        }
-        let mut recipients = query.fetch_all(&self.pool).await?;
+             WHERE i.tenant_id = $1 AND i.message_id IN ({NEWEST}) ORDER BY i.message_id, i.peer_id"
+        ))
+        .bind(tenant_id)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
         Ok(asks
             .into_iter()
             .map(|ask| {
