@@ -303,7 +303,14 @@ async fn guessed_links_and_a_flood_of_page_requests_are_refused() {
     let guess = format!("/dashboard/signin?link={}", "ab".repeat(32));
     assert_eq!(guesser.get(&guess).await.status, 410);
     assert_eq!(guesser.get(&guess).await.status, 410);
-    assert_eq!(guesser.get(&guess).await.status, 429);
+    let limited = guesser.get(&guess).await;
+    assert_eq!(limited.status, 429);
+    let retry: u64 = limited.headers["retry-after"]
+        .to_str()
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .expect("a Retry-After in whole seconds");
+    assert!((1..=60).contains(&retry), "Retry-After: {retry}");
     // The same source is refused even with a real link now (its budget is spent).
     assert_eq!(guesser.get(&real).await.status, 429);
     // From this machine (loopback), a used link reloaded spends nothing: the daemon's token

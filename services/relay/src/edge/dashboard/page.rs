@@ -85,11 +85,18 @@ pub enum PageError {
     SignIn,
     /// Shown as a page with this status and message.
     Shown(StatusCode, String),
+    /// `429`, shown as a page with `Retry-After` (whole seconds, rounded up).
+    Limited(String, std::time::Duration),
 }
 
 impl From<AppError> for PageError {
     fn from(e: AppError) -> Self {
-        PageError::Shown(e.status, e.message)
+        match e.retry_after {
+            Some(wait) if e.status == StatusCode::TOO_MANY_REQUESTS => {
+                PageError::Limited(e.message, wait)
+            }
+            _ => PageError::Shown(e.status, e.message),
+        }
     }
 }
 
@@ -103,6 +110,15 @@ impl IntoResponse for PageError {
     fn into_response(self) -> Response {
         match self {
             PageError::SignIn => Redirect::to("/dashboard/signin").into_response(),
+            PageError::Limited(message, wait) => {
+                let mut response =
+                    PageError::Shown(StatusCode::TOO_MANY_REQUESTS, message).into_response();
+                let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+                response
+            }
             PageError::Shown(status, message) => {
                 let title = match status {
                     StatusCode::FORBIDDEN => "Not allowed",
