@@ -94,7 +94,10 @@ async fn stored_room(s: &Session, now: i64) -> Result<Option<StoredRoom>, Refusa
         max,
         live,
         knows_live,
-        seen_before_ms: now.saturating_sub(grace_ms),
+        // Seen at least the grace period ago may go: with a grace of 0, a peer that left in
+        // this very millisecond too (a strict "before now" kept it, and a registration right
+        // after a leave was refused at random, met in CI).
+        seen_before_ms: now.saturating_sub(grace_ms).saturating_add(1),
     }))
 }
 

@@ -471,7 +471,8 @@ pub struct PeerRoom<'a> {
     /// Peers live on any relay process now: never forgotten.
     pub live: &'a std::collections::HashSet<String>,
     /// Only peers last seen before this (ms) are forgotten: one that registered or left since
-    /// is kept (it may be registering on another process right now).
+    /// is kept (it may be registering on another process right now). The caller passes one ms
+    /// past `now - grace`, so a peer seen exactly the grace period ago may go.
     pub seen_before_ms: i64,
 }
 
