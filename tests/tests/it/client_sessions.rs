@@ -106,7 +106,10 @@ async fn a_session_keeps_its_id_across_clear_a_daemon_restart_and_a_relay_restar
     assert_eq!(after_daemon["session_id"], id.as_str());
 
     // The relay restarts on the same data: the daemon reconnects, the binding holds.
-    drop(relay);
+    // Killed and reaped before the next one starts: until it exits it holds the data dir's
+    // lock, and a new relay on the same dir refuses to start (met in CI after a bare drop).
+    relay.signal("KILL");
+    relay.wait(repowire_e2e::WAIT).await;
     let relay = RelayProcess::start_on(&relay_bin(), &addr, &["--data-dir", &dir], &[]).await;
     let after_relay = session_of(&home, "app", |s| s["status"] == "active").await;
     assert_eq!(after_relay["session_id"], id.as_str());
