@@ -111,6 +111,38 @@ impl Browser {
         self.send(request, path).await
     }
 
+    /// `GET path` as an `EventSource` would (`Accept: text/event-stream`, `Last-Event-ID` when
+    /// given): the stream when the relay answers 200, else the page it answered.
+    pub async fn events(
+        &mut self,
+        path: &str,
+        last_event_id: Option<&str>,
+    ) -> Result<EventStream, Page> {
+        let mut request = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .header(header::ACCEPT, "text/event-stream");
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id);
+        }
+        if let Some(c) = &self.cookie {
+            request = request.header(header::COOKIE, format!("repowire_dashboard={c}"));
+        }
+        let response = request.send().await.expect("the relay answers");
+        if response.status().as_u16() != 200 {
+            return Err(Page {
+                status: response.status().as_u16(),
+                headers: response.headers().clone(),
+                body: response.text().await.expect("a body"),
+            });
+        }
+        Ok(EventStream {
+            headers: response.headers().clone(),
+            response,
+            buffer: String::new(),
+        })
+    }
+
     /// `POST path` with a form, from a page of this relay (`Origin` its own).
     pub async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Page {
         let origin = self.base.clone();
@@ -133,5 +165,67 @@ impl Browser {
             request = request.header(header::ORIGIN, o);
         }
         self.send(request, path).await
+    }
+}
+
+/// One Server-Sent Event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseEvent {
+    /// Its `id:`, if it had one.
+    pub id: Option<String>,
+    /// Its `event:` (`message` when none).
+    pub event: String,
+    /// Its `data:` lines, joined with newlines.
+    pub data: String,
+}
+
+/// An open Server-Sent Events response, read event by event.
+#[derive(Debug)]
+pub struct EventStream {
+    /// The response's headers.
+    pub headers: HeaderMap,
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl EventStream {
+    /// The next event (comments, such as keep-alives, skipped); `None` when the relay ends
+    /// the stream. Panics if nothing comes within `wait`.
+    pub async fn next(&mut self, wait: std::time::Duration) -> Option<SseEvent> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut event = SseEvent {
+                    id: None,
+                    event: "message".into(),
+                    data: String::new(),
+                };
+                let mut data = Vec::new();
+                for line in block.lines() {
+                    let (field, value) = line.split_once(':').unwrap_or((line, ""));
+                    let value = value.strip_prefix(' ').unwrap_or(value);
+                    match field {
+                        "id" => event.id = Some(value.to_owned()),
+                        "event" => event.event = value.to_owned(),
+                        "data" => data.push(value.to_owned()),
+                        _ => {}
+                    }
+                }
+                if data.is_empty() && event.id.is_none() {
+                    continue; // a comment
+                }
+                event.data = data.join("\n");
+                return Some(event);
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.response.chunk())
+                .await
+                .unwrap_or_else(|_| panic!("no event within {wait:?}; buffered: {:?}", self.buffer))
+                .expect("the stream reads");
+            match chunk {
+                Some(bytes) => self.buffer.push_str(&String::from_utf8_lossy(&bytes)),
+                None => return None,
+            }
+        }
     }
 }

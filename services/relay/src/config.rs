@@ -257,6 +257,11 @@ pub struct RelayConfig {
     /// key it was opened with is revoked or expires).
     #[arg(long, env = "REPOWIRE_DASHBOARD_SESSION_SECS", default_value_t = 12 * 3600)]
     pub dashboard_session_secs: u64,
+    /// Entries each tenant's event log keeps at least (the dashboard's live view: messages,
+    /// delivery states, presence); a browser that reconnects is told how many it missed past
+    /// them. 0: no event log.
+    #[arg(long, env = "REPOWIRE_EVENT_LOG_LEN", default_value_t = 10_000)]
+    pub event_log_len: u64,
     /// Undelivered entries a peer's inbox may hold; more are refused with `inbox_full`.
     #[arg(long, env = "REPOWIRE_INBOX_CAP", default_value_t = 10_000)]
     pub inbox_cap: i64,

@@ -69,6 +69,18 @@ impl From<StoreError> for AppError {
     }
 }
 
+impl From<crate::cluster::bus::BusError> for AppError {
+    fn from(e: crate::cluster::bus::BusError) -> Self {
+        tracing::error!(error = %e, "bus failure in an HTTP request");
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::Unavailable,
+            "the relay's bus is unavailable; retry later",
+        )
+        .with_retry_after(std::time::Duration::from_secs(1))
+    }
+}
+
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
         let message = if self.status.is_server_error() && self.code == ErrorCode::Internal {

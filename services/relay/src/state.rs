@@ -113,7 +113,7 @@ impl AppState {
             config.rate_burst_secs,
             config.presence_ttl(),
         );
-        let cluster = Cluster::start(bus, config.presence_ttl());
+        let cluster = Cluster::start(bus, config.presence_ttl(), config.event_log_len);
         let dispatcher = Arc::new(Dispatcher::new(
             hub.clone(),
             metrics.clone(),

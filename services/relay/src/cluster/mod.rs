@@ -14,6 +14,7 @@
 //! after that read is either forwarded or seen by the catch-up's re-check.
 
 pub mod bus;
+pub mod events;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -53,14 +54,18 @@ pub struct Cluster {
     /// A refresh found a record missing (expired, evicted, Redis emptied) and wrote it again:
     /// the same consequence, though every write succeeded.
     presence_lapsed: AtomicBool,
+    /// The tenant event logs.
+    events: Arc<events::EventLog>,
 }
 
 impl Cluster {
-    /// Starts the forwarding task (in commit order) on `bus`.
-    pub fn start(bus: Arc<dyn Bus>, ttl: Duration) -> Arc<Self> {
+    /// Starts the forwarding task (in commit order) on `bus`, and the event logs' (each
+    /// tenant's keeping at least `event_log_len` entries).
+    pub fn start(bus: Arc<dyn Bus>, ttl: Duration, event_log_len: u64) -> Arc<Self> {
         let (forwards, rx) = mpsc::unbounded_channel();
         tokio::spawn(forward_in_order(bus.clone(), rx));
         Arc::new(Self {
+            events: events::EventLog::start(bus.clone(), event_log_len),
             bus,
             ttl,
             forwards,
@@ -77,6 +82,11 @@ impl Cluster {
     /// The bus.
     pub fn bus(&self) -> &Arc<dyn Bus> {
         &self.bus
+    }
+
+    /// The tenant event logs.
+    pub fn events(&self) -> &events::EventLog {
+        &self.events
     }
 
     /// How long a presence record lasts unless refreshed.
@@ -520,6 +530,30 @@ mod tests {
         async fn release_connection(&self, t: &str, s: &str) -> Result<()> {
             self.inner.release_connection(t, s).await
         }
+        async fn append_events(
+            &self,
+            t: &str,
+            events: &[String],
+            keep: u64,
+            ttl: Duration,
+        ) -> Result<u64> {
+            self.inner.append_events(t, events, keep, ttl).await
+        }
+        async fn read_events(
+            &self,
+            t: &str,
+            after: u64,
+            limit: usize,
+        ) -> Result<crate::cluster::bus::EventPage> {
+            self.inner.read_events(t, after, limit).await
+        }
+        async fn latest_events(
+            &self,
+            t: &str,
+            limit: usize,
+        ) -> Result<crate::cluster::bus::EventPage> {
+            self.inner.latest_events(t, limit).await
+        }
     }
 
     /// The next event heard, or `None` if nothing comes within a (paused-clock) second.
@@ -555,7 +589,7 @@ mod tests {
             }
         };
         let mut heard = bus.subscribe().await.expect("subscribe");
-        let cluster = Cluster::start(bus.clone(), Duration::from_secs(30));
+        let cluster = Cluster::start(bus.clone(), Duration::from_secs(30), 0);
         let directory = Directory::new(true);
 
         // Refused, along with the presence frame after it.

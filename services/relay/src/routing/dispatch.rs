@@ -12,6 +12,7 @@ use repowire_protocol::{
 };
 
 use crate::cluster::Cluster;
+use crate::cluster::events::TenantEvent;
 use crate::metrics::{Metrics, StateLabel, TypeLabel};
 use crate::routing::hub::{Hub, Live, Outbound};
 use crate::storage::store::INBOX_FULL_REASON;
@@ -181,7 +182,31 @@ impl Dispatcher {
         );
     }
 
+    /// Records an accepted message in its tenant's event log, its recipients by name where
+    /// the sender's request resolved them.
+    fn logged<'a>(
+        &self,
+        m: &NewMessage,
+        correlation_id: Option<&str>,
+        to: impl Iterator<Item = &'a String>,
+        origin: Option<&Origin>,
+    ) {
+        let names = to
+            .map(|id| {
+                origin
+                    .and_then(|o| o.recipients.iter().find(|r| r.peer_id.as_str() == id))
+                    .map_or_else(|| id.clone(), |r| r.name.clone())
+            })
+            .collect();
+        self.cluster
+            .events()
+            .record(&m.tenant_id, TenantEvent::message(m, correlation_id, names));
+    }
+
     fn state_change(&self, c: &StateChange) {
+        self.cluster
+            .events()
+            .record(&c.tenant_id, TenantEvent::delivery(c));
         self.metrics
             .delivery_states
             .get_or_create(&StateLabel {
@@ -242,6 +267,7 @@ impl Dispatcher {
             AcceptOutcome::Accepted { enqueued, refused, correlation_id, closed_prior } => {
                 self.metrics.messages_accepted.get_or_create(&TypeLabel { r#type: m.kind.as_str() }).inc();
                 let ids: Vec<String> = enqueued.iter().map(|e| e.peer_id.clone()).collect();
+                self.logged(m, correlation_id.as_deref(), ids.iter().chain(refused), origin);
                 self.accepted(origin, &m.message_id, correlation_id.clone(), &ids);
                 for peer in refused {
                     self.state_change(&StateChange {
@@ -320,6 +346,12 @@ impl Dispatcher {
                         .and_then(|a| serde_json::to_string(a).ok());
                     r.body = reply_text.clone().unwrap_or_default();
                     r.to_session_id = closed.asker_session_id.clone();
+                    self.logged(
+                        &r,
+                        Some(&c.correlation_id),
+                        std::iter::once(&slot.peer_id),
+                        origin_with_asker.as_ref(),
+                    );
                     self.enqueue(
                         &r,
                         Some(c.correlation_id.clone()),

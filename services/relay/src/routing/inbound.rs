@@ -43,6 +43,8 @@ pub async fn run(state: AppState) {
             event = events.recv() => match event {
                 Some(BusEvent::Resubscribed) => {
                     state.directory.resume();
+                    // Event-log notices may have been missed: streams read again.
+                    state.cluster.events().wake_all();
                     // Limit changes may have been missed too.
                     state.limits.changed(None);
                     recover(&state, &mut owed).await;
@@ -174,6 +176,9 @@ fn apply(state: &AppState, event: BusEvent) {
             if origin != state.cluster.pod() {
                 hub.broadcast(&tenant_id, frame.into_boxed_str());
             }
+        }
+        BusEvent::EventsAppended { tenant_id, last } => {
+            state.cluster.events().appended(&tenant_id, last);
         }
         BusEvent::KeyRevoked { key_id } => {
             let closed = hub.kick_key(

@@ -110,6 +110,30 @@ impl Bus for Gated {
     async fn release_connection(&self, t: &str, s: &str) -> Result<()> {
         self.inner.release_connection(t, s).await
     }
+    async fn append_events(
+        &self,
+        t: &str,
+        events: &[String],
+        keep: u64,
+        ttl: Duration,
+    ) -> Result<u64> {
+        self.inner.append_events(t, events, keep, ttl).await
+    }
+    async fn read_events(
+        &self,
+        t: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<repowire_relay::cluster::bus::EventPage> {
+        self.inner.read_events(t, after, limit).await
+    }
+    async fn latest_events(
+        &self,
+        t: &str,
+        limit: usize,
+    ) -> Result<repowire_relay::cluster::bus::EventPage> {
+        self.inner.latest_events(t, limit).await
+    }
 }
 
 /// protocol.md §10.9: from `registered` on, a connection gets a peer's entries in increasing

@@ -9,7 +9,8 @@ use async_trait::async_trait;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::{Bus, BusEvent, Presence, Refreshed, Result};
+use super::memlog::MemLogs;
+use super::{Bus, BusEvent, EventPage, Presence, Refreshed, Result};
 use crate::cluster::bus::gcra::{self, Grant, Rate};
 
 /// Single-process bus.
@@ -23,6 +24,8 @@ pub struct MemoryBus {
     epoch: Instant,
     /// Connection slots by tenant, with their expiry (ms since the Unix epoch).
     slots: Mutex<HashMap<String, HashMap<String, i64>>>,
+    /// Tenant event logs.
+    logs: Mutex<MemLogs>,
 }
 
 impl MemoryBus {
@@ -35,6 +38,7 @@ impl MemoryBus {
             buckets: Mutex::new(HashMap::new()),
             epoch: Instant::now(),
             slots: Mutex::new(HashMap::new()),
+            logs: Mutex::new(MemLogs::default()),
         }
     }
 
@@ -186,6 +190,28 @@ impl Bus for MemoryBus {
             }
         }
         Ok(())
+    }
+
+    async fn append_events(
+        &self,
+        tenant_id: &str,
+        events: &[String],
+        keep: u64,
+        ttl: Duration,
+    ) -> Result<u64> {
+        Ok(self
+            .logs
+            .lock()
+            .unwrap()
+            .append(tenant_id, events, keep, ttl))
+    }
+
+    async fn read_events(&self, tenant_id: &str, after: u64, limit: usize) -> Result<EventPage> {
+        Ok(self.logs.lock().unwrap().read(tenant_id, after, limit))
+    }
+
+    async fn latest_events(&self, tenant_id: &str, limit: usize) -> Result<EventPage> {
+        Ok(self.logs.lock().unwrap().latest(tenant_id, limit))
     }
 
     async fn tenant_presence(&self, tenant_id: &str) -> Result<Vec<Presence>> {

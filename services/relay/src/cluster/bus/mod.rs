@@ -10,6 +10,7 @@
 //! peers held by other pods, tenant-wide presence frames, revocations.
 
 pub mod gcra;
+pub mod memlog;
 pub mod memory;
 #[cfg(feature = "cluster")]
 pub mod redis;
@@ -90,6 +91,14 @@ pub enum BusEvent {
     /// (forwards) may have been missed and presence may be gone (a restarted Redis).
     #[serde(skip)]
     Resubscribed,
+    /// Pod `origin` appended to a tenant's event log, up to entry `last`: wake the streams
+    /// watching it.
+    EventsAppended {
+        /// The tenant.
+        tenant_id: String,
+        /// The log's newest entry now.
+        last: u64,
+    },
     /// Another pod took this peer over: unbind it here.
     TakenOver {
         /// Tenant of the peer.
@@ -145,6 +154,27 @@ pub enum Refreshed {
     Recreated,
     /// Another pod holds the peer now: nothing written.
     Taken,
+}
+
+/// One entry of a tenant's event log (see [`crate::cluster::events`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggedEvent {
+    /// Its place in the log: 1, 2, 3 … with no gaps, per tenant.
+    pub seq: u64,
+    /// The event, encoded (JSON).
+    pub data: String,
+}
+
+/// A read of a tenant's event log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventPage {
+    /// Entries in order.
+    pub events: Vec<LoggedEvent>,
+    /// Entries after the cursor that are no longer kept (the log keeps its newest entries).
+    pub missed: u64,
+    /// The newest entry's place (0: the log is empty). A cursor above it names a log that was
+    /// dropped (idle past its lifetime, or Redis emptied) and started again.
+    pub last: u64,
 }
 
 /// The slot set holding a tenant's live peers (tenant ids hold no `:`, so it is no tenant's).
@@ -264,6 +294,20 @@ pub trait Bus: Send + Sync + std::fmt::Debug {
     }
     /// Every live peer of a tenant, on any pod.
     async fn tenant_presence(&self, tenant_id: &str) -> Result<Vec<Presence>>;
+    /// Appends events to a tenant's log, numbered after its newest, keeping its newest `keep`
+    /// entries and the log itself for `ttl` after this append. Returns the newest entry's place.
+    async fn append_events(
+        &self,
+        tenant_id: &str,
+        events: &[String],
+        keep: u64,
+        ttl: Duration,
+    ) -> Result<u64>;
+    /// Up to `limit` entries of a tenant's log after place `after`, oldest first (`after` 0:
+    /// from the oldest kept).
+    async fn read_events(&self, tenant_id: &str, after: u64, limit: usize) -> Result<EventPage>;
+    /// The newest `limit` entries of a tenant's log, oldest first.
+    async fn latest_events(&self, tenant_id: &str, limit: usize) -> Result<EventPage>;
     /// Claims a display name in a circle for `peer_id`, atomically across every pod: the first
     /// of `candidates` that no other live peer holds (one this peer holds already counts as
     /// free). The claim lives as long as the peer's presence (refreshed by the heartbeat,

@@ -7,16 +7,19 @@
 //!   calls), sign-in with a link or an API key, logout.
 //! - [`overview`]: peers by circle and this month's usage against the plan.
 //! - [`asks`]: the tenant's recent asks with their states and each recipient's, filtered.
+//! - [`events`]: the tenant's event log, newest first; [`stream`] follows it live (SSE).
 //! - [`keys`]: the tenant's API keys: list, make (text shown once), revoke (`keys:manage`).
 //! - [`usage`]: the month's usage as a CSV download.
 //! - [`page`]: the shared layout data, page errors, and the response headers every page gets.
 
 pub mod asks;
+pub mod events;
 pub mod keys;
 pub mod overview;
 pub mod page;
 pub mod session;
 pub mod signin;
+pub mod stream;
 pub mod usage;
 
 use axum::Router;
@@ -29,6 +32,8 @@ use crate::state::AppState;
 
 /// The stylesheet, served from the binary.
 const APP_CSS: &str = include_str!("../../../assets/dashboard/app.css");
+/// The event log's live view (the dashboard's only script).
+const EVENTS_JS: &str = include_str!("../../../assets/dashboard/events.js");
 /// The tab's icon (without one, browsers ask for `/favicon.ico`, outside the dashboard).
 const ICON_SVG: &str = include_str!("../../../assets/dashboard/icon.svg");
 
@@ -40,11 +45,14 @@ pub fn router() -> Router<AppState> {
         .route("/dashboard/signin", get(signin::page).post(signin::submit))
         .route("/dashboard/logout", post(signin::logout))
         .route("/dashboard/asks", get(asks::page))
+        .route("/dashboard/events", get(events::page))
+        .route("/dashboard/events/stream", get(stream::stream))
         .route("/dashboard/keys", get(keys::page).post(keys::create))
         .route("/dashboard/keys/revoke", post(keys::revoke))
         .route("/dashboard/usage.csv", get(usage::csv))
         .route("/dashboard/assets/app.css", get(stylesheet))
         .route("/dashboard/assets/icon.svg", get(icon))
+        .route("/dashboard/assets/events.js", get(script))
         .layer(middleware::from_fn(page::headers));
     Router::new()
         .route("/v1/dashboard/links", post(signin::mint_link))
@@ -58,6 +66,17 @@ async fn icon() -> impl IntoResponse {
             (header::CACHE_CONTROL, "public, max-age=86400"),
         ],
         ICON_SVG,
+    )
+}
+
+async fn script() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            // Versioned like the stylesheet.
+            (header::CACHE_CONTROL, "public, max-age=86400"),
+        ],
+        EVENTS_JS,
     )
 }
 

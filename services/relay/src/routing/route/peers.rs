@@ -8,6 +8,7 @@ use repowire_protocol::{
 };
 
 use super::session::{Handled, Refusal, Session};
+use crate::cluster::events::TenantEvent;
 use crate::ids::now_ms;
 use crate::routing::dispatch::frame_text;
 use crate::routing::hub::{in_scope, peer_info};
@@ -123,12 +124,14 @@ pub(super) async fn update(s: &Session, id: MessageId, u: UpdatePeer) -> Handled
         .ok_or_else(|| Refusal::new(ErrorCode::NotRegistered, "the peer left this connection"))?;
     s.send(Body::Ok(Reply { re: id }));
     let info = peer_info(&updated.record, Some(&updated));
-    let frame = frame_text(Body::Presence(Presence {
-        event: PresenceEvent::Updated,
-        peer: info,
-    }));
-    s.state.hub.broadcast(&s.tenant_id, frame.clone());
-    s.state.cluster.to_tenant(&s.tenant_id, &frame);
+    announce(
+        &s.state,
+        &s.tenant_id,
+        Presence {
+            event: PresenceEvent::Updated,
+            peer: info,
+        },
+    );
     s.state.cluster.announce(&s.tenant_id, &updated).await;
     Ok(())
 }
@@ -172,8 +175,18 @@ pub async fn went_offline(state: &AppState, mut record: PeerRecord) {
         event: PresenceEvent::Offline,
         peer: peer_info(&record, None),
     };
-    let frame = frame_text(Body::Presence(presence));
-    state.hub.broadcast(&record.tenant_id, frame.clone());
-    state.cluster.to_tenant(&record.tenant_id, &frame);
+    announce(state, &record.tenant_id, presence);
     state.cluster.withdraw(&record.tenant_id, &record.peer_id);
+}
+
+/// Tells a tenant's connections, on every pod, of a presence change, and records it in the
+/// tenant's event log.
+pub(super) fn announce(state: &AppState, tenant_id: &str, presence: Presence) {
+    state
+        .cluster
+        .events()
+        .record(tenant_id, TenantEvent::presence(&presence));
+    let frame = frame_text(Body::Presence(presence));
+    state.hub.broadcast(tenant_id, frame.clone());
+    state.cluster.to_tenant(tenant_id, &frame);
 }

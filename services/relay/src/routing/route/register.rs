@@ -298,12 +298,14 @@ pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled
         reclaimed,
         inbox_seq: u64::try_from(bound.record.last_seq).unwrap_or(0),
     }));
-    let online = frame_text(Body::Presence(Presence {
-        event: PresenceEvent::Online,
-        peer: info,
-    }));
-    s.state.hub.broadcast(&s.tenant_id, online.clone());
-    s.state.cluster.to_tenant(&s.tenant_id, &online);
+    super::peers::announce(
+        &s.state,
+        &s.tenant_id,
+        Presence {
+            event: PresenceEvent::Online,
+            peer: info,
+        },
+    );
     // Visible to the other pods before the catch-up reads the inbox (see `cluster`).
     if let Some(live) = &live {
         s.state.cluster.claim(&s.tenant_id, live).await;

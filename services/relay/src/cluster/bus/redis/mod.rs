@@ -5,7 +5,8 @@
 //!
 //! Keys: `{prefix}:t:{tenant}:p:{peer}`, `{prefix}:t:{tenant}:peers` and the display-name
 //! claims `{prefix}:t:{tenant}:n:{circle}:{name}` (the holder's peer id, living as long as its
-//! presence), the message buckets `{prefix}:t:{tenant}:rate` ([`limits`]); channels
+//! presence), the message buckets `{prefix}:t:{tenant}:rate` ([`limits`]), the event logs
+//! `{prefix}:t:{tenant}:events` ([`events`]); channels
 //! `{prefix}:pod:{pod}` and `{prefix}:all`.
 
 use std::collections::HashMap;
@@ -18,9 +19,10 @@ use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
 use tokio::sync::mpsc;
 
+mod events;
 mod limits;
 
-use super::{Bus, BusError, BusEvent, Presence, Refreshed, Result, Target};
+use super::{Bus, BusError, BusEvent, EventPage, Presence, Refreshed, Result, Target};
 use crate::cluster::bus::gcra::{Grant, Rate};
 
 fn unavailable(e: redis::RedisError) -> BusError {
@@ -446,6 +448,24 @@ impl Bus for RedisBus {
         }
         out.sort_by(|a, b| a.peer_id.cmp(&b.peer_id));
         Ok(out)
+    }
+
+    async fn append_events(
+        &self,
+        tenant_id: &str,
+        events: &[String],
+        keep: u64,
+        ttl: Duration,
+    ) -> Result<u64> {
+        self.append(tenant_id, events, keep, ttl).await
+    }
+
+    async fn read_events(&self, tenant_id: &str, after: u64, limit: usize) -> Result<EventPage> {
+        self.read(tenant_id, after, limit).await
+    }
+
+    async fn latest_events(&self, tenant_id: &str, limit: usize) -> Result<EventPage> {
+        self.latest(tenant_id, limit).await
     }
 
     async fn take_tokens(&self, tenant_id: &str, rate: Rate, want: u64) -> Result<Grant> {

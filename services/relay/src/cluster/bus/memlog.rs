@@ -1,0 +1,156 @@
+//! Tenant event logs in memory, for [`super::memory::MemoryBus`]: the same numbering, trimming
+//! and lifetime as the Redis streams of [`super::redis`].
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{EventPage, LoggedEvent};
+
+/// One tenant's log.
+#[derive(Debug)]
+struct Log {
+    last: u64,
+    entries: VecDeque<LoggedEvent>,
+    /// Dropped (as if it never was) after this.
+    until: Instant,
+}
+
+/// Every tenant's log.
+#[derive(Debug, Default)]
+pub struct MemLogs {
+    logs: HashMap<String, Log>,
+}
+
+impl MemLogs {
+    /// The tenant's log, unless its lifetime is over (then it is dropped).
+    fn live(&mut self, tenant_id: &str) -> Option<&mut Log> {
+        let now = Instant::now();
+        if self.logs.get(tenant_id).is_some_and(|l| l.until <= now) {
+            self.logs.remove(tenant_id);
+        }
+        self.logs.get_mut(tenant_id)
+    }
+
+    /// See [`super::Bus::append_events`].
+    pub fn append(&mut self, tenant_id: &str, events: &[String], keep: u64, ttl: Duration) -> u64 {
+        let until = Instant::now() + ttl;
+        if self.live(tenant_id).is_none() {
+            self.logs.insert(
+                tenant_id.to_owned(),
+                Log {
+                    last: 0,
+                    entries: VecDeque::new(),
+                    until,
+                },
+            );
+        }
+        let Some(log) = self.logs.get_mut(tenant_id) else {
+            return 0;
+        };
+        log.until = until;
+        for data in events {
+            log.last += 1;
+            log.entries.push_back(LoggedEvent {
+                seq: log.last,
+                data: data.clone(),
+            });
+        }
+        let keep = usize::try_from(keep.max(1)).unwrap_or(usize::MAX);
+        while log.entries.len() > keep {
+            log.entries.pop_front();
+        }
+        log.last
+    }
+
+    /// See [`super::Bus::read_events`].
+    pub fn read(&mut self, tenant_id: &str, after: u64, limit: usize) -> EventPage {
+        let Some(log) = self.live(tenant_id) else {
+            return EventPage::default();
+        };
+        let events: Vec<LoggedEvent> = log
+            .entries
+            .iter()
+            .filter(|e| e.seq > after)
+            .take(limit)
+            .cloned()
+            .collect();
+        let first_kept = log.entries.front().map_or(log.last + 1, |e| e.seq);
+        EventPage {
+            missed: missed(after, first_kept, log.last),
+            events,
+            last: log.last,
+        }
+    }
+
+    /// See [`super::Bus::latest_events`].
+    pub fn latest(&mut self, tenant_id: &str, limit: usize) -> EventPage {
+        let Some(log) = self.live(tenant_id) else {
+            return EventPage::default();
+        };
+        let skip = log.entries.len().saturating_sub(limit);
+        EventPage {
+            events: log.entries.iter().skip(skip).cloned().collect(),
+            missed: 0,
+            last: log.last,
+        }
+    }
+}
+
+/// Entries after `after` that are gone: those before the first one kept. None when the cursor
+/// is past the log's end (a log that started again: the reader is told by `last`).
+pub fn missed(after: u64, first_kept: u64, last: u64) -> u64 {
+    if after > last {
+        return 0;
+    }
+    first_kept.saturating_sub(after + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_after_a_trimmed_cursor_are_counted_as_missed() {
+        assert_eq!(missed(0, 1, 5), 0);
+        assert_eq!(missed(3, 4, 9), 0);
+        assert_eq!(missed(3, 8, 9), 4);
+        assert_eq!(missed(0, 6, 9), 5);
+        assert_eq!(
+            missed(12, 8, 9),
+            0,
+            "a cursor past the end is a restarted log"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_log_keeps_its_newest_entries_and_is_dropped_after_its_lifetime() {
+        let mut logs = MemLogs::default();
+        let ttl = Duration::from_secs(60);
+        let batch: Vec<String> = (1..=5).map(|i| format!("e{i}")).collect();
+        assert_eq!(logs.append("t1", &batch, 3, ttl), 5);
+        let page = logs.read("t1", 0, 10);
+        assert_eq!(page.last, 5);
+        assert_eq!(page.missed, 2);
+        assert_eq!(
+            page.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            [3, 4, 5]
+        );
+        assert_eq!(logs.read("t1", 4, 10).events.len(), 1);
+        assert_eq!(logs.read("t1", 4, 10).missed, 0);
+        assert_eq!(logs.latest("t1", 2).events[0].seq, 4);
+        assert_eq!(
+            logs.read("t2", 0, 10),
+            EventPage::default(),
+            "tenants apart"
+        );
+        tokio::time::advance(ttl).await;
+        assert_eq!(logs.read("t1", 0, 10).last, 0, "dropped after its lifetime");
+        assert_eq!(
+            logs.append("t1", &batch[..1], 3, ttl),
+            1,
+            "and started again"
+        );
+    }
+}
