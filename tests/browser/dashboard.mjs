@@ -3,7 +3,7 @@
 //   node dashboard.mjs BASE LINK_PATH API_KEY SCREENSHOT_DIR
 // (PLAYWRIGHT_CORE names the playwright-core module, REPOWIRE_CHROMIUM the browser). It signs
 // in with the one-time link by clicking, checks the cookie, the overview and what a hostile
-// peer said, walks the page with the keyboard (skip link, sign out), reads the page with
+// peer said, follows the event log live, walks the page with the keyboard (skip link, sign out), reads the page with
 // JavaScript off at a phone's width (sign-in by API key through the plain form), checks light and
 // dark, that no Content-Security-Policy violation or script error happened, and saves
 // screenshots. Any failed check throws: a non-zero exit with the reason.
@@ -94,6 +94,25 @@ try {
   await page.getByRole('button', { name: /Revoke made in chromium/ }).waitFor();
   assert.equal((await page.content()).includes(made), false, 'the key text was shown again');
   ok('a key is made from the Keys page, its text shown once');
+
+  // The event log, live: the page says so, then entries the test makes happen now (it waits
+  // for the line below) appear at the top without a reload, their text as text.
+  await page.getByRole('link', { name: 'Events' }).click();
+  await page.waitForURL(base + '/dashboard/events');
+  await page.getByRole('row', { name: /builder \(dev\)/ }).first().waitFor();
+  await page.locator('#live[data-state=live]').waitFor();
+  console.log('READY events');
+  const joined = page.getByRole('row', { name: /online watcher \(ops\)/ });
+  await joined.waitFor({ timeout: 15000 });
+  const said = page.getByRole('row', { name: /watcher \(ops\) → builder/ });
+  await said.waitFor({ timeout: 15000 });
+  assert.match(await said.innerText(), /<img src=x onerror=window\.__pwned=true> are you there\?/);
+  assert.equal(await page.locator('table img').count(), 0, 'a message made an element');
+  assert.equal(await page.evaluate(() => window.__pwned === true), false);
+  const top = await page.locator('#events tbody tr').first().innerText();
+  assert.match(top, /watcher|builder/, `the newest entry is not at the top: ${top}`);
+  await page.screenshot({ path: `${shots}/events-1280x800.png`, fullPage: true });
+  ok('the event log adds entries live at the top, their text as text');
 
   // 2. The keyboard: the first Tab reaches the skip link, which moves focus to the content;
   // Sign out is reachable and works from the keyboard.

@@ -64,6 +64,8 @@ pub struct Inner {
     /// Connections not yet authenticated (HTTP requests, upgrades in progress), against
     /// `--max-pending-connections`.
     pub pending_slots: Arc<Semaphore>,
+    /// The dashboard's person connections on this pod (see [`crate::edge::dashboard::human`]).
+    pub humans: crate::edge::dashboard::human::Humans,
     draining: AtomicBool,
 }
 
@@ -154,6 +156,7 @@ impl AppState {
             failed_auth,
             outbound_budget,
             pending_slots,
+            humans: Default::default(),
             draining: AtomicBool::new(false),
         }));
         (state, writer_task)

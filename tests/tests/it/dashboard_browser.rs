@@ -7,6 +7,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use tokio::io::{AsyncBufReadExt, BufReader};
+
 use repowire_e2e::client::TestClient;
 use repowire_e2e::process::{RelayProcess, relay_bin};
 use repowire_protocol::{Body, UpdatePeer};
@@ -83,22 +85,44 @@ async fn the_dashboard_works_in_chromium_with_the_keyboard_on_a_phone_and_withou
     assert_eq!(status, 200, "{minted}");
     let path = minted["path"].as_str().expect("path");
 
+    let agent_key = key.clone();
+    let mut watchers = Vec::new();
     let shots = repo().join("target/dashboard-screenshots");
     let script = repo().join("tests/browser/dashboard.mjs");
     let http = relay.http.clone();
     let shots_arg = shots.to_str().expect("utf8").to_owned();
     let path = path.to_owned();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("node")
-            .arg(script)
-            .args([&http, &path, &key, &shots_arg])
-            .env("PLAYWRIGHT_CORE", playwright)
-            .output()
-            .expect("run node")
-    })
-    .await
-    .expect("the browser run");
-    let said = String::from_utf8_lossy(&out.stdout);
+    let mut node = tokio::process::Command::new("node")
+        .arg(script)
+        .args([&http, &path, &key, &shots_arg])
+        .env("PLAYWRIGHT_CORE", playwright)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run node");
+    // The script says when the event log is open; what happens then must appear in it live.
+    let mut lines = BufReader::new(node.stdout.take().expect("stdout")).lines();
+    let mut said = String::new();
+    while let Some(line) = lines.next_line().await.expect("the script's output") {
+        if line == "READY events" {
+            let mut watcher = TestClient::connect(&relay.http, &relay.ws, &agent_key).await;
+            let me = watcher.peer("watcher", "ops").await;
+            watcher
+                .notify(
+                    &me,
+                    builder.peer_id.as_str(),
+                    "<img src=x onerror=window.__pwned=true> are you there?",
+                )
+                .await
+                .expect("accepted");
+            watchers.push(watcher);
+        } else {
+            said.push_str(&line);
+            said.push('\n');
+        }
+    }
+    let out = node.wait_with_output().await.expect("the browser run");
     assert!(
         out.status.success(),
         "the browser checks failed:\n{said}\n{}",
@@ -107,7 +131,7 @@ async fn the_dashboard_works_in_chromium_with_the_keyboard_on_a_phone_and_withou
     let report: serde_json::Value = serde_json::from_str(said.trim()).expect("the report");
     assert_eq!(report["ok"], true);
     assert!(
-        report["checked"].as_array().is_some_and(|c| c.len() >= 11),
+        report["checked"].as_array().is_some_and(|c| c.len() >= 12),
         "{report}"
     );
     for shot in [
@@ -115,6 +139,7 @@ async fn the_dashboard_works_in_chromium_with_the_keyboard_on_a_phone_and_withou
         "overview-1280x800-dark.png",
         "overview-390x844-nojs.png",
         "keys-1280x800.png",
+        "events-1280x800.png",
     ] {
         assert!(shots.join(shot).is_file(), "no {shot}");
     }

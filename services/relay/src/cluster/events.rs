@@ -221,6 +221,14 @@ impl EventLog {
         self.bus.read_events(tenant_id, after, limit).await
     }
 
+    /// Drops a tenant's log (deleted or purged): its messages' text goes with it.
+    pub async fn forget(&self, tenant_id: &str) {
+        if let Err(error) = self.bus.drop_events(tenant_id).await {
+            // It expires by itself (LOG_TTL); nobody can sign in to a deleted tenant.
+            tracing::warn!(%error, tenant = %tenant_id, "could not drop a deleted tenant's event log");
+        }
+    }
+
     /// The newest `limit` entries.
     pub async fn latest(
         &self,

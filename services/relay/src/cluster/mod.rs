@@ -554,6 +554,9 @@ mod tests {
         ) -> Result<crate::cluster::bus::EventPage> {
             self.inner.latest_events(t, limit).await
         }
+        async fn drop_events(&self, t: &str) -> Result<()> {
+            self.inner.drop_events(t).await
+        }
     }
 
     /// The next event heard, or `None` if nothing comes within a (paused-clock) second.

@@ -137,6 +137,7 @@ pub async fn purge_deleted(state: &AppState) -> usize {
     for tenant in due {
         match state.store.purge_tenant(&tenant).await {
             Ok(true) => {
+                state.cluster.events().forget(&tenant).await;
                 tracing::info!(%tenant, "deleted tenant purged after the retention period");
                 purged += 1;
             }

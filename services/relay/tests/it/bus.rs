@@ -446,4 +446,12 @@ async fn redis_event_logs_number_every_pods_entries_and_count_what_was_trimmed()
         .expect("read");
     assert_eq!(fresh.missed, 0);
     assert_eq!(fresh.events.len(), 1);
+
+    // A deleted tenant's log goes; the other's stays.
+    a.drop_events("tnt-two").await.expect("drop");
+    assert_eq!(
+        b.read_events("tnt-two", 0, 10).await.expect("read"),
+        Default::default()
+    );
+    assert_eq!(b.read_events("tnt-one", 0, 10).await.expect("read").last, 5);
 }

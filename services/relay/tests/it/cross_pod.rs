@@ -134,6 +134,9 @@ impl Bus for Gated {
     ) -> Result<repowire_relay::cluster::bus::EventPage> {
         self.inner.latest_events(t, limit).await
     }
+    async fn drop_events(&self, t: &str) -> Result<()> {
+        self.inner.drop_events(t).await
+    }
 }
 
 /// protocol.md §10.9: from `registered` on, a connection gets a peer's entries in increasing

@@ -84,6 +84,11 @@ impl MemLogs {
         }
     }
 
+    /// See [`super::Bus::drop_events`].
+    pub fn drop_log(&mut self, tenant_id: &str) {
+        self.logs.remove(tenant_id);
+    }
+
     /// See [`super::Bus::latest_events`].
     pub fn latest(&mut self, tenant_id: &str, limit: usize) -> EventPage {
         let Some(log) = self.live(tenant_id) else {

@@ -214,6 +214,11 @@ impl Bus for MemoryBus {
         Ok(self.logs.lock().unwrap().latest(tenant_id, limit))
     }
 
+    async fn drop_events(&self, tenant_id: &str) -> Result<()> {
+        self.logs.lock().unwrap().drop_log(tenant_id);
+        Ok(())
+    }
+
     async fn tenant_presence(&self, tenant_id: &str) -> Result<Vec<Presence>> {
         let now = Instant::now();
         let mut out: Vec<Presence> = self

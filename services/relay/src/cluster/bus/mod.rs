@@ -308,6 +308,8 @@ pub trait Bus: Send + Sync + std::fmt::Debug {
     async fn read_events(&self, tenant_id: &str, after: u64, limit: usize) -> Result<EventPage>;
     /// The newest `limit` entries of a tenant's log, oldest first.
     async fn latest_events(&self, tenant_id: &str, limit: usize) -> Result<EventPage>;
+    /// Drops a tenant's log (the tenant was deleted or purged).
+    async fn drop_events(&self, tenant_id: &str) -> Result<()>;
     /// Claims a display name in a circle for `peer_id`, atomically across every pod: the first
     /// of `candidates` that no other live peer holds (one this peer holds already counts as
     /// free). The claim lives as long as the peer's presence (refreshed by the heartbeat,

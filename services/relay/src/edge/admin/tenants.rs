@@ -81,6 +81,7 @@ pub(super) async fn delete_tenant_http(
     let detail = crate::tenancy::admin::tenants::delete_tenant(store, &tenant_ref).await?;
     let id = detail.tenant.id.as_str();
     close_everywhere(&state, id).await;
+    state.cluster.events().forget(id).await;
     audit::record(
         store,
         &ctx,
@@ -136,6 +137,8 @@ pub(super) async fn purge_tenant_http(
         close_everywhere(&state, id).await;
     }
     crate::tenancy::admin::tenants::purge_tenant(store, &tenant_ref).await?;
+    // Again: peers that went offline after the deletion were logged.
+    state.cluster.events().forget(id).await;
     audit::record(
         store,
         &ctx,

@@ -7,13 +7,18 @@
 //!   calls), sign-in with a link or an API key, logout.
 //! - [`overview`]: peers by circle and this month's usage against the plan.
 //! - [`asks`]: the tenant's recent asks with their states and each recipient's, filtered.
+//! - [`compose`]: send a notify or an ask as the person's `human` peer ([`human`]).
+//! - [`approvals`]: open questions to `@approvers`, answered with a button (`approve`).
 //! - [`events`]: the tenant's event log, newest first; [`stream`] follows it live (SSE).
 //! - [`keys`]: the tenant's API keys: list, make (text shown once), revoke (`keys:manage`).
 //! - [`usage`]: the month's usage as a CSV download.
 //! - [`page`]: the shared layout data, page errors, and the response headers every page gets.
 
+pub mod approvals;
 pub mod asks;
+pub mod compose;
 pub mod events;
+pub mod human;
 pub mod keys;
 pub mod overview;
 pub mod page;
@@ -45,6 +50,11 @@ pub fn router() -> Router<AppState> {
         .route("/dashboard/signin", get(signin::page).post(signin::submit))
         .route("/dashboard/logout", post(signin::logout))
         .route("/dashboard/asks", get(asks::page))
+        .route("/dashboard/compose", get(compose::page).post(compose::send))
+        .route(
+            "/dashboard/approvals",
+            get(approvals::page).post(approvals::answer),
+        )
         .route("/dashboard/events", get(events::page))
         .route("/dashboard/events/stream", get(stream::stream))
         .route("/dashboard/keys", get(keys::page).post(keys::create))

@@ -34,6 +34,10 @@ pub struct SignedIn {
     pub manages_keys: bool,
     /// The session may read the tenant's messages (the header links the Asks page).
     pub reads_messages: bool,
+    /// The session may send as a peer (the header links the Send page).
+    pub sends: bool,
+    /// The session may answer approvals (the header links the Approvals page).
+    pub approves: bool,
 }
 
 impl Chrome {

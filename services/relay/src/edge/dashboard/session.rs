@@ -146,6 +146,8 @@ impl TenantSession {
                 csrf: self.session.csrf.clone(),
                 manages_keys: self.may(apikey::KEYS_MANAGE),
                 reads_messages: self.may(apikey::MESSAGES_READ),
+                sends: self.may(apikey::CONNECT),
+                approves: self.may(apikey::APPROVE),
             }),
             ..Chrome::anonymous()
         }

@@ -53,6 +53,11 @@ impl Kick {
         self.token.cancel();
     }
 
+    /// Whether it was kicked.
+    pub fn is_kicked(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
     /// Resolves when kicked.
     pub async fn kicked(&self) -> (u16, String) {
         self.token.cancelled().await;

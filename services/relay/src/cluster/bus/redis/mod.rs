@@ -468,6 +468,14 @@ impl Bus for RedisBus {
         self.latest(tenant_id, limit).await
     }
 
+    async fn drop_events(&self, tenant_id: &str) -> Result<()> {
+        redis::cmd("DEL")
+            .arg(self.events_key(tenant_id))
+            .query_async::<()>(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)
+    }
+
     async fn take_tokens(&self, tenant_id: &str, rate: Rate, want: u64) -> Result<Grant> {
         self.take_tokens_at(tenant_id, rate, want, None).await
     }
