@@ -10,6 +10,7 @@
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import readline from 'node:readline';
 
 const [base, linkPath, apiKey, shots] = process.argv.slice(2);
 assert.ok(base && linkPath && apiKey && shots, 'usage: dashboard.mjs BASE LINK_PATH API_KEY SCREENSHOT_DIR');
@@ -27,6 +28,14 @@ const problems = [];
 function watch(page, name) {
   page.on('console', (m) => { if (m.type() === 'error') problems.push(`${name}: console error: ${m.text()}`); });
   page.on('pageerror', (e) => problems.push(`${name}: script error: ${e.message}`));
+}
+// The test makes things happen between steps: this says READY <step> and waits for its "go".
+const input = readline.createInterface({ input: process.stdin });
+const lines = input[Symbol.asyncIterator]();
+async function handshake(step) {
+  console.log(`READY ${step}`);
+  const { value, done } = await lines.next();
+  assert.ok(!done && value === 'go', `the test did not do its part of ${step}`);
 }
 const checked = [];
 function ok(what) { checked.push(what); }
@@ -101,7 +110,7 @@ try {
   await page.waitForURL(base + '/dashboard/events');
   await page.getByRole('row', { name: /builder \(dev\)/ }).first().waitFor();
   await page.locator('#live[data-state=live]').waitFor();
-  console.log('READY events');
+  await handshake('events');
   const joined = page.getByRole('row', { name: /online watcher \(ops\)/ });
   await joined.waitFor({ timeout: 15000 });
   const said = page.getByRole('row', { name: /watcher \(ops\) → builder/ });
@@ -113,6 +122,33 @@ try {
   assert.match(top, /watcher|builder/, `the newest entry is not at the top: ${top}`);
   await page.screenshot({ path: `${shots}/events-1280x800.png`, fullPage: true });
   ok('the event log adds entries live at the top, their text as text');
+
+  // Send a notify from the browser; the agent takes it in (injected), and the event log shows
+  // that live.
+  await page.getByRole('link', { name: 'Send' }).click();
+  await page.waitForURL(base + '/dashboard/compose');
+  await page.getByRole('textbox', { name: 'To' }).fill('builder');
+  await page.getByRole('textbox', { name: 'Message' }).fill('please rebase on main');
+  await page.getByRole('button', { name: 'Send' }).click();
+  await page.getByText(/Accepted for builder/).waitFor();
+  await handshake('sent');
+  await page.getByRole('link', { name: 'Events' }).click();
+  await page.waitForURL(base + '/dashboard/events');
+  await page.getByRole('row', { name: /injected builder ←/ }).first().waitFor({ timeout: 15000 });
+  ok('a notify sent from the browser reaches the agent, and its state shows injected');
+
+  // Approve a gated tool call from the browser: the agent asks, the person presses Allow.
+  await handshake('question');
+  await page.getByRole('link', { name: 'Approvals' }).click();
+  await page.waitForURL(base + '/dashboard/approvals');
+  const gated = page.getByRole('listitem').filter({ hasText: 'Bash: cargo publish' });
+  await gated.waitFor();
+  assert.equal(await page.locator('.asks script').count(), 0);
+  await page.screenshot({ path: `${shots}/approvals-1280x800.png`, fullPage: true });
+  await gated.getByRole('button', { name: /^Allow/ }).click();
+  await page.getByText('Answered `allow`.').waitFor();
+  await handshake('answered');
+  ok('a gated tool call is allowed from the browser');
 
   // 2. The keyboard: the first Tab reaches the skip link, which moves focus to the content;
   // Sign out is reachable and works from the keyboard.
@@ -159,5 +195,6 @@ try {
   ok('no script error and no Content-Security-Policy violation');
   console.log(JSON.stringify({ ok: true, checked }));
 } finally {
+  input.close(); // or node waits for more lines and never exits
   await browser.close();
 }

@@ -7,11 +7,11 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use repowire_e2e::client::TestClient;
 use repowire_e2e::process::{RelayProcess, relay_bin};
-use repowire_protocol::{Body, UpdatePeer};
+use repowire_protocol::{Ask, Body, Question, ReceiptState, UpdatePeer};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -64,6 +64,8 @@ async fn the_dashboard_works_in_chromium_with_the_keyboard_on_a_phone_and_withou
         "keys:manage",
         "--scope",
         "messages:read",
+        "--scope",
+        "approve",
     ]);
     let mut agent = TestClient::connect(&relay.http, &relay.ws, &key).await;
     let builder = agent.peer("builder", "dev").await;
@@ -87,6 +89,7 @@ async fn the_dashboard_works_in_chromium_with_the_keyboard_on_a_phone_and_withou
 
     let agent_key = key.clone();
     let mut watchers = Vec::new();
+    let mut question = None;
     let shots = repo().join("target/dashboard-screenshots");
     let script = repo().join("tests/browser/dashboard.mjs");
     let http = relay.http.clone();
@@ -96,33 +99,99 @@ async fn the_dashboard_works_in_chromium_with_the_keyboard_on_a_phone_and_withou
         .arg(script)
         .args([&http, &path, &key, &shots_arg])
         .env("PLAYWRIGHT_CORE", playwright)
+        .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .expect("run node");
-    // The script says when the event log is open; what happens then must appear in it live.
+    // The script says READY <step> where the test makes something happen, and waits for it.
+    let mut go = node.stdin.take().expect("stdin");
     let mut lines = BufReader::new(node.stdout.take().expect("stdout")).lines();
     let mut said = String::new();
-    while let Some(line) = lines.next_line().await.expect("the script's output") {
-        if line == "READY events" {
-            let mut watcher = TestClient::connect(&relay.http, &relay.ws, &agent_key).await;
-            let me = watcher.peer("watcher", "ops").await;
-            watcher
-                .notify(
-                    &me,
-                    builder.peer_id.as_str(),
-                    "<img src=x onerror=window.__pwned=true> are you there?",
-                )
-                .await
-                .expect("accepted");
-            watchers.push(watcher);
-        } else {
-            said.push_str(&line);
-            said.push('\n');
+    let mut steps = Vec::new();
+    // A run that hangs fails here instead of holding CI (the script itself takes ~20 s).
+    tokio::time::timeout(std::time::Duration::from_secs(300), async {
+        while let Some(line) = lines.next_line().await.expect("the script's output") {
+            let Some(step) = line.strip_prefix("READY ") else {
+                said.push_str(&line);
+                said.push('\n');
+                continue;
+            };
+            match step {
+                // A peer joins and says something hostile while the event log is open.
+                "events" => {
+                    let mut watcher = TestClient::connect(&relay.http, &relay.ws, &agent_key).await;
+                    let me = watcher.peer("watcher", "ops").await;
+                    watcher
+                        .notify(
+                            &me,
+                            builder.peer_id.as_str(),
+                            "<img src=x onerror=window.__pwned=true> are you there?",
+                        )
+                        .await
+                        .expect("accepted");
+                    watchers.push(watcher);
+                }
+                // The person's notify reached the agent, which takes it in.
+                "sent" => {
+                    let got = loop {
+                        let got = agent.delivered_to(&builder.peer_id).await;
+                        if got.message.text == "please rebase on main" {
+                            break got;
+                        }
+                    };
+                    assert_eq!(got.message.from.name, "browser");
+                    agent
+                        .receipt(
+                            &builder.peer_id,
+                            got.message.message_id,
+                            ReceiptState::Injected,
+                        )
+                        .await;
+                }
+                // The agent's tool call waits for an approver.
+                "question" => {
+                    let asked = agent
+                        .submit(Body::Ask(Ask {
+                            from: builder.peer_id.clone(),
+                            to: repowire_protocol::APPROVERS.into(),
+                            circle: None,
+                            text: "Bash: cargo publish --dry-run".into(),
+                            reply_to: None,
+                            question: Some(Question::tool_permission(600_000)),
+                        }))
+                        .await
+                        .expect("the question is accepted");
+                    question = asked.correlation_id;
+                }
+                // The person allowed it: the agent has the decision, and runs the tool.
+                "answered" => {
+                    let decision = agent.delivered_to(&builder.peer_id).await;
+                    assert_eq!(decision.message.correlation_id, question);
+                    assert_eq!(
+                        decision
+                            .message
+                            .answer
+                            .as_ref()
+                            .and_then(|a| a.option_id.as_deref()),
+                        Some("allow")
+                    );
+                }
+                other => panic!("the script waits for an unknown step {other}"),
+            }
+            steps.push(step.to_owned());
+            go.write_all(b"go\n").await.expect("the script reads");
         }
-    }
-    let out = node.wait_with_output().await.expect("the browser run");
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the browser run hung; it said:\n{said}"));
+    assert_eq!(steps, ["events", "sent", "question", "answered"]);
+    drop(go);
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), node.wait_with_output())
+        .await
+        .expect("the browser run ends")
+        .expect("the browser run");
     assert!(
         out.status.success(),
         "the browser checks failed:\n{said}\n{}",
@@ -131,7 +200,7 @@ async fn the_dashboard_works_in_chromium_with_the_keyboard_on_a_phone_and_withou
     let report: serde_json::Value = serde_json::from_str(said.trim()).expect("the report");
     assert_eq!(report["ok"], true);
     assert!(
-        report["checked"].as_array().is_some_and(|c| c.len() >= 12),
+        report["checked"].as_array().is_some_and(|c| c.len() >= 14),
         "{report}"
     );
     for shot in [
@@ -140,6 +209,7 @@ async fn the_dashboard_works_in_chromium_with_the_keyboard_on_a_phone_and_withou
         "overview-390x844-nojs.png",
         "keys-1280x800.png",
         "events-1280x800.png",
+        "approvals-1280x800.png",
     ] {
         assert!(shots.join(shot).is_file(), "no {shot}");
     }
