@@ -257,6 +257,19 @@ pub struct RelayConfig {
     /// key it was opened with is revoked or expires).
     #[arg(long, env = "REPOWIRE_DASHBOARD_SESSION_SECS", default_value_t = 12 * 3600)]
     pub dashboard_session_secs: u64,
+    /// Self-serve sign-up on the dashboard (`/dashboard/signup`): anyone who reaches the relay
+    /// may create a tenant on `--signup-plan` with its first key. Off unless set.
+    #[arg(long, env = "REPOWIRE_SIGNUP", default_value_t = false)]
+    pub signup: bool,
+    /// A code sign-up asks for (give it to the people you invite); unset: none is asked.
+    #[arg(long, env = "REPOWIRE_SIGNUP_INVITE_CODE", hide_env_values = true)]
+    pub signup_invite_code: Option<String>,
+    /// The plan a signed-up tenant starts on.
+    #[arg(long, env = "REPOWIRE_SIGNUP_PLAN", default_value = "free")]
+    pub signup_plan: String,
+    /// Sign-ups one source address may try per hour (0: no limit).
+    #[arg(long, env = "REPOWIRE_SIGNUPS_PER_HOUR", default_value_t = 5)]
+    pub signups_per_hour: u32,
     /// Entries each tenant's event log keeps at least (the dashboard's live view: messages,
     /// delivery states, presence); a browser that reconnects is told how many it missed past
     /// them. 0: no event log.

@@ -64,6 +64,8 @@ pub struct Inner {
     /// Connections not yet authenticated (HTTP requests, upgrades in progress), against
     /// `--max-pending-connections`.
     pub pending_slots: Arc<Semaphore>,
+    /// Sign-ups per source address (see [`crate::edge::dashboard::signup`]).
+    pub signups: crate::edge::dashboard::signup::SignupLimiter,
     /// The dashboard's person connections on this pod (see [`crate::edge::dashboard::human`]).
     pub humans: crate::edge::dashboard::human::Humans,
     draining: AtomicBool,
@@ -107,15 +109,16 @@ impl AppState {
         // In a cluster, answers are kept only once change notices are heard (cluster::run).
         let directory = Directory::new(!bus.shared());
         let metrics = Arc::new(Metrics::new());
+        let events = crate::cluster::events::EventLog::start(bus.clone(), config.event_log_len);
         let limits = Enforcer::new(
             store.clone(),
             bus.clone(),
             metrics.clone(),
             std::time::Duration::from_millis(config.limits_refresh_ms),
-            config.rate_burst_secs,
-            config.presence_ttl(),
+            (config.rate_burst_secs, config.presence_ttl()),
+            events.clone(),
         );
-        let cluster = Cluster::start(bus, config.presence_ttl(), config.event_log_len);
+        let cluster = Cluster::start(bus, config.presence_ttl(), events);
         let dispatcher = Arc::new(Dispatcher::new(
             hub.clone(),
             metrics.clone(),
@@ -133,6 +136,7 @@ impl AppState {
             config.failed_auth_per_minute,
             config.failed_auth_burst,
         );
+        let signups_per_hour = config.signups_per_hour;
         let pending_slots = Arc::new(Semaphore::new(config.max_pending_connections.max(1)));
         let http_limit = crate::edge::httplimit::HttpLimiter::new(
             config.http_requests_per_minute,
@@ -157,6 +161,7 @@ impl AppState {
             outbound_budget,
             pending_slots,
             humans: Default::default(),
+            signups: crate::edge::dashboard::signup::SignupLimiter::new(signups_per_hour),
             draining: AtomicBool::new(false),
         }));
         (state, writer_task)

@@ -30,6 +30,14 @@ pub const HELD: usize = 50_000;
 pub const PREVIEW_CHARS: usize = 280;
 /// Events appended in one batch at most.
 const BATCH: usize = 1024;
+/// Limit refusals each tenant's refusal log keeps (the overview's "recent limit refusals").
+pub const REFUSALS_KEPT: u64 = 20;
+
+/// The log of a tenant's limit refusals: a log of its own beside the event log (tenant ids hold
+/// no `:`, so it is no tenant's), kept short, so the overview reads them without scanning.
+fn refusals_of(tenant_id: &str) -> String {
+    format!("{tenant_id}:refusals")
+}
 
 /// One event of a tenant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,6 +96,17 @@ pub enum TenantEvent {
         /// Its turn state (wire spelling), when online.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         turn_state: Option<String>,
+    },
+    /// A tenant limit refused something (a message, a connection, a registration).
+    Refused {
+        /// When.
+        at_ms: i64,
+        /// Which limit (`rate`, `quota`, `message_bytes`, `peers`, …).
+        limit: String,
+        /// The error code the client got.
+        code: String,
+        /// What it was told.
+        message: String,
     },
     /// Events this pod could not record (the bus was unreachable too long).
     Missed {
@@ -171,9 +190,30 @@ impl EventLog {
         log
     }
 
-    /// Records an event of a tenant (never blocks).
+    /// Records an event of a tenant (never blocks); a refusal goes to its refusal log too.
     pub fn record(&self, tenant_id: &str, event: TenantEvent) {
+        if matches!(event, TenantEvent::Refused { .. }) {
+            let _ = self.tx.send((refusals_of(tenant_id), event.clone()));
+        }
         let _ = self.tx.send((tenant_id.to_owned(), event));
+    }
+
+    /// The tenant's newest `limit` limit refusals, newest first.
+    pub async fn refusals(
+        &self,
+        tenant_id: &str,
+        limit: usize,
+    ) -> crate::cluster::bus::Result<Vec<TenantEvent>> {
+        let page = self
+            .bus
+            .latest_events(&refusals_of(tenant_id), limit)
+            .await?;
+        Ok(page
+            .events
+            .iter()
+            .rev()
+            .filter_map(|e| serde_json::from_str(&e.data).ok())
+            .collect())
     }
 
     /// Wakes this pod's streams of a tenant: its log reached `last`.
@@ -223,7 +263,11 @@ impl EventLog {
 
     /// Drops a tenant's log (deleted or purged): its messages' text goes with it.
     pub async fn forget(&self, tenant_id: &str) {
-        if let Err(error) = self.bus.drop_events(tenant_id).await {
+        let dropped = match self.bus.drop_events(tenant_id).await {
+            Ok(()) => self.bus.drop_events(&refusals_of(tenant_id)).await,
+            Err(e) => Err(e),
+        };
+        if let Err(error) = dropped {
             // It expires by itself (LOG_TTL); nobody can sign in to a deleted tenant.
             tracing::warn!(%error, tenant = %tenant_id, "could not drop a deleted tenant's event log");
         }
@@ -325,14 +369,16 @@ async fn append_in_batches(
                 .iter()
                 .filter_map(|e| serde_json::to_string(e).ok())
                 .collect();
+            let refusals = tenant.ends_with(":refusals");
+            let kept = if refusals { REFUSALS_KEPT } else { keep };
             match log
                 .bus
-                .append_events(&tenant, &encoded, keep, LOG_TTL)
+                .append_events(&tenant, &encoded, kept, LOG_TTL)
                 .await
             {
                 Ok(last) => {
                     log.appended(&tenant, last);
-                    if log.bus.shared() {
+                    if log.bus.shared() && !refusals {
                         let notice = BusEvent::EventsAppended {
                             tenant_id: tenant.clone(),
                             last,

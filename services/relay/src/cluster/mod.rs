@@ -59,13 +59,12 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Starts the forwarding task (in commit order) on `bus`, and the event logs' (each
-    /// tenant's keeping at least `event_log_len` entries).
-    pub fn start(bus: Arc<dyn Bus>, ttl: Duration, event_log_len: u64) -> Arc<Self> {
+    /// Starts the forwarding task (in commit order) on `bus`; tenant events go to `events`.
+    pub fn start(bus: Arc<dyn Bus>, ttl: Duration, events: Arc<events::EventLog>) -> Arc<Self> {
         let (forwards, rx) = mpsc::unbounded_channel();
         tokio::spawn(forward_in_order(bus.clone(), rx));
         Arc::new(Self {
-            events: events::EventLog::start(bus.clone(), event_log_len),
+            events,
             bus,
             ttl,
             forwards,
@@ -592,7 +591,11 @@ mod tests {
             }
         };
         let mut heard = bus.subscribe().await.expect("subscribe");
-        let cluster = Cluster::start(bus.clone(), Duration::from_secs(30), 0);
+        let cluster = Cluster::start(
+            bus.clone(),
+            Duration::from_secs(30),
+            events::EventLog::start(bus.clone(), 0),
+        );
         let directory = Directory::new(true);
 
         // Refused, along with the presence frame after it.

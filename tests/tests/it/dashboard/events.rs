@@ -8,7 +8,7 @@ use std::time::Duration;
 use repowire_e2e::client::TestClient;
 use repowire_e2e::process::{TempDatabase, admin};
 use repowire_e2e::web::{Browser, EventStream};
-use repowire_protocol::ReceiptState;
+use repowire_protocol::{Body, ErrorCode, ReceiptState, Register};
 use serde_json::Value;
 
 use super::{attribute_after, pods};
@@ -216,10 +216,63 @@ async fn the_event_log_streams_from_any_pod_and_a_reconnect_misses_nothing() {
         .events("/dashboard/events/stream", None)
         .await
         .expect("a stream");
-    let (rows, _) = rows_until(&mut theirs_stream, 0, |rows| !rows.is_empty()).await;
+    let (rows, acme_last) = rows_until(&mut theirs_stream, 0, |rows| !rows.is_empty()).await;
     assert_eq!(rows[0]["who"], "acme-agent (dev)", "{rows:?}");
     let page = their_browser.get("/dashboard/events").await;
     assert!(!page.body.contains("alice"), "{}", page.body);
+
+    // A limit refuses something (the free plan's 10 live peers): the stream shows it, and the
+    // overview lists it under recent limit refusals; ours never does.
+    let overview = their_browser.get("/dashboard").await;
+    assert!(overview.body.contains("None recently"), "{}", overview.body);
+    let mut crowd = TestClient::connect(&b.http, &b.ws, &theirs).await;
+    for i in 0..9 {
+        crowd.peer(&format!("extra-{i}"), "dev").await;
+    }
+    let id = crowd
+        .send(Body::Register(Register {
+            name: Some("one-too-many".into()),
+            circle: Some("dev".into()),
+            backend: "test".into(),
+            role: None,
+            path: None,
+            machine: None,
+            reclaim: None,
+        }))
+        .await;
+    let refused = crowd
+        .answer(id)
+        .await
+        .expect_err("the 11th peer is refused");
+    assert_eq!(refused.code, ErrorCode::LimitExceeded);
+    let (rows, _) = rows_until(&mut theirs_stream, acme_last, |rows| {
+        rows.iter().any(|r| r["kind"] == "refused")
+    })
+    .await;
+    let row = rows
+        .iter()
+        .find(|r| r["kind"] == "refused")
+        .expect("a refusal");
+    assert_eq!(row["state"], "peers", "{row}");
+    let overview = their_browser.get("/dashboard").await;
+    assert!(
+        overview
+            .body
+            .contains(r#"<span class="state failed">peers</span>"#),
+        "{}",
+        overview.body
+    );
+    assert!(
+        overview.body.contains("allows 10 live peers"),
+        "{}",
+        overview.body
+    );
+    let ours_overview = browser.get("/dashboard").await;
+    assert!(
+        ours_overview.body.contains("None recently"),
+        "{}",
+        ours_overview.body
+    );
 
     // A cursor that is not a place, and a session without `messages:read`.
     let refused = browser

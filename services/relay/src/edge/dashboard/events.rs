@@ -160,6 +160,18 @@ pub fn row_of(seq: u64, event: &TenantEvent, names: &Names) -> EventRow {
                 .map(|t| format!("turn: {t}"))
                 .unwrap_or_default(),
         ),
+        TenantEvent::Refused {
+            at_ms,
+            limit,
+            message,
+            ..
+        } => (
+            *at_ms,
+            "refused",
+            limit.clone(),
+            "a tenant limit".to_owned(),
+            message.clone(),
+        ),
         TenantEvent::Missed { at_ms, count } => (
             *at_ms,
             "missed",

@@ -5,6 +5,7 @@
 //! - [`session`]: the session cookie, CSRF, and what a signed-in browser may do.
 //! - [`signin`]: one-time sign-in links (`POST /v1/dashboard/links`, what `repowire dashboard`
 //!   calls), sign-in with a link or an API key, logout.
+//! - [`signup`]: self-serve sign-up (a tenant on the free plan and its first key), when on.
 //! - [`overview`]: peers by circle and this month's usage against the plan.
 //! - [`asks`]: the tenant's recent asks with their states and each recipient's, filtered.
 //! - [`compose`]: send a notify or an ask as the person's `human` peer ([`human`]).
@@ -24,6 +25,7 @@ pub mod overview;
 pub mod page;
 pub mod session;
 pub mod signin;
+pub mod signup;
 pub mod stream;
 pub mod usage;
 
@@ -49,6 +51,7 @@ pub fn router() -> Router<AppState> {
         .route("/dashboard/", get(overview::page))
         .route("/dashboard/signin", get(signin::page).post(signin::submit))
         .route("/dashboard/logout", post(signin::logout))
+        .route("/dashboard/signup", get(signup::page).post(signup::submit))
         .route("/dashboard/asks", get(asks::page))
         .route("/dashboard/compose", get(compose::page).post(compose::send))
         .route(

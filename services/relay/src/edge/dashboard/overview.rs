@@ -75,7 +75,20 @@ struct Overview {
     circles: Vec<CircleRows>,
     online: usize,
     total: usize,
+    refusals: Vec<RefusalLine>,
 }
+
+/// A recent limit refusal.
+#[derive(Debug)]
+pub struct RefusalLine {
+    at_iso: String,
+    at_ago: String,
+    limit: String,
+    message: String,
+}
+
+/// Recent limit refusals the overview shows.
+const REFUSALS_SHOWN: usize = 10;
 
 /// `12,345`.
 fn count(n: i64) -> String {
@@ -180,7 +193,38 @@ pub async fn page(
         }
     }
     let online = circles.iter().map(|c| c.online).sum();
+    // Recent limit refusals: the page still shows without them when the bus cannot be read.
+    let refusals = match state
+        .cluster
+        .events()
+        .refusals(&tenant_id, REFUSALS_SHOWN)
+        .await
+    {
+        Ok(list) => list,
+        Err(error) => {
+            tracing::warn!(%error, "cannot read recent limit refusals");
+            Vec::new()
+        }
+    };
+    let refusals = refusals
+        .into_iter()
+        .filter_map(|e| match e {
+            crate::cluster::events::TenantEvent::Refused {
+                at_ms,
+                limit,
+                message,
+                ..
+            } => Some(RefusalLine {
+                at_iso: calendar::utc_string(at_ms),
+                at_ago: ago(at_ms, now),
+                limit,
+                message,
+            }),
+            _ => None,
+        })
+        .collect();
     Ok(render(&Overview {
+        refusals,
         chrome: signed.chrome("overview"),
         tenant_name: detail
             .tenant

@@ -93,7 +93,7 @@ pub fn same_origin(headers: &HeaderMap) -> Result<(), PageError> {
 }
 
 /// Compares two secrets in time that does not depend on where they differ.
-fn same_secret(a: &str, b: &str) -> bool {
+pub fn same_secret(a: &str, b: &str) -> bool {
     a.len() == b.len()
         && a.bytes()
             .zip(b.bytes())

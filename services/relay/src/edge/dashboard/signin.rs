@@ -13,7 +13,7 @@
 
 use askama::Template;
 use axum::extract::{Form, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::{Extension, Json};
 use repowire_protocol::ErrorCode;
@@ -307,14 +307,27 @@ pub async fn submit(
             ));
         }
     };
-    // The browser's previous session, if it had one, ends: one cookie, one session.
-    if let Some(previous) = session::cookie(&headers) {
+    let cookie = open_session(&state, &headers, &key, now).await?;
+    let mut response = Redirect::to("/dashboard").into_response();
+    response.headers_mut().insert(header::SET_COOKIE, cookie);
+    Ok(response)
+}
+
+/// Opens a session of `key` for this browser (its previous one, if any, ends: one cookie, one
+/// session) and returns the `Set-Cookie` value.
+pub(super) async fn open_session(
+    state: &AppState,
+    headers: &HeaderMap,
+    key: &ApiKeyRecord,
+    now: i64,
+) -> Result<HeaderValue, PageError> {
+    if let Some(previous) = session::cookie(headers) {
         state
             .store
             .end_dashboard_session(&session::hash(previous), now)
             .await?;
     }
-    record_use(&state, &key.id, now).await;
+    record_use(state, &key.id, now).await;
     let secret = session::new_secret();
     let lifetime = state.config.dashboard_session_secs;
     let stored = DashboardSession {
@@ -331,11 +344,7 @@ pub async fn submit(
     };
     state.store.create_dashboard_session(&stored).await?;
     tracing::info!(tenant = %key.tenant_id, key = %key.id, "dashboard session opened");
-    let mut response = Redirect::to("/dashboard").into_response();
-    response
-        .headers_mut()
-        .insert(header::SET_COOKIE, session::set_cookie(&secret, lifetime));
-    Ok(response)
+    Ok(session::set_cookie(&secret, lifetime))
 }
 
 /// `POST /dashboard/logout` form.

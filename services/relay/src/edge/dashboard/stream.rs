@@ -31,7 +31,7 @@ use crate::state::AppState;
 /// How often a stream checks that its session still holds.
 pub const RECHECK: Duration = Duration::from_secs(30);
 /// Streams of one tenant one pod serves at most.
-pub const MAX_STREAMS: usize = 32;
+pub const MAX_STREAMS: usize = 64;
 /// Entries read from the bus at a time.
 const PAGE: usize = 500;
 /// A stream reads the log at least this often even without a notice (one lost with the bus).

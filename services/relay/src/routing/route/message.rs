@@ -204,7 +204,7 @@ async fn admit(
     if refusal.reason != Reason::MessageBytes && settled(s, id, sender, content_hash).await? {
         return Ok(None);
     }
-    s.state.limits.count(&refusal);
+    s.state.limits.count(&s.tenant_id, &refusal);
     Err(Refusal::from(refusal))
 }
 
@@ -437,7 +437,7 @@ async fn reply_fits(s: &Session, text: Option<&str>) -> Result<Arc<Snapshot>, Re
     match s.state.limits.reply_fits(&s.tenant_id, bytes).await? {
         Ok(limits) => Ok(limits),
         Err(refusal) => {
-            s.state.limits.count(&refusal);
+            s.state.limits.count(&s.tenant_id, &refusal);
             Err(refusal.into())
         }
     }

@@ -145,7 +145,7 @@ async fn store_within(s: &Session, record: &PeerRecord, room: &StoredRoom) -> Re
                 ),
                 None,
             );
-            s.state.limits.count(&refusal);
+            s.state.limits.count(&s.tenant_id, &refusal);
             Err(refusal.into())
         }
     }

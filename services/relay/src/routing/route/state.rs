@@ -40,7 +40,7 @@ pub(super) async fn set(s: &Session, id: MessageId, st: StateSet) -> Handled {
             ),
             None,
         );
-        s.state.limits.count(&refusal);
+        s.state.limits.count(&s.tenant_id, &refusal);
         return Err(refusal.into());
     }
     if written == StateWrite::Full {

@@ -128,22 +128,25 @@ pub struct Enforcer {
     burst_secs: u64,
     slot_ttl: Duration,
     tenants: Mutex<HashMap<String, Arc<TenantState>>>,
+    /// Where refusals are recorded for the tenant to see (the dashboard's overview).
+    events: Arc<crate::cluster::events::EventLog>,
 }
 
 #[allow(clippy::unwrap_used)] // a poisoned lock only follows a panic elsewhere
 impl Enforcer {
     /// An enforcer reading limits from `store` at most every `refresh`, with message buckets on
     /// `bus` holding `burst_secs` seconds of a tenant's rate, and connection slots that live
-    /// `slot_ttl` unless refreshed.
+    /// `slot_ttl` unless refreshed; refusals are recorded in `events`.
     pub fn new(
         store: Arc<dyn Store>,
         bus: Arc<dyn Bus>,
         metrics: Arc<Metrics>,
         refresh: Duration,
-        burst_secs: u64,
-        slot_ttl: Duration,
+        (burst_secs, slot_ttl): (u64, Duration),
+        events: Arc<crate::cluster::events::EventLog>,
     ) -> Self {
         Self {
+            events,
             store,
             bus,
             metrics,
@@ -256,8 +259,17 @@ impl Enforcer {
         }
     }
 
-    /// Counts a refusal that was sent, by limit and plan.
-    pub fn count(&self, refusal: &LimitRefusal) {
+    /// Counts a refusal that was sent, by limit and plan, and records it for the tenant.
+    pub fn count(&self, tenant_id: &str, refusal: &LimitRefusal) {
+        self.events.record(
+            tenant_id,
+            crate::cluster::events::TenantEvent::Refused {
+                at_ms: crate::ids::now_ms(),
+                limit: refusal.reason.as_str().to_owned(),
+                code: refusal.code.as_str().to_owned(),
+                message: refusal.message.clone(),
+            },
+        );
         self.metrics
             .limit_refusals
             .get_or_create(&LimitLabel {

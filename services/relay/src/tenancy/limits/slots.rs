@@ -90,7 +90,7 @@ impl Enforcer {
                     ),
                     None,
                 );
-                self.count(&refusal);
+                self.count(tenant_id, &refusal);
                 return Ok(Err(refusal));
             }
             Ok(Some(open)) => Some(open),
@@ -135,7 +135,7 @@ impl Enforcer {
                     ),
                     None,
                 );
-                self.count(&refusal);
+                self.count(tenant_id, &refusal);
                 Ok(Err(refusal))
             }
             Err(error) => {
