@@ -24,7 +24,8 @@ use crate::ids::now_ms;
 
 /// How long a tenant's log lives after its last entry.
 pub const LOG_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
-/// Events held while the bus cannot take them, before the oldest are let go (and counted).
+/// Events held while the bus cannot take them, before the oldest are let go (and counted); as
+/// many again may wait to be taken by the appender, past which new ones are let go (counted).
 pub const HELD: usize = 50_000;
 /// Characters of a message's text the log keeps (the Asks page shows all of it).
 pub const PREVIEW_CHARS: usize = 280;
@@ -107,6 +108,10 @@ pub enum TenantEvent {
         code: String,
         /// What it was told.
         message: String,
+        /// Refusals of the same limit not recorded since the previous one (at most one is
+        /// recorded a second).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        repeated: u64,
     },
     /// Events this pod could not record (the bus was unreachable too long).
     Missed {
@@ -115,6 +120,10 @@ pub enum TenantEvent {
         /// How many.
         count: u64,
     },
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl TenantEvent {
@@ -172,6 +181,10 @@ pub struct EventLog {
     /// The newest place each watched tenant's log is known to have reached, for the streams
     /// of this pod that watch it.
     watched: Mutex<HashMap<String, watch::Sender<u64>>>,
+    /// Events sent to the appender and not yet taken by it: past [`HELD`], new ones are let go
+    /// and counted in `overflow` (the appender turns the counts into `missed` entries).
+    queued: std::sync::atomic::AtomicUsize,
+    overflow: Mutex<HashMap<String, u64>>,
 }
 
 impl EventLog {
@@ -183,6 +196,8 @@ impl EventLog {
             bus,
             tx,
             watched: Mutex::new(HashMap::new()),
+            queued: std::sync::atomic::AtomicUsize::new(0),
+            overflow: Mutex::new(HashMap::new()),
         });
         if keep > 0 {
             tokio::spawn(append_in_batches(Arc::downgrade(&log), rx, keep));
@@ -193,9 +208,31 @@ impl EventLog {
     /// Records an event of a tenant (never blocks); a refusal goes to its refusal log too.
     pub fn record(&self, tenant_id: &str, event: TenantEvent) {
         if matches!(event, TenantEvent::Refused { .. }) {
-            let _ = self.tx.send((refusals_of(tenant_id), event.clone()));
+            self.queue(refusals_of(tenant_id), event.clone());
         }
-        let _ = self.tx.send((tenant_id.to_owned(), event));
+        self.queue(tenant_id.to_owned(), event);
+    }
+
+    /// Hands an event to the appender, or counts it let go when [`HELD`] wait already (the
+    /// bus has been away long enough for that).
+    fn queue(&self, tenant_id: String, event: TenantEvent) {
+        use std::sync::atomic::Ordering;
+        if self.queued.fetch_add(1, Ordering::Relaxed) >= HELD {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+            #[allow(clippy::unwrap_used)] // a poisoned lock only follows a panic elsewhere
+            let mut overflow = self.overflow.lock().unwrap();
+            *overflow.entry(tenant_id).or_default() += 1;
+            return;
+        }
+        if self.tx.send((tenant_id, event)).is_err() {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Takes an event off the queue count (the appender took it).
+    fn taken(&self) {
+        self.queued
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The tenant's newest `limit` limit refusals, newest first.
@@ -358,13 +395,22 @@ async fn append_in_batches(
                 return;
             };
             held.push(tenant, event);
-        }
-        while let Ok((tenant, event)) = rx.try_recv() {
-            held.push(tenant, event);
+            if let Some(log) = log.upgrade() {
+                log.taken();
+            }
         }
         let Some(log) = log.upgrade() else { return };
+        while let Ok((tenant, event)) = rx.try_recv() {
+            log.taken();
+            held.push(tenant, event);
+        }
+        #[allow(clippy::unwrap_used)] // a poisoned lock only follows a panic elsewhere
+        for (tenant, count) in log.overflow.lock().unwrap().drain() {
+            *held.dropped.entry(tenant).or_default() += count;
+        }
         let mut failed = Vec::new();
-        for (tenant, events) in held.batch() {
+        let mut batch = held.batch().into_iter();
+        while let Some((tenant, events)) = batch.next() {
             let encoded: Vec<String> = events
                 .iter()
                 .filter_map(|e| serde_json::to_string(e).ok())
@@ -390,7 +436,11 @@ async fn append_in_batches(
                 }
                 Err(error) => {
                     tracing::warn!(%error, tenant = %tenant, count = events.len(), "could not record tenant events; holding them");
+                    // The bus is away: the rest waits too, instead of each tenant's append
+                    // waiting out its own timeout.
                     failed.push((tenant, events));
+                    failed.extend(batch);
+                    break;
                 }
             }
         }

@@ -208,7 +208,12 @@ pub async fn serve(
         .scopes
         .split(' ')
         .any(|s| s == crate::tenancy::apikey::APPROVE);
-    let session = Session::new(state.clone(), auth.tenant_id.clone(), conn, approves);
+    let session = Session::new(
+        state.clone(),
+        auth.tenant_id.clone(),
+        (conn, auth.key_id.clone()),
+        approves,
+    );
 
     // Reading and writing are two halves of one task. The write half owns every close: a
     // peer that stopped reading blocks only its own socket write, which races the control

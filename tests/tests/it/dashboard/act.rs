@@ -261,6 +261,56 @@ async fn a_person_sends_asks_and_approves_from_the_dashboard_as_a_human_peer() {
     assert!(late.body.contains("Not answered"), "{}", late.body);
     assert!(late.body.contains("closed"), "{}", late.body);
 
+    // Used on pod b, the person's peer moved there; pod a takes it back for the next send.
+    let form = browser.get("/dashboard/compose").await;
+    let once = form.hidden("once").expect("a frame id");
+    let again = browser
+        .post(
+            "/dashboard/compose",
+            &[
+                ("csrf", &csrf),
+                ("once", &once),
+                ("kind", "notify"),
+                ("to", "bob"),
+                ("text", "back on pod a"),
+            ],
+        )
+        .await;
+    assert!(again.body.contains("Accepted for bob"), "{}", again.body);
+    let got = on_b.delivered_to(&bob.peer_id).await;
+    assert_eq!(got.message.text, "back on pod a");
+    assert_eq!(got.message.from.peer_id, me, "the same peer");
+
+    // A notify to the person is failed at once, with the reason (the dashboard has no inbox).
+    let to_person = on_b
+        .notify(&bob, me.as_str(), "lunch?")
+        .await
+        .expect("accepted");
+    let state = on_b.state_of(to_person.message_id).await;
+    assert_eq!(state.state, DeliveryState::Failed, "{state:?}");
+    assert!(
+        state
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("no inbox")),
+        "{state:?}"
+    );
+
+    // No other key's connection may become a person's peer.
+    let id = on_b
+        .send(Body::Register(repowire_protocol::Register {
+            name: Some("alice".into()),
+            circle: Some("humans".into()),
+            backend: "dashboard".into(),
+            role: Some(repowire_protocol::Role::Human),
+            path: Some("dashboard:key-of-someone-else".into()),
+            machine: None,
+            reclaim: Some(me.clone()),
+        }))
+        .await;
+    let refused = on_b.answer(id).await.expect_err("refused");
+    assert_eq!(refused.code, repowire_protocol::ErrorCode::InvalidRequest);
+
     // A person whose key may not approve sees no Approvals page.
     let viewer = admin(
         &db.url(),

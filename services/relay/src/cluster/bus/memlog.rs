@@ -76,9 +76,8 @@ impl MemLogs {
             .take(limit)
             .cloned()
             .collect();
-        let first_kept = log.entries.front().map_or(log.last + 1, |e| e.seq);
         EventPage {
-            missed: missed(after, first_kept, log.last),
+            missed: missed(after, &events),
             events,
             last: log.last,
         }
@@ -103,13 +102,13 @@ impl MemLogs {
     }
 }
 
-/// Entries after `after` that are gone: those before the first one kept. None when the cursor
-/// is past the log's end (a log that started again: the reader is told by `last`).
-pub fn missed(after: u64, first_kept: u64, last: u64) -> u64 {
-    if after > last {
-        return 0;
-    }
-    first_kept.saturating_sub(after + 1)
+/// Entries after `after` that are gone: those between the cursor and the first entry read
+/// (the newest entry is never trimmed, so a read that finds nothing after the cursor missed
+/// nothing). Counted from what the read returned, so an append racing the read cannot make it
+/// count entries that were read.
+pub fn missed(after: u64, read: &[LoggedEvent]) -> u64 {
+    read.first()
+        .map_or(0, |e| e.seq.saturating_sub(after.saturating_add(1)))
 }
 
 #[cfg(test)]
@@ -118,15 +117,15 @@ mod tests {
 
     #[test]
     fn entries_after_a_trimmed_cursor_are_counted_as_missed() {
-        assert_eq!(missed(0, 1, 5), 0);
-        assert_eq!(missed(3, 4, 9), 0);
-        assert_eq!(missed(3, 8, 9), 4);
-        assert_eq!(missed(0, 6, 9), 5);
-        assert_eq!(
-            missed(12, 8, 9),
-            0,
-            "a cursor past the end is a restarted log"
-        );
+        let at = |seq: u64| LoggedEvent {
+            seq,
+            data: String::new(),
+        };
+        assert_eq!(missed(0, &[at(1)]), 0);
+        assert_eq!(missed(3, &[at(4), at(5)]), 0);
+        assert_eq!(missed(3, &[at(8)]), 4);
+        assert_eq!(missed(0, &[at(6)]), 5);
+        assert_eq!(missed(12, &[]), 0, "nothing read, nothing missed");
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,7 +1,8 @@
 //! `GET|POST /dashboard/compose`: the person sends a notify or an ask to a peer (by name, peer
 //! id or `rs-…` session id, optionally within a circle) as their own `human` peer
 //! ([`super::human`]), through the relay's routing like any agent's frame. Needs a session
-//! whose key holds `connect` (the scope every peer's key has). The form carries the frame's id,
+//! whose key holds `connect` (the scope every peer's key has) and `messages:read` (replies
+//! show on the Asks page). The form carries the frame's id,
 //! minted when the page was drawn: sent twice (a reload of the answer), it is one message.
 
 use askama::Template;
@@ -55,14 +56,21 @@ pub struct ComposeForm {
     text: String,
 }
 
+/// Whether a session may send: as a peer (`connect`), and read what comes back on the Asks
+/// page (`messages:read`), or replies to the person would be receipted and never seen.
+pub fn may_send(signed: &TenantSession) -> bool {
+    signed.may(apikey::CONNECT) && signed.may(apikey::MESSAGES_READ)
+}
+
 async fn sender(state: &AppState, headers: &HeaderMap) -> Result<TenantSession, PageError> {
     let signed = session::required(state, headers).await?;
-    if !signed.may(apikey::CONNECT) {
+    if !may_send(&signed) {
         return Err(PageError::Shown(
             StatusCode::FORBIDDEN,
             format!(
-                "sending needs a sign-in with a key that holds `{}`",
-                apikey::CONNECT
+                "sending needs a sign-in with a key that holds `{}` and `{}` (the replies show on the Asks page)",
+                apikey::CONNECT,
+                apikey::MESSAGES_READ
             ),
         ));
     }

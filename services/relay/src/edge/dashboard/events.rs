@@ -164,13 +164,18 @@ pub fn row_of(seq: u64, event: &TenantEvent, names: &Names) -> EventRow {
             at_ms,
             limit,
             message,
+            repeated,
             ..
         } => (
             *at_ms,
             "refused",
             limit.clone(),
             "a tenant limit".to_owned(),
-            message.clone(),
+            if *repeated > 0 {
+                format!("{message} (and {repeated} more like it since the one before)")
+            } else {
+                message.clone()
+            },
         ),
         TenantEvent::Missed { at_ms, count } => (
             *at_ms,

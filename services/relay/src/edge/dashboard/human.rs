@@ -4,17 +4,17 @@
 //! same routing as an agent's frames — validation, name resolution, the tenant's limits, the
 //! writer, `accepted` only after commit — over a connection inside this relay process
 //! ([`HumanConn`]): it is added to the hub like a WebSocket, registers the peer, and stays
-//! open [`IDLE`] after its last use (the peer shows online meanwhile), then goes offline. What
-//! reaches the peer meanwhile (a reply to the person's ask, a notify) is receipted `delivered`:
-//! the dashboard shows it (the Asks page, the event log). A revoked key closes it like any.
+//! open [`IDLE`] after its last use (the peer shows online meanwhile), then goes offline. A
+//! reply to the person's ask that reaches it is receipted `delivered` (the Asks page shows it);
+//! anything else is `failed` with a reason ([`NO_INBOX`]). A revoked key closes it like any.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use repowire_protocol::{
-    Body, CloseCode, ErrorFrame, Frame, MessageId, PeerId, Receipt, ReceiptState, Register, Role,
-    decode, decode_from_relay, encode,
+    Body, CloseCode, ErrorCode, ErrorFrame, Frame, MessageId, PeerId, Receipt, ReceiptState,
+    Register, Role, decode, decode_from_relay, encode,
 };
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -30,7 +30,7 @@ pub const IDLE: Duration = Duration::from_secs(300);
 /// How long an answer to a frame may take.
 const ANSWER: Duration = Duration::from_secs(15);
 /// The backend the person's peer registers with.
-pub const BACKEND: &str = "dashboard";
+pub const BACKEND: &str = route::DASHBOARD_BACKEND;
 /// The circle of a person's peer (a `human` crosses circles; this is where it shows).
 pub const CIRCLE: &str = "humans";
 
@@ -38,6 +38,9 @@ pub const CIRCLE: &str = "humans";
 #[derive(Debug, Default)]
 pub struct Humans {
     open: Mutex<HashMap<(String, String, bool), Arc<HumanConn>>>,
+    /// One connection starts at a time on this pod: two first uses at once would register
+    /// two peers for one person.
+    starting: tokio::sync::Mutex<()>,
 }
 
 /// One person's connection inside this process.
@@ -98,22 +101,42 @@ impl Humans {
         let key_id = signed.session.key_id.clone().unwrap_or_default();
         let approves = signed.may(apikey::APPROVE);
         let slot = (signed.tenant_id().to_owned(), key_id.clone(), approves);
-        #[allow(clippy::unwrap_used)] // a poisoned lock only follows a panic elsewhere
-        let open = self.open.lock().unwrap().get(&slot).cloned();
-        if let Some(conn) = open
-            && !conn.kick.is_kicked()
-        {
-            conn.touch();
+        if let Some(conn) = self.usable(state, &slot) {
+            return Ok(conn);
+        }
+        let _starting = self.starting.lock().await;
+        // Another request may have started it meanwhile.
+        if let Some(conn) = self.usable(state, &slot) {
             return Ok(conn);
         }
         let conn = HumanConn::start(state, signed, key_id, approves).await?;
         #[allow(clippy::unwrap_used)] // a poisoned lock only follows a panic elsewhere
         let replaced = self.open.lock().unwrap().insert(slot, conn.clone());
         if let Some(old) = replaced {
-            // Two first uses at once: one connection is enough.
             old.kick.kick(CloseCode::NORMAL, "");
         }
         Ok(conn)
+    }
+
+    /// The open connection of `slot` if it still holds its peer here (another pod may have
+    /// taken the peer over, or it went idle), its idle time restarted. One that does not is
+    /// closed.
+    fn usable(&self, state: &AppState, slot: &(String, String, bool)) -> Option<Arc<HumanConn>> {
+        #[allow(clippy::unwrap_used)] // a poisoned lock only follows a panic elsewhere
+        let mut open = self.open.lock().unwrap();
+        let conn = open.get(slot)?.clone();
+        let holds = !conn.kick.is_kicked()
+            && state
+                .hub
+                .owned_peer(&slot.0, conn.session.conn, conn.peer_id().as_str())
+                .is_some();
+        if holds {
+            conn.touch();
+            return Some(conn);
+        }
+        open.remove(slot);
+        conn.kick.kick(CloseCode::NORMAL, "");
+        None
     }
 
     fn forget(&self, conn: &Arc<HumanConn>) {
@@ -166,7 +189,7 @@ impl HumanConn {
             kick.kick(CloseCode::KEY_REVOKED, "API key revoked");
         }
         let conn = Arc::new(Self {
-            session: Session::new(state.clone(), tenant_id, id, approves),
+            session: Session::new(state.clone(), tenant_id, (id, key_id), approves),
             peer_id: OnceLock::new(),
             waiting: Mutex::new(HashMap::new()),
             used: Mutex::new(Instant::now()),
@@ -267,9 +290,33 @@ fn re_of(body: &Body) -> Option<MessageId> {
     }
 }
 
+/// Why a message to a person's peer is failed: the dashboard shows replies to the person's own
+/// asks (the Asks page), and has no inbox for anything else yet.
+pub const NO_INBOX: &str = "a person on the dashboard has no inbox for notifies and asks yet: \
+     reach them another way (the dashboard shows replies to their own asks)";
+
+/// What the person's connection says about a message it was handed: a reply to the person's
+/// own ask is `delivered` (the Asks page shows it with the ask, to a session that may read
+/// messages, which sending needs); anything else `failed` with [`NO_INBOX`], so its sender
+/// knows at once instead of waiting for an expiry.
+fn receipt_for(d: &repowire_protocol::Deliver) -> Receipt {
+    let reply = d.message.kind == repowire_protocol::MessageKind::Reply;
+    Receipt {
+        peer_id: d.to.clone(),
+        message_id: d.message.message_id,
+        state: if reply {
+            ReceiptState::Delivered
+        } else {
+            ReceiptState::Failed
+        },
+        reason: (!reply).then(|| NO_INBOX.to_owned()),
+    }
+}
+
 /// Reads what the relay sends the person's connection: answers go to who waits for them,
-/// deliveries are receipted `delivered` (the dashboard shows them). Ends the connection when
-/// it is kicked (a revoked key, shutdown) or idle past [`IDLE`], and the peer goes offline.
+/// deliveries are receipted ([`receipt_for`]). Ends the connection when it is kicked (a
+/// revoked key, shutdown), idle past [`IDLE`], or told another connection took its peer (the
+/// person used another pod), and the peer goes offline here.
 async fn pump(conn: Arc<HumanConn>, mut rx: OutReceiver) {
     let state = conn.session.state.clone();
     loop {
@@ -283,20 +330,23 @@ async fn pump(conn: Arc<HumanConn>, mut rx: OutReceiver) {
             frame = rx.recv() => {
                 let Some(text) = frame else { break };
                 let Ok(frame) = decode_from_relay(&text) else { continue };
-                if let Body::Deliver(d) = &frame.body {
-                    let receipt = Frame::new(Body::Receipt(Receipt {
-                        peer_id: d.to.clone(),
-                        message_id: d.message.message_id,
-                        state: ReceiptState::Delivered,
-                        reason: None,
-                    }));
-                    route::handle(&conn.session, receipt, std::time::Instant::now()).await;
-                } else if let Some(re) = re_of(&frame.body) {
-                    conn.answered(re, frame.body);
+                match &frame.body {
+                    Body::Deliver(d) => {
+                        let receipt = Frame::new(Body::Receipt(receipt_for(d)));
+                        route::handle(&conn.session, receipt, std::time::Instant::now()).await;
+                    }
+                    Body::Error(e) if e.re.is_none() && e.code == ErrorCode::NotRegistered => break,
+                    body => {
+                        if let Some(re) = re_of(body) {
+                            conn.answered(re, frame.body);
+                        }
+                    }
                 }
             }
         }
     }
+    // Closed first: an `open` that finds it from here on starts another.
+    conn.kick.kick(CloseCode::NORMAL, "");
     state.humans.forget(&conn);
     let gone = state
         .hub

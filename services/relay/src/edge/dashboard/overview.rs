@@ -213,12 +213,17 @@ pub async fn page(
                 at_ms,
                 limit,
                 message,
+                repeated,
                 ..
             } => Some(RefusalLine {
                 at_iso: calendar::utc_string(at_ms),
                 at_ago: ago(at_ms, now),
                 limit,
-                message,
+                message: if repeated > 0 {
+                    format!("{message} (and {repeated} more like it since the one before)")
+                } else {
+                    message
+                },
             }),
             _ => None,
         })

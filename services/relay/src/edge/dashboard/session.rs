@@ -146,7 +146,7 @@ impl TenantSession {
                 csrf: self.session.csrf.clone(),
                 manages_keys: self.may(apikey::KEYS_MANAGE),
                 reads_messages: self.may(apikey::MESSAGES_READ),
-                sends: self.may(apikey::CONNECT),
+                sends: super::compose::may_send(self),
                 approves: self.may(apikey::APPROVE),
             }),
             ..Chrome::anonymous()

@@ -213,8 +213,16 @@ pub async fn submit(
         key: &key.text,
         relay_url: &relay_url(&headers),
     });
-    let cookie = signin::open_session(&state, &headers, &key.record, now_ms()).await?;
+    // The key is shown whatever happens next: it exists only here. Without a session the
+    // page says to sign in with it.
     let mut response = welcome;
-    response.headers_mut().insert(header::SET_COOKIE, cookie);
+    match signin::open_session(&state, &headers, &key.record, now_ms()).await {
+        Ok(cookie) => {
+            response.headers_mut().insert(header::SET_COOKIE, cookie);
+        }
+        Err(error) => {
+            tracing::warn!(?error, tenant = %tenant.id, "signed up, but the browser could not be signed in");
+        }
+    }
     Ok(response)
 }

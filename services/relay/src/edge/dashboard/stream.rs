@@ -29,13 +29,13 @@ use super::session;
 use crate::state::AppState;
 
 /// How often a stream checks that its session still holds.
-pub const RECHECK: Duration = Duration::from_secs(30);
+pub const RECHECK: Duration = Duration::from_secs(10);
 /// Streams of one tenant one pod serves at most.
 pub const MAX_STREAMS: usize = 64;
 /// Entries read from the bus at a time.
 const PAGE: usize = 500;
 /// A stream reads the log at least this often even without a notice (one lost with the bus).
-const POLL: Duration = Duration::from_secs(15);
+const POLL: Duration = RECHECK;
 /// Peer ids a stream reloads the names for at most (each once: a peer registered since).
 const NAMES_TRIED: usize = 10_000;
 

@@ -17,7 +17,7 @@ mod state;
 
 pub use peers::went_offline;
 pub(crate) use register::catch_up;
-pub use register::run_catch_ups;
+pub use register::{DASHBOARD_BACKEND, run_catch_ups};
 
 use std::time::Instant;
 

@@ -16,6 +16,25 @@ use crate::storage::store::{PeerAdmission, PeerRecord, PeerRoom};
 use crate::tenancy::limits::enforce::Reason;
 
 const DEFAULT_CIRCLE: &str = "default";
+/// The backend of a person's peer on the dashboard (`crate::edge::dashboard::human`): one per
+/// API key, its path `dashboard:<key id>`; only a connection of that key registers it.
+pub const DASHBOARD_BACKEND: &str = "dashboard";
+
+/// Refuses a `dashboard` peer that is not this connection's key's own: another key could
+/// otherwise take over a person's peer (its replies, its name).
+fn dashboard_peer_allowed(s: &Session, r: &Register) -> Result<(), Refusal> {
+    if r.backend != DASHBOARD_BACKEND
+        || r.path.as_deref() == Some(format!("dashboard:{}", s.key_id).as_str())
+    {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        ErrorCode::InvalidRequest,
+        format!(
+            "the backend `{DASHBOARD_BACKEND}` is the relay's own for people on the dashboard; register with your agent's backend"
+        ),
+    ))
+}
 const CATCH_UP_PAGE: i64 = 256;
 
 /// A display name from a path's last component: name characters kept, others become '-'.
@@ -152,6 +171,7 @@ async fn store_within(s: &Session, record: &PeerRecord, room: &StoredRoom) -> Re
 }
 
 pub(super) async fn register(s: &Session, id: MessageId, r: Register) -> Handled {
+    dashboard_peer_allowed(s, &r)?;
     let now = now_ms();
     let stored = match &r.reclaim {
         Some(peer_id) => {

@@ -25,6 +25,8 @@ pub struct Session {
     pub tenant_id: String,
     /// This connection.
     pub conn: ConnId,
+    /// The API key it authenticated with.
+    pub key_id: String,
     /// The connection's key has the `approve` scope: its peers of an approving role may answer
     /// questions to `@approvers`.
     pub approves: bool,
@@ -39,13 +41,20 @@ pub struct Session {
 const NO_LANE: usize = usize::MAX;
 
 impl Session {
-    /// A session for a new connection; `approves`: its key has the `approve` scope.
-    pub fn new(state: AppState, tenant_id: String, conn: ConnId, approves: bool) -> Self {
+    /// A session for a new connection of key `key_id`; `approves`: the key has the `approve`
+    /// scope.
+    pub fn new(
+        state: AppState,
+        tenant_id: String,
+        (conn, key_id): (ConnId, String),
+        approves: bool,
+    ) -> Self {
         let writes = Arc::new(Semaphore::new(state.config.inflight_writes.max(1)));
         Self {
             state,
             tenant_id,
             conn,
+            key_id,
             approves,
             writes,
             last_lane: Arc::new(AtomicUsize::new(NO_LANE)),

@@ -118,6 +118,9 @@ struct TenantState {
     allowance: tokio::sync::Mutex<Allowance>,
 }
 
+/// A tenant and one of its limits.
+type RefusalKind = (String, &'static str);
+
 /// The limits of every tenant this pod serves.
 #[derive(Debug)]
 pub struct Enforcer {
@@ -130,6 +133,9 @@ pub struct Enforcer {
     tenants: Mutex<HashMap<String, Arc<TenantState>>>,
     /// Where refusals are recorded for the tenant to see (the dashboard's overview).
     events: Arc<crate::cluster::events::EventLog>,
+    /// When a refusal of each tenant and limit was last recorded, and how many came since: a
+    /// flood of refused frames is recorded once a second, with its count, not once a frame.
+    recorded: Mutex<HashMap<RefusalKind, (std::time::Instant, u64)>>,
 }
 
 #[allow(clippy::unwrap_used)] // a poisoned lock only follows a panic elsewhere
@@ -147,6 +153,7 @@ impl Enforcer {
     ) -> Self {
         Self {
             events,
+            recorded: Mutex::new(HashMap::new()),
             store,
             bus,
             metrics,
@@ -261,15 +268,18 @@ impl Enforcer {
 
     /// Counts a refusal that was sent, by limit and plan, and records it for the tenant.
     pub fn count(&self, tenant_id: &str, refusal: &LimitRefusal) {
-        self.events.record(
-            tenant_id,
-            crate::cluster::events::TenantEvent::Refused {
-                at_ms: crate::ids::now_ms(),
-                limit: refusal.reason.as_str().to_owned(),
-                code: refusal.code.as_str().to_owned(),
-                message: refusal.message.clone(),
-            },
-        );
+        if let Some(repeated) = self.to_record(tenant_id, refusal.reason.as_str()) {
+            self.events.record(
+                tenant_id,
+                crate::cluster::events::TenantEvent::Refused {
+                    at_ms: crate::ids::now_ms(),
+                    limit: refusal.reason.as_str().to_owned(),
+                    code: refusal.code.as_str().to_owned(),
+                    message: refusal.message.clone(),
+                    repeated,
+                },
+            );
+        }
         self.metrics
             .limit_refusals
             .get_or_create(&LimitLabel {
@@ -277,6 +287,32 @@ impl Enforcer {
                 plan: refusal.plan.clone(),
             })
             .inc();
+    }
+
+    /// Whether this refusal is recorded (at most once a second per tenant and limit), and how
+    /// many of its kind were not since the last one that was.
+    fn to_record(&self, tenant_id: &str, limit: &'static str) -> Option<u64> {
+        let now = std::time::Instant::now();
+        let mut recorded = self.recorded.lock().unwrap();
+        if recorded.len() > 10_000 {
+            recorded.retain(|_, (at, _)| now.duration_since(*at) < Duration::from_secs(1));
+        }
+        match recorded.get_mut(&(tenant_id.to_owned(), limit)) {
+            Some((at, since)) if now.duration_since(*at) < Duration::from_secs(1) => {
+                *since += 1;
+                None
+            }
+            Some((at, since)) => {
+                let repeated = *since;
+                *at = now;
+                *since = 0;
+                Some(repeated)
+            }
+            None => {
+                recorded.insert((tenant_id.to_owned(), limit), (now, 0));
+                Some(0)
+            }
+        }
     }
 
     /// Whether a tenant may store one more message of `text_bytes`: its size, the month's

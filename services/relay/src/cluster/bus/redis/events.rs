@@ -88,19 +88,13 @@ impl RedisBus {
         limit: usize,
     ) -> Result<EventPage> {
         let key = self.events_key(tenant_id);
-        let (entries, first, newest): (Vec<Entry>, Vec<Entry>, Vec<Entry>) = redis::pipe()
+        let (entries, newest): (Vec<Entry>, Vec<Entry>) = redis::pipe()
             .cmd("XRANGE")
             .arg(&key)
             .arg(format!("{}-0", after.saturating_add(1)))
             .arg("+")
             .arg("COUNT")
             .arg(limit.max(1))
-            .cmd("XRANGE")
-            .arg(&key)
-            .arg("-")
-            .arg("+")
-            .arg("COUNT")
-            .arg(1)
             .cmd("XREVRANGE")
             .arg(&key)
             .arg("+")
@@ -114,13 +108,10 @@ impl RedisBus {
             Some((id, _)) => place(id)?,
             None => 0,
         };
-        let first_kept = match first.first() {
-            Some((id, _)) => place(id)?,
-            None => last + 1,
-        };
+        let events = logged(entries)?;
         Ok(EventPage {
-            events: logged(entries)?,
-            missed: missed(after, first_kept, last),
+            missed: missed(after, &events),
+            events,
             last,
         })
     }
