@@ -48,6 +48,9 @@ pub struct Browser {
     http: reqwest::Client,
     /// The dashboard session cookie's value, as last set.
     pub cookie: Option<String>,
+    /// The operator session cookie's value (`repowire_operator`, sent only under
+    /// `/dashboard/operator`), as last set.
+    pub operator_cookie: Option<String>,
     /// Headers sent with every request (a proxy's `X-Forwarded-For`, say).
     pub headers: Vec<(String, String)>,
 }
@@ -62,6 +65,7 @@ impl Browser {
                 .build()
                 .expect("an HTTP client"),
             cookie: None,
+            operator_cookie: None,
             headers: Vec::new(),
         }
     }
@@ -72,16 +76,39 @@ impl Browser {
 
     fn keep(&mut self, page: &Page) {
         for set in page.set_cookies() {
-            let Some(value) = set
-                .split(';')
-                .next()
-                .and_then(|pair| pair.trim().strip_prefix("repowire_dashboard="))
-            else {
-                continue;
-            };
+            let pair = set.split(';').next().unwrap_or_default().trim();
             let removed = set.contains("Max-Age=0");
-            self.cookie = (!removed && !value.is_empty()).then(|| value.to_owned());
+            let kept = |value: &str| (!removed && !value.is_empty()).then(|| value.to_owned());
+            if let Some(value) = pair.strip_prefix("repowire_dashboard=") {
+                self.cookie = kept(value);
+            } else if let Some(value) = pair.strip_prefix("repowire_operator=") {
+                assert!(
+                    set.contains("Path=/dashboard/operator;"),
+                    "the operator's cookie is for its pages only: {set}"
+                );
+                self.operator_cookie = kept(value);
+            }
         }
+    }
+
+    /// The `Cookie` header a browser sends to `path`.
+    fn cookies_for(&self, path: &str) -> Option<String> {
+        let mut pairs = Vec::new();
+        if let Some(c) = self
+            .cookie
+            .as_ref()
+            .filter(|_| path.starts_with("/dashboard"))
+        {
+            pairs.push(format!("repowire_dashboard={c}"));
+        }
+        if let Some(c) = self
+            .operator_cookie
+            .as_ref()
+            .filter(|_| path.starts_with("/dashboard/operator"))
+        {
+            pairs.push(format!("repowire_operator={c}"));
+        }
+        (!pairs.is_empty()).then(|| pairs.join("; "))
     }
 
     async fn send(&mut self, request: reqwest::RequestBuilder, path: &str) -> Page {
@@ -89,11 +116,9 @@ impl Browser {
             .headers
             .iter()
             .fold(request, |r, (name, value)| r.header(name, value));
-        let request = match &self.cookie {
-            Some(c) if path.starts_with("/dashboard") => {
-                request.header(header::COOKIE, format!("repowire_dashboard={c}"))
-            }
-            _ => request,
+        let request = match self.cookies_for(path) {
+            Some(c) => request.header(header::COOKIE, c),
+            None => request,
         };
         let response = request.send().await.expect("the relay answers");
         let page = Page {

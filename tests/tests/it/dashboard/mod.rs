@@ -1,10 +1,11 @@
 //! The web dashboard over HTTP, with a browser's cookie jar (`repowire_e2e::web::Browser`):
 //! `signin` (links, keys, sessions, logout, what guessing costs, `repowire dashboard`) and
 //! `pages` (the overview and the asks across two pods, the Keys page, the usage CSV, the tenant
-//! wall), `events` (the live event log over SSE, across pods), `act` (sending and approving as a person), `signup` (self-serve sign-up). The helpers below are theirs. (dashboard_browser.rs drives the same pages in Chromium.)
+//! wall), `events` (the live event log over SSE, across pods), `act` (sending and approving as a person), `signup` (self-serve sign-up), `operator` (the relay operator's pages). The helpers below are theirs. (dashboard_browser.rs drives the same pages in Chromium.)
 
 mod act;
 mod events;
+mod operator;
 mod pages;
 mod signin;
 mod signup;

@@ -25,6 +25,8 @@ use tenants::*;
 use tokens::*;
 use usage::*;
 
+pub(crate) use tenants::suspend_or_resume as set_tenant_suspended;
+
 use crate::error::AppError;
 use crate::state::AppState;
 use crate::tenancy::admin::audit::AdminCtx;

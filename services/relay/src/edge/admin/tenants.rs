@@ -232,6 +232,21 @@ pub(super) async fn resume_tenant_http(
     Ok(Json(set_suspended(&state, &ctx, &tenant_ref, false).await?))
 }
 
+/// Suspends (its connections on this process closed now, the others' at their next key
+/// check) or resumes a tenant, audited: the admin API's and the operator dashboard's.
+pub(crate) async fn suspend_or_resume(
+    state: &AppState,
+    ctx: &AdminCtx,
+    tenant_ref: &str,
+    suspend: bool,
+) -> Result<TenantDetail, AppError> {
+    let detail = set_suspended(state, ctx, tenant_ref, suspend).await?;
+    if suspend {
+        crate::tenancy::keycheck::close_unusable(state).await;
+    }
+    Ok(detail)
+}
+
 /// Suspends or resumes a tenant, audited with its state before and after.
 async fn set_suspended(
     state: &AppState,

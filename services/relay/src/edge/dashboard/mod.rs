@@ -13,6 +13,8 @@
 //! - [`events`]: the tenant's event log, newest first; [`stream`] follows it live (SSE).
 //! - [`keys`]: the tenant's API keys: list, make (text shown once), revoke (`keys:manage`).
 //! - [`usage`]: the month's usage as a CSV download.
+//! - [`operator`]: the relay operator's pages (tenants, suspend/resume, plans), with an admin
+//!   credential and a cookie of their own.
 //! - [`page`]: the shared layout data, page errors, and the response headers every page gets.
 
 pub mod approvals;
@@ -21,6 +23,7 @@ pub mod compose;
 pub mod events;
 pub mod human;
 pub mod keys;
+pub mod operator;
 pub mod overview;
 pub mod page;
 pub mod session;
@@ -63,6 +66,13 @@ pub fn router() -> Router<AppState> {
         .route("/dashboard/keys", get(keys::page).post(keys::create))
         .route("/dashboard/keys/revoke", post(keys::revoke))
         .route("/dashboard/usage.csv", get(usage::csv))
+        .route("/dashboard/operator", get(operator::page))
+        .route(
+            "/dashboard/operator/signin",
+            get(operator::signin).post(operator::signin_submit),
+        )
+        .route("/dashboard/operator/tenants", post(operator::tenant_action))
+        .route("/dashboard/operator/logout", post(operator::logout))
         .route("/dashboard/assets/app.css", get(stylesheet))
         .route("/dashboard/assets/icon.svg", get(icon))
         .route("/dashboard/assets/events.js", get(script))

@@ -87,6 +87,8 @@ struct Problem<'a> {
 pub enum PageError {
     /// Not signed in (or the session ended): to the sign-in page.
     SignIn,
+    /// To another page (the operator's sign-in).
+    Redirect(&'static str),
     /// Shown as a page with this status and message.
     Shown(StatusCode, String),
     /// `429`, shown as a page with `Retry-After` (whole seconds, rounded up).
@@ -114,6 +116,7 @@ impl IntoResponse for PageError {
     fn into_response(self) -> Response {
         match self {
             PageError::SignIn => Redirect::to("/dashboard/signin").into_response(),
+            PageError::Redirect(to) => Redirect::to(to).into_response(),
             PageError::Limited(message, wait) => {
                 let mut response =
                     PageError::Shown(StatusCode::TOO_MANY_REQUESTS, message).into_response();
