@@ -108,7 +108,6 @@ try {
   // for the line below) appear at the top without a reload, their text as text.
   await page.getByRole('link', { name: 'Events' }).click();
   await page.waitForURL(base + '/dashboard/events');
-  await page.getByRole('row', { name: /builder \(dev\)/ }).first().waitFor();
   await page.locator('#live[data-state=live]').waitFor();
   await handshake('events');
   const joined = page.getByRole('row', { name: /online watcher \(ops\)/ });

@@ -31,6 +31,10 @@ pub const HELD: usize = 50_000;
 pub const PREVIEW_CHARS: usize = 280;
 /// Events appended in one batch at most.
 const BATCH: usize = 1024;
+/// How long a tenant's events are recorded after a dashboard last looked at its event log.
+pub const WATCH_TTL: Duration = Duration::from_secs(3600);
+/// How long a pod believes what it read of whether a tenant is watched.
+const WATCH_CACHE: Duration = Duration::from_secs(5);
 /// Limit refusals each tenant's refusal log keeps (the overview's "recent limit refusals").
 pub const REFUSALS_KEPT: u64 = 20;
 
@@ -185,6 +189,10 @@ pub struct EventLog {
     /// and counted in `overflow` (the appender turns the counts into `missed` entries).
     queued: std::sync::atomic::AtomicUsize,
     overflow: Mutex<HashMap<String, u64>>,
+    /// Whether a dashboard looks at each tenant, as this pod last read it, and when.
+    looked_at: Mutex<HashMap<String, (bool, std::time::Instant)>>,
+    /// When this pod last told the others that a dashboard looks at a tenant.
+    told: Mutex<HashMap<String, std::time::Instant>>,
 }
 
 impl EventLog {
@@ -198,6 +206,8 @@ impl EventLog {
             watched: Mutex::new(HashMap::new()),
             queued: std::sync::atomic::AtomicUsize::new(0),
             overflow: Mutex::new(HashMap::new()),
+            looked_at: Mutex::new(HashMap::new()),
+            told: Mutex::new(HashMap::new()),
         });
         if keep > 0 {
             tokio::spawn(append_in_batches(Arc::downgrade(&log), rx, keep));
@@ -251,6 +261,71 @@ impl EventLog {
             .rev()
             .filter_map(|e| serde_json::from_str(&e.data).ok())
             .collect())
+    }
+
+    /// A dashboard looks at the tenant's event log (its page, its stream): every pod records
+    /// the tenant's events for [`WATCH_TTL`] from now (this one at once, the others within
+    /// [`WATCH_CACHE`]).
+    pub async fn note_watched(&self, tenant_id: &str) {
+        let now = std::time::Instant::now();
+        let told = {
+            #[allow(clippy::unwrap_used)] // a poisoned lock only follows a panic elsewhere
+            let mut told = self.told.lock().unwrap();
+            if told.len() > 100_000 {
+                told.retain(|_, at| now.duration_since(*at) < WATCH_CACHE * 12);
+            }
+            told.insert(tenant_id.to_owned(), now)
+                .is_some_and(|at| now.duration_since(at) < WATCH_CACHE * 12)
+        };
+        #[allow(clippy::unwrap_used)] // a poisoned lock only follows a panic elsewhere
+        self.looked_at
+            .lock()
+            .unwrap()
+            .insert(tenant_id.to_owned(), (true, now));
+        if let Err(error) = self.bus.mark_watched(tenant_id, WATCH_TTL).await {
+            tracing::warn!(%error, "could not note that a dashboard watches a tenant");
+        }
+        // The other pods at once (not at their next read of the mark), when this pod has not
+        // told them within the last minute.
+        if !told && self.bus.shared() {
+            let notice = BusEvent::TenantWatched {
+                tenant_id: tenant_id.to_owned(),
+            };
+            if let Err(error) = self.bus.to_all(&notice).await {
+                tracing::debug!(%error, "could not tell the other pods a tenant is watched");
+            }
+        }
+    }
+
+    /// Another pod's dashboard looks at the tenant: record its events from now on.
+    pub fn watched_elsewhere(&self, tenant_id: &str) {
+        #[allow(clippy::unwrap_used)] // a poisoned lock only follows a panic elsewhere
+        self.looked_at
+            .lock()
+            .unwrap()
+            .insert(tenant_id.to_owned(), (true, std::time::Instant::now()));
+    }
+
+    /// Whether the tenant's events are recorded now: a dashboard looked at them within
+    /// [`WATCH_TTL`] (read from the bus at most every [`WATCH_CACHE`]; when the bus cannot
+    /// say, they are).
+    async fn watched(&self, tenant_id: &str) -> bool {
+        let now = std::time::Instant::now();
+        #[allow(clippy::unwrap_used)] // a poisoned lock only follows a panic elsewhere
+        let cached = self.looked_at.lock().unwrap().get(tenant_id).copied();
+        if let Some((watched, at)) = cached
+            && now.duration_since(at) < WATCH_CACHE
+        {
+            return watched;
+        }
+        let watched = self.bus.is_watched(tenant_id).await.unwrap_or(true);
+        #[allow(clippy::unwrap_used)] // a poisoned lock only follows a panic elsewhere
+        let mut looked_at = self.looked_at.lock().unwrap();
+        if looked_at.len() > 100_000 {
+            looked_at.retain(|_, (_, at)| now.duration_since(*at) < WATCH_CACHE);
+        }
+        looked_at.insert(tenant_id.to_owned(), (watched, now));
+        watched
     }
 
     /// Wakes this pod's streams of a tenant: its log reached `last`.
@@ -411,11 +486,16 @@ async fn append_in_batches(
         let mut failed = Vec::new();
         let mut batch = held.batch().into_iter();
         while let Some((tenant, events)) = batch.next() {
+            let refusals = tenant.ends_with(":refusals");
+            // A tenant nobody looks at is not recorded (its refusals are: the overview shows
+            // them): the log costs the relay only while it is used.
+            if !refusals && !log.watched(&tenant).await {
+                continue;
+            }
             let encoded: Vec<String> = events
                 .iter()
                 .filter_map(|e| serde_json::to_string(e).ok())
                 .collect();
-            let refusals = tenant.ends_with(":refusals");
             let kept = if refusals { REFUSALS_KEPT } else { keep };
             match log
                 .bus
@@ -511,6 +591,7 @@ mod tests {
         let log = EventLog::start(bus, 100);
         let (mut rx, watching) = log.watch("t1");
         assert_eq!(watching, 1);
+        log.note_watched("t1").await;
         log.record("t1", presence(1, "a"));
         log.record("t2", presence(2, "b"));
         log.record("t1", presence(3, "c"));
@@ -527,6 +608,10 @@ mod tests {
             })
             .collect();
         assert_eq!(names, ["a", "c"], "t1's events only, in order");
-        assert_eq!(log.read("t2", 0, 10).await.expect("read").last, 1);
+        assert_eq!(
+            log.read("t2", 0, 10).await.expect("read").last,
+            0,
+            "a tenant no dashboard looks at is not recorded"
+        );
     }
 }

@@ -556,6 +556,12 @@ mod tests {
         async fn drop_events(&self, t: &str) -> Result<()> {
             self.inner.drop_events(t).await
         }
+        async fn mark_watched(&self, t: &str, ttl: Duration) -> Result<()> {
+            self.inner.mark_watched(t, ttl).await
+        }
+        async fn is_watched(&self, t: &str) -> Result<bool> {
+            self.inner.is_watched(t).await
+        }
     }
 
     /// The next event heard, or `None` if nothing comes within a (paused-clock) second.

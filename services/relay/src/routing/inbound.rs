@@ -177,6 +177,9 @@ fn apply(state: &AppState, event: BusEvent) {
                 hub.broadcast(&tenant_id, frame.into_boxed_str());
             }
         }
+        BusEvent::TenantWatched { tenant_id } => {
+            state.cluster.events().watched_elsewhere(&tenant_id);
+        }
         BusEvent::EventsAppended { tenant_id, last } => {
             state.cluster.events().appended(&tenant_id, last);
         }

@@ -137,6 +137,12 @@ impl Bus for Gated {
     async fn drop_events(&self, t: &str) -> Result<()> {
         self.inner.drop_events(t).await
     }
+    async fn mark_watched(&self, t: &str, ttl: Duration) -> Result<()> {
+        self.inner.mark_watched(t, ttl).await
+    }
+    async fn is_watched(&self, t: &str) -> Result<bool> {
+        self.inner.is_watched(t).await
+    }
 }
 
 /// protocol.md §10.9: from `registered` on, a connection gets a peer's entries in increasing

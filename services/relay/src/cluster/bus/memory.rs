@@ -26,6 +26,8 @@ pub struct MemoryBus {
     slots: Mutex<HashMap<String, HashMap<String, i64>>>,
     /// Tenant event logs.
     logs: Mutex<MemLogs>,
+    /// Tenants a dashboard looks at, until when.
+    watched: Mutex<HashMap<String, Instant>>,
 }
 
 impl MemoryBus {
@@ -39,6 +41,7 @@ impl MemoryBus {
             epoch: Instant::now(),
             slots: Mutex::new(HashMap::new()),
             logs: Mutex::new(MemLogs::default()),
+            watched: Mutex::new(HashMap::new()),
         }
     }
 
@@ -217,6 +220,23 @@ impl Bus for MemoryBus {
     async fn drop_events(&self, tenant_id: &str) -> Result<()> {
         self.logs.lock().unwrap().drop_log(tenant_id);
         Ok(())
+    }
+
+    async fn mark_watched(&self, tenant_id: &str, ttl: Duration) -> Result<()> {
+        let until = Instant::now() + ttl;
+        let mut watched = self.watched.lock().unwrap();
+        watched.retain(|_, at| *at > Instant::now());
+        watched.insert(tenant_id.to_owned(), until);
+        Ok(())
+    }
+
+    async fn is_watched(&self, tenant_id: &str) -> Result<bool> {
+        Ok(self
+            .watched
+            .lock()
+            .unwrap()
+            .get(tenant_id)
+            .is_some_and(|until| *until > Instant::now()))
     }
 
     async fn tenant_presence(&self, tenant_id: &str) -> Result<Vec<Presence>> {

@@ -99,6 +99,11 @@ pub enum BusEvent {
         /// The log's newest entry now.
         last: u64,
     },
+    /// A dashboard looks at a tenant's event log: record its events from now on.
+    TenantWatched {
+        /// The tenant.
+        tenant_id: String,
+    },
     /// Another pod took this peer over: unbind it here.
     TakenOver {
         /// Tenant of the peer.
@@ -310,6 +315,11 @@ pub trait Bus: Send + Sync + std::fmt::Debug {
     async fn latest_events(&self, tenant_id: &str, limit: usize) -> Result<EventPage>;
     /// Drops a tenant's log (the tenant was deleted or purged).
     async fn drop_events(&self, tenant_id: &str) -> Result<()>;
+    /// Notes that a dashboard looks at a tenant's event log, for `ttl`: until then every pod
+    /// records the tenant's events.
+    async fn mark_watched(&self, tenant_id: &str, ttl: Duration) -> Result<()>;
+    /// Whether a dashboard looked at a tenant's event log within its last `mark_watched` ttl.
+    async fn is_watched(&self, tenant_id: &str) -> Result<bool>;
     /// Claims a display name in a circle for `peer_id`, atomically across every pod: the first
     /// of `candidates` that no other live peer holds (one this peer holds already counts as
     /// free). The claim lives as long as the peer's presence (refreshed by the heartbeat,

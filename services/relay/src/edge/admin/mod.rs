@@ -170,7 +170,8 @@ impl utoipa::Modify for AdminCredential {
     }
 }
 
-fn digest(s: &str) -> [u8; 32] {
+/// A credential's digest, to compare two in time independent of where they differ.
+pub(crate) fn digest(s: &str) -> [u8; 32] {
     Sha256::digest(s.as_bytes()).into()
 }
 

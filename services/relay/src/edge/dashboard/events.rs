@@ -228,6 +228,8 @@ pub async fn page(
     let signed = session::required(&state, &headers).await?;
     may_read(&signed)?;
     let tenant_id = signed.tenant_id();
+    // From now on every pod records the tenant's events (for an hour after the last look).
+    state.cluster.events().note_watched(tenant_id).await;
     let log = state
         .cluster
         .events()

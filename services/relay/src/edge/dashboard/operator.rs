@@ -8,10 +8,9 @@
 
 use askama::Template;
 use axum::extract::{Extension, Form, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 
 use super::page::{Chrome, PageError, render};
 use super::session;
@@ -23,34 +22,16 @@ use crate::tenancy::admin::audit::AdminCtx;
 use crate::tenancy::admin::tokens::{READ, WRITE};
 use crate::tenancy::usage::calendar;
 
-/// The operator's cookie.
-pub const COOKIE: &str = "repowire_operator";
+/// The operator's cookie: its own name, sent only to its pages.
+pub const OPERATOR_COOKIE: session::CookieKind = session::CookieKind {
+    name: "repowire_operator",
+    path: "/dashboard/operator",
+};
 /// Tenants one page lists.
 const PAGE: u32 = 100;
 
-fn set_cookie(secret: &str, max_age_secs: u64) -> HeaderValue {
-    HeaderValue::from_str(&format!(
-        "{COOKIE}={secret}; Path=/dashboard/operator; Max-Age={max_age_secs}; HttpOnly; Secure; SameSite=Strict"
-    ))
-    .unwrap_or_else(|_| HeaderValue::from_static("repowire_operator=; Max-Age=0"))
-}
-
-fn clear_cookie() -> HeaderValue {
-    HeaderValue::from_static(
-        "repowire_operator=; Path=/dashboard/operator; Max-Age=0; HttpOnly; Secure; SameSite=Strict",
-    )
-}
-
 fn cookie(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
-        .map(|(_, value)| value)
-        .filter(|v| !v.is_empty())
+    OPERATOR_COOKIE.read(headers)
 }
 
 /// A signed-in operator.
@@ -158,10 +139,6 @@ pub struct SigninForm {
     admin_token: String,
 }
 
-fn digest(text: &str) -> [u8; 32] {
-    Sha256::digest(text.as_bytes()).into()
-}
-
 /// `POST /dashboard/operator/signin`.
 pub async fn signin_submit(
     State(state): State<AppState>,
@@ -178,6 +155,7 @@ pub async fn signin_submit(
         state.failed_auth.check(ip)?;
     }
     let given = form.admin_token.trim();
+    let digest = crate::edge::admin::digest;
     let (subject, token_id, scopes) = if digest(given) == digest(&expected) {
         ("admin-token".to_owned(), None, format!("{READ} {WRITE}"))
     } else {
@@ -231,7 +209,7 @@ pub async fn signin_submit(
     let mut response = Redirect::to("/dashboard/operator").into_response();
     response
         .headers_mut()
-        .insert(header::SET_COOKIE, set_cookie(&secret, lifetime));
+        .insert(header::SET_COOKIE, OPERATOR_COOKIE.set(&secret, lifetime));
     Ok(response)
 }
 
@@ -492,6 +470,6 @@ pub async fn logout(
     let mut response = Redirect::to("/dashboard/operator/signin").into_response();
     response
         .headers_mut()
-        .insert(header::SET_COOKIE, clear_cookie());
+        .insert(header::SET_COOKIE, OPERATOR_COOKIE.clear());
     Ok(response)
 }

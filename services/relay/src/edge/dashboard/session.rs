@@ -29,32 +29,68 @@ pub fn hash(secret: &str) -> String {
     apikey::hash(secret)
 }
 
-/// `Set-Cookie` for a new session of `max_age_secs`.
+/// A kind of session cookie: its name and the path it is sent to (HttpOnly, Secure,
+/// SameSite=Strict, always).
+#[derive(Debug, Clone, Copy)]
+pub struct CookieKind {
+    /// Its name.
+    pub name: &'static str,
+    /// The path the browser sends it to.
+    pub path: &'static str,
+}
+
+/// A tenant's session.
+pub const TENANT_COOKIE: CookieKind = CookieKind {
+    name: COOKIE,
+    path: "/dashboard",
+};
+
+impl CookieKind {
+    /// `Set-Cookie` for a new session of `max_age_secs`.
+    pub fn set(self, secret: &str, max_age_secs: u64) -> HeaderValue {
+        let Self { name, path } = self;
+        HeaderValue::from_str(&format!(
+            "{name}={secret}; Path={path}; Max-Age={max_age_secs}; HttpOnly; Secure; SameSite=Strict"
+        ))
+        .unwrap_or_else(|_| self.clear())
+    }
+
+    /// `Set-Cookie` that removes it.
+    pub fn clear(self) -> HeaderValue {
+        let Self { name, path } = self;
+        HeaderValue::from_str(&format!(
+            "{name}=; Path={path}; Max-Age=0; HttpOnly; Secure; SameSite=Strict"
+        ))
+        .unwrap_or_else(|_| HeaderValue::from_static("Max-Age=0"))
+    }
+
+    /// Its value, if the request carries it.
+    pub fn read(self, headers: &HeaderMap) -> Option<&str> {
+        headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|pair| pair.trim().split_once('='))
+            .find(|(name, _)| *name == self.name)
+            .map(|(_, value)| value)
+            .filter(|v| !v.is_empty())
+    }
+}
+
+/// `Set-Cookie` for a new tenant session of `max_age_secs`.
 pub fn set_cookie(secret: &str, max_age_secs: u64) -> HeaderValue {
-    HeaderValue::from_str(&format!(
-        "{COOKIE}={secret}; Path=/dashboard; Max-Age={max_age_secs}; HttpOnly; Secure; SameSite=Strict"
-    ))
-    .unwrap_or_else(|_| HeaderValue::from_static("repowire_dashboard=; Max-Age=0"))
+    TENANT_COOKIE.set(secret, max_age_secs)
 }
 
-/// `Set-Cookie` that removes the session cookie.
+/// `Set-Cookie` that removes the tenant session cookie.
 pub fn clear_cookie() -> HeaderValue {
-    HeaderValue::from_static(
-        "repowire_dashboard=; Path=/dashboard; Max-Age=0; HttpOnly; Secure; SameSite=Strict",
-    )
+    TENANT_COOKIE.clear()
 }
 
-/// The session cookie's value, if the request carries one.
+/// The tenant session cookie's value, if the request carries one.
 pub fn cookie(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
-        .map(|(_, value)| value)
-        .filter(|v| !v.is_empty())
+    TENANT_COOKIE.read(headers)
 }
 
 /// A form post must come from a page of this relay: when the browser names the page's origin

@@ -94,6 +94,7 @@ pub async fn stream(
             POLL,
         ));
     }
+    state.cluster.events().note_watched(&tenant_id).await;
     let names = Names::load(&state, &tenant_id).await?;
     let now = Instant::now();
     let tail = Tail {
@@ -141,6 +142,8 @@ async fn next(t: &mut Tail) -> Option<Vec<Event>> {
                 t.done = true;
                 return Some(vec![Event::default().event("ended").data("signed out")]);
             }
+            // Still watched: keep the tenant's events recorded.
+            t.state.cluster.events().note_watched(&t.tenant_id).await;
         }
         let log = t.state.cluster.events();
         match log.read(&t.tenant_id, t.after, PAGE).await {

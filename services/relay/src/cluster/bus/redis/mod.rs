@@ -468,6 +468,25 @@ impl Bus for RedisBus {
         self.latest(tenant_id, limit).await
     }
 
+    async fn mark_watched(&self, tenant_id: &str, ttl: Duration) -> Result<()> {
+        redis::cmd("SET")
+            .arg(format!("{}:watched", self.events_key(tenant_id)))
+            .arg(1)
+            .arg("PX")
+            .arg(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1))
+            .query_async::<()>(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)
+    }
+
+    async fn is_watched(&self, tenant_id: &str) -> Result<bool> {
+        redis::cmd("EXISTS")
+            .arg(format!("{}:watched", self.events_key(tenant_id)))
+            .query_async::<bool>(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)
+    }
+
     async fn drop_events(&self, tenant_id: &str) -> Result<()> {
         redis::cmd("DEL")
             .arg(self.events_key(tenant_id))
