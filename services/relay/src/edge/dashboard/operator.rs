@@ -107,7 +107,7 @@ async fn current(state: &AppState, headers: &HeaderMap) -> Result<Option<Operato
 async fn required(state: &AppState, headers: &HeaderMap) -> Result<Operator, PageError> {
     current(state, headers)
         .await?
-        .ok_or_else(|| PageError::Redirect("/dashboard/operator/signin"))
+        .ok_or(PageError::Redirect("/dashboard/operator/signin"))
 }
 
 #[derive(Template)]
