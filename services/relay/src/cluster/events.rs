@@ -215,6 +215,15 @@ impl EventLog {
         log
     }
 
+    /// Whether events of the tenant may be recorded now: `false` only when this pod read
+    /// within [`WATCH_CACHE`] that no dashboard looks at it (callers then skip building them;
+    /// when unknown, the appender decides).
+    pub fn recording(&self, tenant_id: &str) -> bool {
+        #[allow(clippy::unwrap_used)] // a poisoned lock only follows a panic elsewhere
+        let cached = self.looked_at.lock().unwrap().get(tenant_id).copied();
+        !matches!(cached, Some((false, at)) if at.elapsed() < WATCH_CACHE)
+    }
+
     /// Records an event of a tenant (never blocks); a refusal goes to its refusal log too.
     pub fn record(&self, tenant_id: &str, event: TenantEvent) {
         if matches!(event, TenantEvent::Refused { .. }) {

@@ -191,6 +191,9 @@ impl Dispatcher {
         to: impl Iterator<Item = &'a String>,
         origin: Option<&Origin>,
     ) {
+        if !self.cluster.events().recording(&m.tenant_id) {
+            return;
+        }
         let names = to
             .map(|id| {
                 origin
@@ -204,9 +207,11 @@ impl Dispatcher {
     }
 
     fn state_change(&self, c: &StateChange) {
-        self.cluster
-            .events()
-            .record(&c.tenant_id, TenantEvent::delivery(c));
+        if self.cluster.events().recording(&c.tenant_id) {
+            self.cluster
+                .events()
+                .record(&c.tenant_id, TenantEvent::delivery(c));
+        }
         self.metrics
             .delivery_states
             .get_or_create(&StateLabel {

@@ -182,10 +182,10 @@ pub async fn went_offline(state: &AppState, mut record: PeerRecord) {
 /// Tells a tenant's connections, on every pod, of a presence change, and records it in the
 /// tenant's event log.
 pub(super) fn announce(state: &AppState, tenant_id: &str, presence: Presence) {
-    state
-        .cluster
-        .events()
-        .record(tenant_id, TenantEvent::presence(&presence));
+    let events = state.cluster.events();
+    if events.recording(tenant_id) {
+        events.record(tenant_id, TenantEvent::presence(&presence));
+    }
     let frame = frame_text(Body::Presence(presence));
     state.hub.broadcast(tenant_id, frame.clone());
     state.cluster.to_tenant(tenant_id, &frame);
