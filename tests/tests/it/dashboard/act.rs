@@ -9,42 +9,23 @@ use repowire_e2e::process::{TempDatabase, admin};
 use repowire_e2e::web::Browser;
 use repowire_protocol::{Ack, Ask, Body, DeliveryState, MessageKind, Question};
 
-use super::pods;
+use super::{pods, scoped_key, signed_in};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_sends_asks_and_approves_from_the_dashboard_as_a_human_peer() {
     let db = TempDatabase::create("repowire_dashboard_act");
     let (a, b) = pods(&db).await;
-    let person = admin(
-        &db.url(),
-        &[
-            "key",
-            "create",
-            "default",
-            "--label",
-            "alice",
-            "--scope",
-            "connect",
-            "--scope",
-            "usage:read",
-            "--scope",
-            "messages:read",
-            "--scope",
-            "approve",
-        ],
+    let person = scoped_key(
+        &db,
+        "default",
+        "alice",
+        &["connect", "usage:read", "messages:read", "approve"],
     );
     let agent_key = admin(&db.url(), &["key", "create", "default", "--label", "agent"]);
     let mut on_b = TestClient::connect(&b.http, &b.ws, &agent_key).await;
     let bob = on_b.peer("bob", "dev").await;
 
-    let mut browser = Browser::new(&a.http);
-    assert_eq!(
-        browser
-            .post("/dashboard/signin", &[("api_key", &person)])
-            .await
-            .status,
-        303
-    );
+    let mut browser = signed_in(&a.http, &person).await;
     let form = browser.get("/dashboard/compose").await;
     assert_eq!(form.status, 200, "{}", form.body);
     assert!(form.body.contains(r#"href="/dashboard/approvals""#));
@@ -312,20 +293,7 @@ async fn a_person_sends_asks_and_approves_from_the_dashboard_as_a_human_peer() {
     assert_eq!(refused.code, repowire_protocol::ErrorCode::InvalidRequest);
 
     // A person whose key may not approve sees no Approvals page.
-    let viewer = admin(
-        &db.url(),
-        &[
-            "key",
-            "create",
-            "default",
-            "--label",
-            "viewer",
-            "--scope",
-            "connect",
-            "--scope",
-            "usage:read",
-        ],
-    );
+    let viewer = scoped_key(&db, "default", "viewer", &["connect", "usage:read"]);
     let mut viewer_browser = Browser::new(&a.http);
     viewer_browser
         .post("/dashboard/signin", &[("api_key", &viewer)])

@@ -11,7 +11,7 @@ use repowire_e2e::web::{Browser, EventStream};
 use repowire_protocol::{Body, ErrorCode, ReceiptState, Register};
 use serde_json::Value;
 
-use super::{attribute_after, pods};
+use super::{attribute_after, pods, scoped_key, signed_in};
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -56,48 +56,21 @@ async fn the_event_log_streams_from_any_pod_and_a_reconnect_misses_nothing() {
     let db = TempDatabase::create("repowire_dashboard_events");
     let (a, b) = pods(&db).await;
     admin(&db.url(), &["tenant", "create", "acme"]);
-    let ours = admin(
-        &db.url(),
-        &[
-            "key",
-            "create",
-            "default",
-            "--label",
-            "ours",
-            "--scope",
-            "connect",
-            "--scope",
-            "usage:read",
-            "--scope",
-            "messages:read",
-        ],
+    let ours = scoped_key(
+        &db,
+        "default",
+        "ours",
+        &["connect", "usage:read", "messages:read"],
     );
     let agent_key = admin(&db.url(), &["key", "create", "default", "--label", "agent"]);
-    let theirs = admin(
-        &db.url(),
-        &[
-            "key",
-            "create",
-            "acme",
-            "--label",
-            "theirs",
-            "--scope",
-            "connect",
-            "--scope",
-            "usage:read",
-            "--scope",
-            "messages:read",
-        ],
+    let theirs = scoped_key(
+        &db,
+        "acme",
+        "theirs",
+        &["connect", "usage:read", "messages:read"],
     );
 
-    let mut browser = Browser::new(&a.http);
-    assert_eq!(
-        browser
-            .post("/dashboard/signin", &[("api_key", &ours)])
-            .await
-            .status,
-        303
-    );
+    let mut browser = signed_in(&a.http, &ours).await;
     let page = browser.get("/dashboard/events").await;
     assert_eq!(page.status, 200, "{}", page.body);
     assert!(

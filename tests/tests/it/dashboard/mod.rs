@@ -21,6 +21,23 @@ pub(super) async fn pods(db: &TempDatabase) -> (RelayProcess, RelayProcess) {
     (a, b)
 }
 
+/// A key of `tenant` labelled `label` that may do `scopes` (the admin CLI on `db`).
+pub(super) fn scoped_key(db: &TempDatabase, tenant: &str, label: &str, scopes: &[&str]) -> String {
+    let mut args = vec!["key", "create", tenant, "--label", label];
+    for scope in scopes {
+        args.extend(["--scope", scope]);
+    }
+    repowire_e2e::process::admin(&db.url(), &args)
+}
+
+/// A browser signed in to the relay at `base` with `key`.
+pub(super) async fn signed_in(base: &str, key: &str) -> repowire_e2e::web::Browser {
+    let mut browser = repowire_e2e::web::Browser::new(base);
+    let page = browser.post("/dashboard/signin", &[("api_key", key)]).await;
+    assert_eq!(page.status, 303, "{}", page.body);
+    browser
+}
+
 /// `POST /v1/dashboard/links` with `key` on `relay`: the link's path.
 pub(super) async fn link(relay: &RelayProcess, key: &str) -> String {
     let (status, body) = repowire_e2e::http_json(

@@ -8,7 +8,7 @@ use repowire_e2e::process::{RelayProcess, TempDatabase, admin};
 use repowire_e2e::web::Browser;
 use repowire_protocol::{Body, TurnState, UpdatePeer};
 
-use super::{attribute_after, embedded_admin, pods, token_status};
+use super::{attribute_after, embedded_admin, pods, scoped_key, signed_in, token_status};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_overview_shows_the_tenants_peers_on_every_pod_and_no_other_tenants() {
@@ -16,21 +16,11 @@ async fn the_overview_shows_the_tenants_peers_on_every_pod_and_no_other_tenants(
     let (a, b) = pods(&db).await;
     admin(&db.url(), &["tenant", "create", "acme"]);
     // A person's key that may read the tenant's messages (the Asks page).
-    let ours = admin(
-        &db.url(),
-        &[
-            "key",
-            "create",
-            "default",
-            "--label",
-            "ours",
-            "--scope",
-            "connect",
-            "--scope",
-            "usage:read",
-            "--scope",
-            "messages:read",
-        ],
+    let ours = scoped_key(
+        &db,
+        "default",
+        "ours",
+        &["connect", "usage:read", "messages:read"],
     );
     let theirs = admin(&db.url(), &["key", "create", "acme", "--label", "theirs"]);
 
@@ -51,14 +41,7 @@ async fn the_overview_shows_the_tenants_peers_on_every_pod_and_no_other_tenants(
     let mut acme = TestClient::connect(&a.http, &a.ws, &theirs).await;
     acme.peer("acme-secret-agent", "dev").await;
 
-    let mut browser = Browser::new(&a.http);
-    assert_eq!(
-        browser
-            .post("/dashboard/signin", &[("api_key", &ours)])
-            .await
-            .status,
-        303
-    );
+    let mut browser = signed_in(&a.http, &ours).await;
     let page = browser.get("/dashboard").await;
     assert_eq!(page.status, 200, "{}", page.body);
     let body = &page.body;
@@ -85,14 +68,7 @@ async fn the_overview_shows_the_tenants_peers_on_every_pod_and_no_other_tenants(
 
     // Their session sees theirs only; a session is not a tenant picker: nothing in a URL or
     // form names a tenant.
-    let mut their_browser = Browser::new(&b.http);
-    assert_eq!(
-        their_browser
-            .post("/dashboard/signin", &[("api_key", &theirs)])
-            .await
-            .status,
-        303
-    );
+    let mut their_browser = signed_in(&b.http, &theirs).await;
     let page = their_browser.get("/dashboard").await;
     assert!(page.body.contains("acme-secret-agent"), "{}", page.body);
     assert!(!page.body.contains(">builder<"), "{}", page.body);

@@ -7,7 +7,7 @@
 use repowire_e2e::process::{RelayProcess, TempDatabase, admin, key_id_labelled};
 use repowire_e2e::web::Browser;
 
-use super::{link, pods};
+use super::{link, pods, scoped_key, signed_in};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_browser_signs_in_once_per_link_and_out_and_its_session_ends_with_its_key() {
@@ -171,12 +171,7 @@ async fn a_browser_signs_in_once_per_link_and_out_and_its_session_ends_with_its_
     assert_eq!(status, 401);
 
     // A key without `usage:read` (an agent's key) opens no dashboard.
-    let agent_key = admin(
-        &db.url(),
-        &[
-            "key", "create", "default", "--label", "agent", "--scope", "connect",
-        ],
-    );
+    let agent_key = scoped_key(&db, "default", "agent", &["connect"]);
     let page = browser
         .post("/dashboard/signin", &[("api_key", &agent_key)])
         .await;
@@ -277,14 +272,7 @@ async fn guessed_links_and_a_flood_of_page_requests_are_refused() {
 
     // Signed in (the key's check spends one of its credential's requests), then pages until
     // the budget is spent (each page spends the session's and the key's).
-    let mut reader = Browser::new(&relay.http);
-    assert_eq!(
-        reader
-            .post("/dashboard/signin", &[("api_key", &key)])
-            .await
-            .status,
-        303
-    );
+    let mut reader = signed_in(&relay.http, &key).await;
     let statuses: Vec<u16> = {
         let mut s = Vec::new();
         for _ in 0..8 {
