@@ -216,8 +216,11 @@ impl ClaudeTeam {
     /// Types `BENCH-START beta TURNS` into alpha's prompt and waits until the conversation
     /// has finished; returns what the model saw.
     pub async fn converse(&self, turns: u32, within: Duration) -> anyhow::Result<Vec<Seen>> {
+        // Alpha can finish (it saw the last reply) before beta's model has seen its last `ack`
+        // return: wait for both, or a busy machine reads the conversation one step short.
         self.converse_until(turns, within, "the conversation to finish", |seen| {
             seen.iter().any(|s| s.step == Step::Finished)
+                && seen.iter().any(|s| s.step == Step::AckReturned(turns))
         })
         .await
     }

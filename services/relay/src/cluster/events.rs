@@ -196,8 +196,8 @@ pub struct EventLog {
 }
 
 impl EventLog {
-    /// Starts the appending task; each tenant's log keeps at least `keep` entries (0: nothing
-    /// is recorded).
+    /// Starts the appending task; each tenant's log keeps at least `keep` entries (0: no event
+    /// log; limit refusals are still recorded).
     pub fn start(bus: Arc<dyn Bus>, keep: u64) -> Arc<Self> {
         let (tx, rx) = mpsc::unbounded_channel();
         let log = Arc::new(Self {
@@ -209,9 +209,7 @@ impl EventLog {
             looked_at: Mutex::new(HashMap::new()),
             told: Mutex::new(HashMap::new()),
         });
-        if keep > 0 {
-            tokio::spawn(append_in_batches(Arc::downgrade(&log), rx, keep));
-        }
+        tokio::spawn(append_in_batches(Arc::downgrade(&log), rx, keep));
         log
     }
 
@@ -333,8 +331,14 @@ impl EventLog {
         if looked_at.len() > 100_000 {
             looked_at.retain(|_, (_, at)| now.duration_since(*at) < WATCH_CACHE);
         }
-        looked_at.insert(tenant_id.to_owned(), (watched, now));
-        watched
+        // A watch noted while the bus was read (here or in a notice) is newer: it stays.
+        match looked_at.get(tenant_id) {
+            Some((newer, at)) if *at > now => *newer,
+            _ => {
+                looked_at.insert(tenant_id.to_owned(), (watched, now));
+                watched
+            }
+        }
     }
 
     /// Wakes this pod's streams of a tenant: its log reached `last`.
@@ -497,8 +501,9 @@ async fn append_in_batches(
         while let Some((tenant, events)) = batch.next() {
             let refusals = tenant.ends_with(":refusals");
             // A tenant nobody looks at is not recorded (its refusals are: the overview shows
-            // them): the log costs the relay only while it is used.
-            if !refusals && !log.watched(&tenant).await {
+            // them): the log costs the relay only while it is used. With no log at all
+            // (`keep` 0), only refusals are.
+            if !refusals && (keep == 0 || !log.watched(&tenant).await) {
                 continue;
             }
             let encoded: Vec<String> = events

@@ -85,6 +85,24 @@ async fn the_operator_sees_every_tenant_and_suspends_one_with_an_admin_credentia
             page.body
         );
     }
+    // A relay whose admin token changed (here: a pod started with another) does not take a
+    // session opened with the old one.
+    let rotated = RelayProcess::start_pod(
+        &db.url(),
+        &redis,
+        &prefix,
+        "pod-c",
+        &[("REPOWIRE_ADMIN_TOKEN", "a-rotated-admin-token")],
+    )
+    .await;
+    let mut stale = Browser::new(&rotated.http);
+    stale.operator_cookie = browser.operator_cookie.clone();
+    assert_eq!(
+        stale.get("/dashboard/operator").await.location(),
+        Some("/dashboard/operator/signin"),
+        "a session of the old admin token"
+    );
+    drop(rotated);
     // The operator's session opens no tenant page.
     assert_eq!(
         browser.get("/dashboard").await.location(),

@@ -29,6 +29,18 @@ pub const OPERATOR_COOKIE: session::CookieKind = session::CookieKind {
 };
 /// Tenants one page lists.
 const PAGE: u32 = 100;
+/// A session opened with the relay's own admin token records this and the token's
+/// [`fingerprint`], so it ends when the relay's token changes.
+const BOOTSTRAP: &str = "bootstrap:";
+
+/// The first bytes of a credential's digest, hex: enough to tell a changed token, useless to
+/// recover it.
+fn fingerprint(token: &str) -> String {
+    crate::edge::admin::digest(token)[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
 
 fn cookie(headers: &HeaderMap) -> Option<&str> {
     OPERATOR_COOKIE.read(headers)
@@ -87,7 +99,16 @@ async fn current(state: &AppState, headers: &HeaderMap) -> Result<Option<Operato
         return Ok(None);
     }
     let mut scopes: Vec<String> = found.scopes.split(' ').map(str::to_owned).collect();
-    if let Some(token_id) = &found.key_id {
+    if let Some(print) = found
+        .key_id
+        .as_deref()
+        .and_then(|k| k.strip_prefix(BOOTSTRAP))
+    {
+        // Opened with the relay's own token: only where the relay still has that token.
+        if print != fingerprint(off(state)?) {
+            return Ok(None);
+        }
+    } else if let Some(token_id) = &found.key_id {
         let tokens = state.store.list_admin_tokens().await?;
         let Some(token) = tokens
             .into_iter()
@@ -157,17 +178,26 @@ pub async fn signin_submit(
     let given = form.admin_token.trim();
     let digest = crate::edge::admin::digest;
     let (subject, token_id, scopes) = if digest(given) == digest(&expected) {
-        ("admin-token".to_owned(), None, format!("{READ} {WRITE}"))
+        (
+            "admin-token".to_owned(),
+            Some(format!("{BOOTSTRAP}{}", fingerprint(&expected))),
+            format!("{READ} {WRITE}"),
+        )
     } else {
         match crate::tenancy::admin::tokens::find(state.store.as_ref(), given)
             .await
             .map_err(crate::error::AppError::from)?
         {
-            Some(t) if t.has(READ) => (
-                format!("admin-token:{}", t.id),
-                Some(t.id.clone()),
-                t.scopes.clone(),
-            ),
+            Some(t) if t.has(READ) => {
+                if let Err(error) = state.store.admin_token_used(&t.id, now_ms()).await {
+                    tracing::warn!(%error, token = %t.id, "could not record an admin token's use");
+                }
+                (
+                    format!("admin-token:{}", t.id),
+                    Some(t.id.clone()),
+                    t.scopes.clone(),
+                )
+            }
             _ => {
                 if let Some(ip) = from {
                     state.failed_auth.failed(ip)?;
@@ -297,9 +327,12 @@ async fn page_of(
         if t.deleted_at_ms.is_some() {
             continue;
         }
-        let detail = crate::tenancy::admin::tenants::get_tenant_by(store, TenantKey::Id(&t.id))
-            .await
-            .map_err(crate::error::AppError::from)?;
+        // One purged since the list was read is left out, not an error of the whole page.
+        let Ok(detail) =
+            crate::tenancy::admin::tenants::get_tenant_by(store, TenantKey::Id(&t.id)).await
+        else {
+            continue;
+        };
         let messages = store.messages_counted(&t.id, start, end).await?;
         let refusals = state
             .cluster
@@ -410,13 +443,18 @@ pub async fn tenant_action(
             "the form names no tenant: reload the page".into(),
         ));
     }
-    let token = match &operator.session.key_id {
+    let token = match operator
+        .session
+        .key_id
+        .as_deref()
+        .filter(|k| !k.starts_with(BOOTSTRAP))
+    {
         Some(id) => state
             .store
             .list_admin_tokens()
             .await?
             .into_iter()
-            .find(|t| &t.id == id),
+            .find(|t| t.id == id),
         None => None,
     };
     let ctx = operator.ctx(token);
