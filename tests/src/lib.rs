@@ -7,6 +7,7 @@ pub mod claude;
 pub mod client;
 pub mod fakekube;
 pub mod mockmodel;
+pub mod oidc;
 pub mod otlp;
 pub mod process;
 pub mod rendered;

@@ -51,6 +51,9 @@ pub struct Browser {
     /// The operator session cookie's value (`repowire_operator`, sent only under
     /// `/dashboard/operator`), as last set.
     pub operator_cookie: Option<String>,
+    /// The binding cookie of a sign-in through the identity provider (`repowire_oidc`, sent
+    /// only under `/dashboard/oidc`), as last set.
+    pub oidc_cookie: Option<String>,
     /// Headers sent with every request (a proxy's `X-Forwarded-For`, say).
     pub headers: Vec<(String, String)>,
 }
@@ -66,6 +69,7 @@ impl Browser {
                 .expect("an HTTP client"),
             cookie: None,
             operator_cookie: None,
+            oidc_cookie: None,
             headers: Vec::new(),
         }
     }
@@ -87,6 +91,12 @@ impl Browser {
                     "the operator's cookie is for its pages only: {set}"
                 );
                 self.operator_cookie = kept(value);
+            } else if let Some(value) = pair.strip_prefix("repowire_oidc=") {
+                assert!(
+                    set.contains("Path=/dashboard/oidc;") && set.contains("SameSite=Lax"),
+                    "the binding cookie is for the callback only, and follows its cross-site redirect: {set}"
+                );
+                self.oidc_cookie = kept(value);
             }
         }
     }
@@ -107,6 +117,13 @@ impl Browser {
             .filter(|_| path.starts_with("/dashboard/operator"))
         {
             pairs.push(format!("repowire_operator={c}"));
+        }
+        if let Some(c) = self
+            .oidc_cookie
+            .as_ref()
+            .filter(|_| path.starts_with("/dashboard/oidc"))
+        {
+            pairs.push(format!("repowire_oidc={c}"));
         }
         (!pairs.is_empty()).then(|| pairs.join("; "))
     }
@@ -134,6 +151,16 @@ impl Browser {
     pub async fn get(&mut self, path: &str) -> Page {
         let request = self.http.get(format!("{}{path}", self.base));
         self.send(request, path).await
+    }
+
+    /// `GET url`, an absolute URL of this relay (or of another pod behind the same address, as
+    /// a provider's redirect back may reach): the cookies its path gets.
+    pub async fn get_url(&mut self, url: &str) -> Page {
+        let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+        let path = rest.find('/').map(|i| &rest[i..]).unwrap_or("/");
+        let path = path.split('?').next().unwrap_or("/").to_owned();
+        let request = self.http.get(url);
+        self.send(request, &path).await
     }
 
     /// `GET path` as an `EventSource` would (`Accept: text/event-stream`, `Last-Event-ID` when

@@ -270,6 +270,30 @@ pub struct RelayConfig {
     /// Sign-ups one source address may try per hour (0: no limit).
     #[arg(long, env = "REPOWIRE_SIGNUPS_PER_HOUR", default_value_t = 5)]
     pub signups_per_hour: u32,
+    /// OpenID Connect sign-in for the dashboard: the provider's issuer URL (exactly as its
+    /// discovery document says it, no trailing slash). With it, a tenant's members sign in as
+    /// themselves (invited by email on the Members page), sign-up goes through the provider,
+    /// and `--operator-staff` reach the operator's pages. Needs the three settings below.
+    #[arg(long, env = "REPOWIRE_OIDC_ISSUER")]
+    pub oidc_issuer: Option<String>,
+    /// The relay's client id at the provider.
+    #[arg(long, env = "REPOWIRE_OIDC_CLIENT_ID")]
+    pub oidc_client_id: Option<String>,
+    /// The relay's client secret at the provider (unset: a public client, PKCE only).
+    #[arg(long, env = "REPOWIRE_OIDC_CLIENT_SECRET", hide_env_values = true)]
+    pub oidc_client_secret: Option<String>,
+    /// Where the provider sends the browser back: this relay's public address followed by
+    /// `/dashboard/oidc/callback` (registered at the provider; never taken from a request).
+    #[arg(long, env = "REPOWIRE_OIDC_REDIRECT_URL")]
+    pub oidc_redirect_url: Option<String>,
+    /// The provider's name on the sign-in button ("Sign in with …").
+    #[arg(long, env = "REPOWIRE_OIDC_NAME", default_value = "single sign-on")]
+    pub oidc_name: String,
+    /// The service's staff who may open the operator's pages by signing in through the
+    /// provider: `EMAIL=admin:read` or `EMAIL=admin:write` (comma-separated), matched on an
+    /// email the provider has verified.
+    #[arg(long, env = "REPOWIRE_OPERATOR_STAFF", value_delimiter = ',')]
+    pub operator_staff: Vec<String>,
     /// Entries each tenant's event log keeps at least (the dashboard's live view: messages,
     /// delivery states, presence); a browser that reconnects is told how many it missed past
     /// them. 0: no event log.
@@ -393,7 +417,89 @@ pub struct RelayConfig {
 
 pub use repowire_logs::LogFormat;
 
+/// The dashboard's OpenID Connect settings, checked ([`RelayConfig::oidc`]).
+#[derive(Debug, Clone)]
+pub struct OidcSettings {
+    /// The issuer URL.
+    pub issuer: String,
+    /// The relay's client id.
+    pub client_id: String,
+    /// Its secret, if a confidential client.
+    pub client_secret: Option<String>,
+    /// The callback URL.
+    pub redirect_url: String,
+    /// The button's name.
+    pub name: String,
+    /// Staff emails (lower case) and whether each may act (`admin:write`).
+    pub staff: Vec<(String, bool)>,
+}
+
 impl RelayConfig {
+    /// The OpenID Connect settings: `None` without an issuer; an error naming what is wrong
+    /// when they are incomplete or malformed.
+    pub fn oidc(&self) -> Result<Option<OidcSettings>, String> {
+        let Some(issuer) = self.oidc_issuer.clone().filter(|i| !i.is_empty()) else {
+            if !self.operator_staff.is_empty() {
+                return Err(
+                    "--operator-staff needs --oidc-issuer (staff sign in through it)".into(),
+                );
+            }
+            return Ok(None);
+        };
+        let client_id = self
+            .oidc_client_id
+            .clone()
+            .filter(|c| !c.is_empty())
+            .ok_or("--oidc-issuer needs --oidc-client-id")?;
+        let redirect_url = self
+            .oidc_redirect_url
+            .clone()
+            .filter(|r| !r.is_empty())
+            .ok_or("--oidc-issuer needs --oidc-redirect-url (…/dashboard/oidc/callback)")?;
+        for (flag, url) in [
+            ("--oidc-issuer", &issuer),
+            ("--oidc-redirect-url", &redirect_url),
+        ] {
+            if !(url.starts_with("https://") || url.starts_with("http://")) {
+                return Err(format!("{flag} must be an http(s) URL, not `{url}`"));
+            }
+        }
+        if !redirect_url.ends_with("/dashboard/oidc/callback") {
+            return Err(format!(
+                "--oidc-redirect-url must end with /dashboard/oidc/callback, not `{redirect_url}`"
+            ));
+        }
+        let mut staff = Vec::new();
+        for entry in &self.operator_staff {
+            let (email, scope) = entry.trim().split_once('=').ok_or_else(|| {
+                format!("--operator-staff `{entry}`: write EMAIL=admin:read or EMAIL=admin:write")
+            })?;
+            let writes = match scope {
+                "admin:read" => false,
+                "admin:write" => true,
+                other => {
+                    return Err(format!(
+                        "--operator-staff `{entry}`: `{other}` is neither admin:read nor admin:write"
+                    ));
+                }
+            };
+            if !email.contains('@') {
+                return Err(format!(
+                    "--operator-staff `{entry}`: `{email}` is not an email"
+                ));
+            }
+            staff.push((email.to_lowercase(), writes));
+        }
+        Ok(Some(OidcSettings {
+            issuer,
+            client_id,
+            client_secret: self.oidc_client_secret.clone().filter(|s| !s.is_empty()),
+            redirect_url,
+            name: self.oidc_name.clone(),
+            staff,
+        }))
+    }
+
     /// Settings suited to tests: embedded defaults, a fixed secret, short timeouts.
     pub fn for_tests() -> Self {
         let mut c = Config::parse_from(["repowire-relay"]).relay;

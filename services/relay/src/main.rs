@@ -304,6 +304,9 @@ async fn serve(
     tls: Option<Arc<rustls::ServerConfig>>,
     bootstrap_file: Option<PathBuf>,
 ) -> anyhow::Result<()> {
+    if let Some(oidc) = relay.oidc().map_err(anyhow::Error::msg)? {
+        tracing::info!(issuer = %oidc.issuer, staff = oidc.staff.len(), "dashboard sign-in through OpenID Connect");
+    }
     let listener = tokio::net::TcpListener::bind(relay.listen)
         .await
         .with_context(|| format!("binding {}", relay.listen))?;

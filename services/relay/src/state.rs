@@ -66,6 +66,8 @@ pub struct Inner {
     pub pending_slots: Arc<Semaphore>,
     /// Sign-ups per source address (see [`crate::edge::dashboard::signup`]).
     pub signups: crate::edge::dashboard::signup::SignupLimiter,
+    /// The dashboard's OpenID Connect provider, when configured (`--oidc-issuer`).
+    pub oidc: Option<Arc<crate::edge::dashboard::oidc::idp::Idp>>,
     /// The dashboard's person connections on this pod (see [`crate::edge::dashboard::human`]).
     pub humans: crate::edge::dashboard::human::Humans,
     draining: AtomicBool,
@@ -137,6 +139,12 @@ impl AppState {
             config.failed_auth_burst,
         );
         let signups_per_hour = config.signups_per_hour;
+        // `main` refuses to start with settings that do not check.
+        let oidc = config
+            .oidc()
+            .ok()
+            .flatten()
+            .map(|settings| Arc::new(crate::edge::dashboard::oidc::idp::Idp::new(settings)));
         let pending_slots = Arc::new(Semaphore::new(config.max_pending_connections.max(1)));
         let http_limit = crate::edge::httplimit::HttpLimiter::new(
             config.http_requests_per_minute,
@@ -162,6 +170,7 @@ impl AppState {
             pending_slots,
             humans: Default::default(),
             signups: crate::edge::dashboard::signup::SignupLimiter::new(signups_per_hour),
+            oidc,
             draining: AtomicBool::new(false),
         }));
         (state, writer_task)

@@ -34,6 +34,7 @@ fn session(hash: &str, expires_at_ms: i64) -> DashboardSession {
         audience: "tenant".into(),
         tenant_id: Some("tnt-a".into()),
         key_id: Some("key-a".into()),
+        member_id: None,
         subject: "key:key-a".into(),
         scopes: "connect usage:read".into(),
         csrf: "c".repeat(64),

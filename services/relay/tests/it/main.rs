@@ -18,6 +18,7 @@ mod key_scopes;
 mod lifecycle;
 mod limits;
 mod limits_cluster;
+mod members_store;
 mod migrations;
 mod questions;
 mod routing;

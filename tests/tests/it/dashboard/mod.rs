@@ -5,6 +5,7 @@
 
 mod act;
 mod events;
+mod oidc;
 mod operator;
 mod pages;
 mod signin;

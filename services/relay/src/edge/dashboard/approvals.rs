@@ -225,6 +225,6 @@ pub async fn answer(
             text: format!("Not answered: {why}"),
         },
     };
-    tracing::info!(tenant = %signed.tenant_id(), key = ?signed.session.key_id, option = %form.option_id, ok = outcome.ok, "approval answered from the dashboard");
+    tracing::info!(tenant = %signed.tenant_id(), credential = %signed.credential_id(), option = %form.option_id, ok = outcome.ok, "approval answered from the dashboard");
     page_of(&state, &signed, Some(outcome)).await
 }

@@ -98,7 +98,7 @@ impl Humans {
         state: &AppState,
         signed: &TenantSession,
     ) -> Result<Arc<HumanConn>, Refused> {
-        let key_id = signed.session.key_id.clone().unwrap_or_default();
+        let key_id = signed.credential_id();
         let approves = signed.may(apikey::APPROVE);
         let slot = (signed.tenant_id().to_owned(), key_id.clone(), approves);
         if let Some(conn) = self.usable(state, &slot) {

@@ -43,9 +43,20 @@ pub struct KeyRow {
 /// A scope checkbox of the create form.
 #[derive(Debug)]
 pub struct ScopeChoice {
-    name: &'static str,
-    what: &'static str,
-    checked: bool,
+    pub(super) name: &'static str,
+    pub(super) what: &'static str,
+    pub(super) checked: bool,
+}
+
+impl ScopeChoice {
+    /// A checkbox for `name`, explained by `what`.
+    pub fn new(name: &'static str, what: &'static str, checked: bool) -> Self {
+        Self {
+            name,
+            what,
+            checked,
+        }
+    }
 }
 
 /// An expiry choice of the create form.
@@ -67,6 +78,8 @@ struct KeysPage {
     once: String,
     created: Option<Created>,
     problem: Option<String>,
+    /// The relay has an identity provider: the page links the Members page.
+    members: bool,
 }
 
 /// The lifetimes offered, in days (`None`: never), those the session's key allows.
@@ -146,7 +159,7 @@ fn row(k: ApiKeyRecord, signed: &TenantSession, now: i64) -> KeyRow {
     }
 }
 
-fn what(scope: &str) -> &'static str {
+pub(super) fn what(scope: &str) -> &'static str {
     match scope {
         apikey::CONNECT => "connect agents",
         apikey::USAGE_READ => "read usage, open this dashboard",
@@ -158,7 +171,10 @@ fn what(scope: &str) -> &'static str {
 }
 
 /// The session, if it may manage keys.
-async fn manager(state: &AppState, headers: &HeaderMap) -> Result<TenantSession, PageError> {
+pub(super) async fn manager(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<TenantSession, PageError> {
     let signed = session::required(state, headers).await?;
     if !signed.may(apikey::KEYS_MANAGE) {
         return Err(PageError::Shown(
@@ -210,6 +226,7 @@ async fn page_of(
         once: session::new_secret(),
         created,
         problem,
+        members: state.oidc.is_some(),
     });
     *response.status_mut() = status;
     Ok(response)
@@ -244,7 +261,7 @@ impl CreateForm {
     }
 }
 
-fn dashboard_ctx(signed: &TenantSession) -> AdminCtx {
+pub(super) fn dashboard_ctx(signed: &TenantSession) -> AdminCtx {
     AdminCtx {
         actor: format!("dashboard:{}", signed.session.subject),
         request_id: uuid::Uuid::now_v7().to_string(),

@@ -13,6 +13,8 @@
 //! - [`events`]: the tenant's event log, newest first; [`stream`] follows it live (SSE).
 //! - [`keys`]: the tenant's API keys: list, make (text shown once), revoke (`keys:manage`).
 //! - [`usage`]: the month's usage as a CSV download.
+//! - [`oidc`]: sign-in through the relay's OpenID Connect provider (members, sign-up, staff);
+//!   [`members`]: inviting and removing the people who sign in that way (`keys:manage`).
 //! - [`operator`]: the relay operator's pages (tenants, suspend/resume, plans), with an admin
 //!   credential and a cookie of their own.
 //! - [`page`]: the shared layout data, page errors, and the response headers every page gets.
@@ -23,6 +25,8 @@ pub mod compose;
 pub mod events;
 pub mod human;
 pub mod keys;
+pub mod members;
+pub mod oidc;
 pub mod operator;
 pub mod overview;
 pub mod page;
@@ -66,6 +70,17 @@ pub fn router() -> Router<AppState> {
         .route("/dashboard/keys", get(keys::page).post(keys::create))
         .route("/dashboard/keys/revoke", post(keys::revoke))
         .route("/dashboard/usage.csv", get(usage::csv))
+        .route(
+            "/dashboard/members",
+            get(members::page).post(members::invite),
+        )
+        .route("/dashboard/members/remove", post(members::remove))
+        .route("/dashboard/oidc/start", post(oidc::start))
+        .route("/dashboard/oidc/callback", get(oidc::callback))
+        .route(
+            "/dashboard/choose",
+            get(oidc::choose::page).post(oidc::choose::pick),
+        )
         .route("/dashboard/operator", get(operator::page))
         .route(
             "/dashboard/operator/signin",

@@ -4,7 +4,9 @@
 //! (the relay's `--admin-token`, or a minted admin token with `admin:read`), never a tenant's
 //! key; a session of its own in its own cookie (`repowire_operator`, Path=/dashboard/operator),
 //! stored like a tenant's (audience `operator`), so neither kind of session opens the other's
-//! pages. Off (`404`) when the relay has no admin token, like the admin API.
+//! pages. Staff named by `--operator-staff` sign in through the relay's identity provider
+//! instead, as themselves (their sessions end when the relay stops naming them). Off (`404`)
+//! when the relay has neither an admin token nor staff, like the admin API.
 
 use askama::Template;
 use axum::extract::{Extension, Form, State};
@@ -12,6 +14,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
+use super::oidc::open::STAFF;
 use super::page::{Chrome, PageError, render};
 use super::session;
 use crate::edge::httplimit::{ClientAddr, source};
@@ -68,18 +71,34 @@ impl Operator {
     }
 }
 
-fn off(state: &AppState) -> Result<&str, PageError> {
+/// The pages are on when the relay has an admin token or names staff who sign in through its
+/// identity provider; `404` otherwise, like the admin API.
+fn off(state: &AppState) -> Result<(), PageError> {
+    if admin_token(state).is_some() || !staff(state).is_empty() {
+        return Ok(());
+    }
+    Err(PageError::Shown(
+        StatusCode::NOT_FOUND,
+        "the operator's pages are off: the relay has no admin token".into(),
+    ))
+}
+
+/// The relay's own admin token, if it has one.
+fn admin_token(state: &AppState) -> Option<&str> {
     state
         .config
         .admin_token
         .as_deref()
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| {
-            PageError::Shown(
-                StatusCode::NOT_FOUND,
-                "the operator's pages are off: the relay has no admin token".into(),
-            )
-        })
+}
+
+/// The staff who sign in through the identity provider: (email, may act).
+fn staff(state: &AppState) -> &[(String, bool)] {
+    state
+        .oidc
+        .as_ref()
+        .map(|idp| idp.settings().staff.as_slice())
+        .unwrap_or_default()
 }
 
 /// The operator session of the request, if it has a usable one: its admin token (a minted
@@ -105,9 +124,16 @@ async fn current(state: &AppState, headers: &HeaderMap) -> Result<Option<Operato
         .and_then(|k| k.strip_prefix(BOOTSTRAP))
     {
         // Opened with the relay's own token: only where the relay still has that token.
-        if print != fingerprint(off(state)?) {
+        if admin_token(state).map(fingerprint).as_deref() != Some(print) {
             return Ok(None);
         }
+    } else if let Some(email) = found.key_id.as_deref().and_then(|k| k.strip_prefix(STAFF)) {
+        // A staff member: only while the relay still names them, with what it names now.
+        let Some((_, writes)) = staff(state).iter().find(|(e, _)| e == email) else {
+            state.store.end_dashboard_session(&id_hash, now).await?;
+            return Ok(None);
+        };
+        scopes.retain(|s| s == READ || (*writes && s == WRITE));
     } else if let Some(token_id) = &found.key_id {
         let tokens = state.store.list_admin_tokens().await?;
         let Some(token) = tokens
@@ -136,12 +162,22 @@ async fn required(state: &AppState, headers: &HeaderMap) -> Result<Operator, Pag
 struct SigninPage {
     chrome: Chrome,
     problem: Option<String>,
+    /// The relay has an admin token: the form for it is shown.
+    admin_token: bool,
+    /// The identity provider's name, when staff sign in through it.
+    oidc: Option<String>,
 }
 
-fn signin_page(status: StatusCode, problem: Option<String>) -> Response {
+fn signin_page(state: &AppState, status: StatusCode, problem: Option<String>) -> Response {
     let mut response = render(&SigninPage {
         chrome: Chrome::anonymous(),
         problem,
+        admin_token: admin_token(state).is_some(),
+        oidc: state
+            .oidc
+            .as_ref()
+            .filter(|_| !staff(state).is_empty())
+            .map(|idp| idp.settings().name.clone()),
     });
     *response.status_mut() = status;
     response
@@ -150,7 +186,7 @@ fn signin_page(status: StatusCode, problem: Option<String>) -> Response {
 /// `GET /dashboard/operator/signin`.
 pub async fn signin(State(state): State<AppState>) -> Result<Response, PageError> {
     off(&state)?;
-    Ok(signin_page(StatusCode::OK, None))
+    Ok(signin_page(&state, StatusCode::OK, None))
 }
 
 /// The sign-in form.
@@ -167,7 +203,16 @@ pub async fn signin_submit(
     headers: HeaderMap,
     Form(form): Form<SigninForm>,
 ) -> Result<Response, PageError> {
-    let expected = off(&state)?.to_owned();
+    off(&state)?;
+    let Some(expected) = admin_token(&state).map(str::to_owned) else {
+        return Ok(signin_page(
+            &state,
+            StatusCode::NOT_FOUND,
+            Some(
+                "this relay has no admin token: staff sign in through its identity provider".into(),
+            ),
+        ));
+    };
     session::same_origin(&headers)?;
     let from = client.map(|Extension(ClientAddr(addr))| {
         source(addr.ip(), &headers, &state.config.trusted_proxies)
@@ -203,6 +248,7 @@ pub async fn signin_submit(
                     state.failed_auth.failed(ip)?;
                 }
                 return Ok(signin_page(
+                    &state,
                     StatusCode::UNAUTHORIZED,
                     Some(
                         "that is not an admin credential of this relay (with `admin:read`)".into(),
@@ -227,6 +273,7 @@ pub async fn signin_submit(
             audience: "operator".into(),
             tenant_id: None,
             key_id: token_id,
+            member_id: None,
             subject: subject.clone(),
             scopes,
             csrf: session::new_secret(),

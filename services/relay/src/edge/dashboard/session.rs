@@ -4,7 +4,9 @@
 //!
 //! A session opened with an API key acts with that key's scopes, and only while the key is
 //! usable: each request reads the key again, so revoking it (or suspending the tenant) ends the
-//! browser's access at its next request.
+//! browser's access at its next request. A member's session (signed in through the relay's
+//! OpenID Connect provider) acts with the member's scopes while the member stays: removing the
+//! member ends it the same way.
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use rand::Rng;
@@ -60,6 +62,15 @@ impl CookieKind {
         let Self { name, path } = self;
         HeaderValue::from_str(&format!(
             "{name}=; Path={path}; Max-Age=0; HttpOnly; Secure; SameSite=Strict"
+        ))
+        .unwrap_or_else(|_| HeaderValue::from_static("Max-Age=0"))
+    }
+
+    /// `Set-Cookie` that removes a SameSite=Lax cookie of this name and path.
+    pub fn clear_lax(self) -> HeaderValue {
+        let Self { name, path } = self;
+        HeaderValue::from_str(&format!(
+            "{name}=; Path={path}; Max-Age=0; HttpOnly; Secure; SameSite=Lax"
         ))
         .unwrap_or_else(|_| HeaderValue::from_static("Max-Age=0"))
     }
@@ -158,6 +169,16 @@ impl TenantSession {
         &self.tenant.id
     }
 
+    /// What the session acts with: its key's id, or `member:<id>` for a member. The person's
+    /// peer and revocation (closing its connection) are keyed by it.
+    pub fn credential_id(&self) -> String {
+        match (&self.session.key_id, &self.session.member_id) {
+            (Some(key), _) => key.clone(),
+            (None, Some(member)) => member_credential(member),
+            (None, None) => String::new(),
+        }
+    }
+
     /// Whether it may do what `scope` allows.
     pub fn may(&self, scope: &str) -> bool {
         self.scopes.iter().any(|s| s == scope)
@@ -201,6 +222,11 @@ impl TenantSession {
             ))
         }
     }
+}
+
+/// The credential id of a member (see [`TenantSession::credential_id`]).
+pub fn member_credential(member_id: &str) -> String {
+    format!("member:{member_id}")
 }
 
 /// The tenant session of the request, if it has a usable one.
@@ -249,11 +275,36 @@ pub async fn current(
         key_label = key.label;
         key_expires_at_ms = key.expires_at_ms;
     }
+    if let Some(member_id) = &session.member_id {
+        // A member's session: the membership read again each request, so removing the member
+        // ends it at once, on every pod.
+        let member = state.store.get_member(member_id).await?;
+        let Some(member) = member.filter(|m| m.tenant_id == tenant_id && m.removed_at_ms.is_none())
+        else {
+            state.store.end_dashboard_session(&id_hash, now).await?;
+            return Ok(None);
+        };
+        // The member's own request budget, shared by its sessions.
+        state.http_limit.check(&member_credential(member_id))?;
+        scopes.retain(|s| member.has(s));
+        key_label = member
+            .email
+            .as_deref()
+            .and_then(|e| e.split('@').next())
+            .unwrap_or_default()
+            .to_owned();
+    }
     let Some(tenant) = state.store.find_tenant(TenantKey::Id(&tenant_id)).await? else {
         return Ok(None);
     };
     if tenant.deleted_at_ms.is_some() {
         return Ok(None);
+    }
+    if session.member_id.is_some() && tenant.suspended_at_ms.is_some() {
+        return Err(PageError::Shown(
+            StatusCode::FORBIDDEN,
+            "this tenant is suspended by the relay's operator".into(),
+        ));
     }
     Ok(Some(TenantSession {
         session,

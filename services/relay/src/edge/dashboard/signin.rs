@@ -163,13 +163,21 @@ struct SignInPage {
     chrome: Chrome,
     link: Option<LinkFor>,
     problem: Option<String>,
+    /// The identity provider's name, when members sign in through it.
+    oidc: Option<String>,
 }
 
-fn signin_page(status: StatusCode, link: Option<LinkFor>, problem: Option<String>) -> Response {
+fn signin_page(
+    state: &AppState,
+    status: StatusCode,
+    link: Option<LinkFor>,
+    problem: Option<String>,
+) -> Response {
     let mut response = render(&SignInPage {
         chrome: Chrome::anonymous(),
         link,
         problem,
+        oidc: state.oidc.as_ref().map(|idp| idp.settings().name.clone()),
     });
     *response.status_mut() = status;
     response
@@ -196,7 +204,7 @@ pub async fn page(
         if signed_in {
             return Ok(Redirect::to("/dashboard").into_response());
         }
-        return Ok(signin_page(StatusCode::OK, None, None));
+        return Ok(signin_page(&state, StatusCode::OK, None, None));
     };
     // Say what the link signs in to before it is used: a link someone else sent would sign in
     // to their tenant.
@@ -231,8 +239,8 @@ pub async fn page(
         None => None,
     };
     Ok(match found {
-        Some(link) => signin_page(StatusCode::OK, Some(link), None),
-        None => signin_page(StatusCode::GONE, None, Some(DEAD_LINK.into())),
+        Some(link) => signin_page(&state, StatusCode::OK, Some(link), None),
+        None => signin_page(&state, StatusCode::GONE, None, Some(DEAD_LINK.into())),
     })
 }
 
@@ -277,7 +285,14 @@ pub async fn submit(
             } else {
                 None
             };
-            let refused = || signin_page(StatusCode::UNAUTHORIZED, None, Some(DEAD_LINK.into()));
+            let refused = || {
+                signin_page(
+                    &state,
+                    StatusCode::UNAUTHORIZED,
+                    None,
+                    Some(DEAD_LINK.into()),
+                )
+            };
             let Some(taken) = taken else {
                 link_failed(&state, source)?;
                 return Ok(refused());
@@ -297,10 +312,11 @@ pub async fn submit(
         (None, Some(text)) => match dashboard_key(&state, source, text.trim(), now).await {
             Ok(key) => key,
             Err(e) if e.status == StatusCode::TOO_MANY_REQUESTS => return Err(e.into()),
-            Err(e) => return Ok(signin_page(e.status, None, Some(e.message))),
+            Err(e) => return Ok(signin_page(&state, e.status, None, Some(e.message))),
         },
         (None, None) => {
             return Ok(signin_page(
+                &state,
                 StatusCode::BAD_REQUEST,
                 None,
                 Some("Give an API key, or open a link from `repowire dashboard`.".into()),
@@ -335,6 +351,7 @@ pub(super) async fn open_session(
         audience: "tenant".into(),
         tenant_id: Some(key.tenant_id.clone()),
         key_id: Some(key.id.clone()),
+        member_id: None,
         subject: format!("key:{}", key.id),
         scopes: key.scopes.clone(),
         csrf: session::new_secret(),

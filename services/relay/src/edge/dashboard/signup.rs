@@ -67,6 +67,8 @@ struct SignupPage<'a> {
     problem: Option<String>,
     invite: bool,
     team: &'a str,
+    /// The identity provider's name, when sign-up may go through it.
+    oidc: Option<&'a str>,
 }
 
 #[derive(Template)]
@@ -95,7 +97,7 @@ fn off() -> PageError {
     )
 }
 
-fn form_page(
+pub(super) fn form_page(
     state: &AppState,
     status: StatusCode,
     team: &str,
@@ -106,6 +108,7 @@ fn form_page(
         problem,
         invite: state.config.signup_invite_code.is_some(),
         team,
+        oidc: state.oidc.as_ref().map(|idp| idp.settings().name.as_str()),
     });
     *response.status_mut() = status;
     response
@@ -132,6 +135,130 @@ fn relay_url(headers: &HeaderMap) -> String {
     format!("https://{host}")
 }
 
+/// The source address of a request, as the rate limits count it.
+pub(super) fn source_ip(
+    state: &AppState,
+    client: Option<Extension<ClientAddr>>,
+    headers: &HeaderMap,
+) -> Option<IpAddr> {
+    client.map(|Extension(ClientAddr(addr))| {
+        crate::edge::httplimit::source(addr.ip(), headers, &state.config.trusted_proxies)
+    })
+}
+
+/// The checks a sign-up passes before anything is stored, however it goes on (this form, or
+/// the identity provider): sign-ups on, the source's budgets, the invite code, a valid name.
+/// `Ok(Err(page))`: refused with that page.
+pub(super) fn admit(
+    state: &AppState,
+    source: Option<IpAddr>,
+    team: &str,
+    invite_code: &str,
+) -> Result<Result<(), Response>, PageError> {
+    if !state.config.signup {
+        return Err(off());
+    }
+    if let Some(ip) = source {
+        state.failed_auth.check(ip)?;
+        state.signups.check(ip)?;
+    }
+    if let Some(code) = &state.config.signup_invite_code
+        && !session::same_secret(invite_code.trim(), code)
+    {
+        if let Some(ip) = source {
+            state.failed_auth.failed(ip)?;
+        }
+        return Ok(Err(form_page(
+            state,
+            StatusCode::FORBIDDEN,
+            team,
+            Some("that invite code is not this relay's".into()),
+        )));
+    }
+    if let Err(AdminError::Invalid(why)) = crate::tenancy::admin::tenants::check_name(team) {
+        return Ok(Err(form_page(
+            state,
+            StatusCode::BAD_REQUEST,
+            team,
+            Some(why),
+        )));
+    }
+    Ok(Ok(()))
+}
+
+/// A new team: its tenant and the owner's first key (its text shown once).
+pub(super) struct Team {
+    /// The tenant.
+    pub tenant: crate::storage::store::TenantRecord,
+    /// Its first key.
+    pub key: apikey::MintedKey,
+}
+
+/// Creates the team `team` on the sign-up plan with its first key (every scope). `Ok(Err(page))`:
+/// refused with that page (the name is taken), nothing stored.
+pub(super) async fn create_team(
+    state: &AppState,
+    team: &str,
+) -> Result<Result<Team, Response>, PageError> {
+    let new = NewTenant {
+        name: team.to_owned(),
+        display_name: None,
+        plan: Some(state.config.signup_plan.clone()),
+        overrides: Default::default(),
+    };
+    let store = state.store.as_ref();
+    let tenant = match create_tenant(store, new).await {
+        Ok(t) => t,
+        Err(AdminError::Store(crate::storage::store::StoreError::Conflict(_))) => {
+            return Ok(Err(form_page(
+                state,
+                StatusCode::CONFLICT,
+                team,
+                Some(format!("the name `{team}` is taken: choose another")),
+            )));
+        }
+        Err(AdminError::Invalid(why)) => {
+            return Ok(Err(form_page(
+                state,
+                StatusCode::BAD_REQUEST,
+                team,
+                Some(why),
+            )));
+        }
+        Err(other) => return Err(crate::error::AppError::from(other).into()),
+    };
+    let scopes: Vec<String> = apikey::ALL_SCOPES.iter().map(|s| (*s).to_owned()).collect();
+    match create_key(
+        store,
+        &tenant.id,
+        KeyMode::Live,
+        "owner",
+        None,
+        Some(&scopes),
+    )
+    .await
+    {
+        Ok(key) => Ok(Ok(Team { tenant, key })),
+        Err(error) => {
+            // No tenant without a key nobody could ever reach it with.
+            let _ = delete_tenant(store, &tenant.id).await;
+            let _ = purge_tenant(store, &tenant.id).await;
+            Err(crate::error::AppError::from(error).into())
+        }
+    }
+}
+
+/// The page that shows a new team's first key, once, with the commands to connect a machine.
+pub(super) fn welcome(team: &Team, relay_url: &str) -> Response {
+    render(&WelcomePage {
+        chrome: Chrome::anonymous(),
+        team: &team.tenant.name,
+        plan: &team.tenant.plan,
+        key: &team.key.text,
+        relay_url,
+    })
+}
+
 /// `POST /dashboard/signup`.
 pub async fn submit(
     State(state): State<AppState>,
@@ -143,85 +270,25 @@ pub async fn submit(
         return Err(off());
     }
     session::same_origin(&headers)?;
-    let source = client.map(|Extension(ClientAddr(addr))| {
-        crate::edge::httplimit::source(addr.ip(), &headers, &state.config.trusted_proxies)
-    });
-    if let Some(ip) = source {
-        state.failed_auth.check(ip)?;
-        state.signups.check(ip)?;
-    }
+    let source = source_ip(&state, client, &headers);
     let team = form.team.trim();
-    if let Some(code) = &state.config.signup_invite_code
-        && !session::same_secret(form.invite_code.trim(), code)
-    {
-        if let Some(ip) = source {
-            state.failed_auth.failed(ip)?;
-        }
-        return Ok(form_page(
-            &state,
-            StatusCode::FORBIDDEN,
-            team,
-            Some("that invite code is not this relay's".into()),
-        ));
+    if let Err(page) = admit(&state, source, team, &form.invite_code)? {
+        return Ok(page);
     }
-    let new = NewTenant {
-        name: team.to_owned(),
-        display_name: None,
-        plan: Some(state.config.signup_plan.clone()),
-        overrides: Default::default(),
+    let made = match create_team(&state, team).await? {
+        Ok(made) => made,
+        Err(page) => return Ok(page),
     };
-    let store = state.store.as_ref();
-    let tenant = match create_tenant(store, new).await {
-        Ok(t) => t,
-        Err(AdminError::Store(crate::storage::store::StoreError::Conflict(_))) => {
-            return Ok(form_page(
-                &state,
-                StatusCode::CONFLICT,
-                team,
-                Some(format!("the name `{team}` is taken: choose another")),
-            ));
-        }
-        Err(AdminError::Invalid(why)) => {
-            return Ok(form_page(&state, StatusCode::BAD_REQUEST, team, Some(why)));
-        }
-        Err(other) => return Err(crate::error::AppError::from(other).into()),
-    };
-    let scopes: Vec<String> = apikey::ALL_SCOPES.iter().map(|s| (*s).to_owned()).collect();
-    let key = match create_key(
-        store,
-        &tenant.id,
-        KeyMode::Live,
-        "owner",
-        None,
-        Some(&scopes),
-    )
-    .await
-    {
-        Ok(key) => key,
-        Err(error) => {
-            // No tenant without a key nobody could ever reach it with.
-            let _ = delete_tenant(store, &tenant.id).await;
-            let _ = purge_tenant(store, &tenant.id).await;
-            return Err(crate::error::AppError::from(error).into());
-        }
-    };
-    tracing::info!(tenant = %tenant.id, plan = %tenant.plan, source = ?source, "tenant signed up");
-    let welcome = render(&WelcomePage {
-        chrome: Chrome::anonymous(),
-        team: &tenant.name,
-        plan: &tenant.plan,
-        key: &key.text,
-        relay_url: &relay_url(&headers),
-    });
+    tracing::info!(tenant = %made.tenant.id, plan = %made.tenant.plan, source = ?source, "tenant signed up");
     // The key is shown whatever happens next: it exists only here. Without a session the
     // page says to sign in with it.
-    let mut response = welcome;
-    match signin::open_session(&state, &headers, &key.record, now_ms()).await {
+    let mut response = welcome(&made, &relay_url(&headers));
+    match signin::open_session(&state, &headers, &made.key.record, now_ms()).await {
         Ok(cookie) => {
             response.headers_mut().insert(header::SET_COOKIE, cookie);
         }
         Err(error) => {
-            tracing::warn!(?error, tenant = %tenant.id, "signed up, but the browser could not be signed in");
+            tracing::warn!(?error, tenant = %made.tenant.id, "signed up, but the browser could not be signed in");
         }
     }
     Ok(response)

@@ -25,13 +25,17 @@ pub struct DashboardLink {
 pub struct DashboardSession {
     /// SHA-256 (hex) of the cookie's secret.
     pub id_hash: String,
-    /// Whose pages: `tenant`.
+    /// Whose pages: `tenant`, `operator`, or `chooser` (signed in through the provider as a
+    /// member of several tenants, before choosing one: `scopes` lists those memberships' ids).
     pub audience: String,
     /// The tenant (tenant sessions).
     pub tenant_id: Option<String>,
     /// The API key it acts with, if any: the session ends when the key stops being usable.
     pub key_id: Option<String>,
-    /// Who signed in (`key:<key id>`).
+    /// The member it acts as, if any (a sign-in through the provider): the session ends when
+    /// the member is removed, and acts with the member's scopes.
+    pub member_id: Option<String>,
+    /// Who signed in (`key:<key id>`, `oidc:<email or subject>`, `staff:<email>`).
     pub subject: String,
     /// What it may do, space-separated.
     pub scopes: String,

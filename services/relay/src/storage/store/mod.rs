@@ -15,6 +15,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 mod dashboard;
+mod members;
 pub mod metering;
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -25,6 +26,7 @@ mod shared;
 pub mod sqlite;
 
 pub use dashboard::*;
+pub use members::*;
 pub use questions::*;
 pub use records::*;
 pub use sessions::*;
@@ -110,6 +112,7 @@ pub trait Store:
     + MessageStore
     + SessionStore
     + DashboardStore
+    + MemberStore
     + 'static
 {
     /// `postgres` or `sqlite`.

@@ -587,3 +587,50 @@ async fn a_receipt_commits_while_a_message_write_is_still_in_its_transaction() {
         seen(&[("receipt of m0", true), ("m1", true)])
     );
 }
+
+#[async_trait]
+impl crate::storage::store::MemberStore for PoisonStore {
+    async fn add_member(
+        &self,
+        _: &crate::storage::store::MemberRecord,
+    ) -> crate::storage::store::Result<bool> {
+        unused()
+    }
+    async fn list_members(
+        &self,
+        _: &str,
+    ) -> crate::storage::store::Result<Vec<crate::storage::store::MemberRecord>> {
+        unused()
+    }
+    async fn get_member(
+        &self,
+        _: &str,
+    ) -> crate::storage::store::Result<Option<crate::storage::store::MemberRecord>> {
+        unused()
+    }
+    async fn remove_member(&self, _: &str, _: &str, _: i64) -> crate::storage::store::Result<bool> {
+        unused()
+    }
+    async fn sign_in_member(
+        &self,
+        _: &str,
+        _: &str,
+        _: Option<&str>,
+        _: i64,
+    ) -> crate::storage::store::Result<Vec<crate::storage::store::MemberRecord>> {
+        unused()
+    }
+    async fn create_oidc_attempt(
+        &self,
+        _: &crate::storage::store::OidcAttempt,
+    ) -> crate::storage::store::Result<()> {
+        unused()
+    }
+    async fn take_oidc_attempt(
+        &self,
+        _: &str,
+        _: i64,
+    ) -> crate::storage::store::Result<Option<crate::storage::store::OidcAttempt>> {
+        unused()
+    }
+}

@@ -5,8 +5,8 @@ use super::*;
 /// Rows that expired this long ago are deleted when a link is minted.
 const KEEP_EXPIRED_MS: i64 = 24 * 3600 * 1000;
 
-const SESSION_COLS: &str = "id_hash, audience, tenant_id, key_id, subject, scopes, csrf, \
-                            created_at_ms, expires_at_ms";
+const SESSION_COLS: &str = "id_hash, audience, tenant_id, key_id, member_id, subject, scopes, \
+                            csrf, created_at_ms, expires_at_ms";
 
 #[async_trait::async_trait]
 impl DashboardStore for This {
@@ -75,12 +75,13 @@ impl DashboardStore for This {
             .await?;
         sqlx::query(&format!(
             "INSERT INTO dashboard_sessions ({SESSION_COLS}) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
         ))
         .bind(&s.id_hash)
         .bind(&s.audience)
         .bind(&s.tenant_id)
         .bind(&s.key_id)
+        .bind(&s.member_id)
         .bind(&s.subject)
         .bind(&s.scopes)
         .bind(&s.csrf)

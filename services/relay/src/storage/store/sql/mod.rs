@@ -27,6 +27,7 @@
 mod accept;
 mod dashboard;
 mod keys;
+mod members;
 mod peers;
 mod questions;
 mod reads;

@@ -247,6 +247,7 @@ impl This {
         for table in [
             "dashboard_sessions",
             "dashboard_links",
+            "tenant_members",
             "work_session_runtimes",
             "work_sessions",
             "inbox",
