@@ -225,12 +225,36 @@ pub async fn consent(jar: &mut ProviderJar, authorize: &str, login: &str) -> Str
     panic!("the provider did not send the browser back within 12 steps");
 }
 
+/// Where a relay page that moves on by itself (`<meta http-equiv="refresh">`) goes.
+pub fn refresh_target(page: &Page) -> Option<String> {
+    let start = page.body.find(r#"http-equiv="refresh" content="0; url="#)?;
+    let rest = &page.body[start + r#"http-equiv="refresh" content="0; url="#.len()..];
+    let url = &rest[..rest.find('"')?];
+    Some(
+        url.replace("&#38;", "&")
+            .replace("&#x2f;", "/")
+            .replace("&#47;", "/")
+            .replace("&#x27;", "'")
+            .replace("&#39;", "'")
+            .replace("&quot;", "\"")
+            .replace("&#34;", "\"")
+            .replace("&amp;", "&"),
+    )
+}
+
+/// `POST /dashboard/oidc/start` with `form`: the provider's authorization URL the relay's page
+/// moves on to (it must answer 200 with a binding cookie).
+pub async fn start(browser: &mut Browser, form: &[(&str, &str)]) -> String {
+    let started = browser.post("/dashboard/oidc/start", form).await;
+    assert_eq!(started.status, 200, "{}", started.body);
+    assert!(browser.oidc_cookie.is_some(), "a binding cookie");
+    refresh_target(&started).expect("on to the provider")
+}
+
 /// The whole sign-in of a relay browser: posts `form` to `/dashboard/oidc/start`, signs in at
 /// the provider as `login`, and returns the relay's answer to the callback.
 pub async fn sign_in(browser: &mut Browser, form: &[(&str, &str)], login: &str) -> Page {
-    let started = browser.post("/dashboard/oidc/start", form).await;
-    assert_eq!(started.status, 303, "{}", started.body);
-    let authorize = started.location().expect("to the provider").to_owned();
+    let authorize = start(browser, form).await;
     let mut jar = ProviderJar::default();
     let back = consent(&mut jar, &authorize, login).await;
     browser.get_url(&back).await

@@ -23,6 +23,7 @@ mod client_typing;
 mod client_versions;
 mod dashboard;
 mod dashboard_browser;
+mod dashboard_oidc_browser;
 mod mcp;
 mod relay_check;
 mod relay_cluster;

@@ -113,11 +113,7 @@ async fn members_sign_in_as_themselves_across_pods_until_removed() {
 
     // Alice starts on pod A and the provider sends her back to pod B.
     let mut alice = Browser::new(&a.http);
-    let started = alice
-        .post("/dashboard/oidc/start", &[("purpose", "signin")])
-        .await;
-    assert_eq!(started.status, 303, "{}", started.body);
-    let authorize = started.location().expect("to the provider").to_owned();
+    let authorize = oidc::start(&mut alice, &[("purpose", "signin")]).await;
     assert!(authorize.starts_with(&idp.issuer), "{authorize}");
     assert!(
         authorize.contains("code_challenge_method=S256"),
@@ -254,16 +250,9 @@ async fn the_callback_refuses_another_browser_a_made_up_state_and_another_issuer
     // Mallory starts a sign-in and lures a victim's browser to her callback URL (login CSRF):
     // the victim's browser lacks her binding cookie.
     let mut mallory = Browser::new(&relay.http);
-    let started = mallory
-        .post("/dashboard/oidc/start", &[("purpose", "signin")])
-        .await;
+    let authorize = oidc::start(&mut mallory, &[("purpose", "signin")]).await;
     let mut jar = oidc::ProviderJar::default();
-    let back = oidc::consent(
-        &mut jar,
-        started.location().expect("to the provider"),
-        "mallory",
-    )
-    .await;
+    let back = oidc::consent(&mut jar, &authorize, "mallory").await;
     let mut victim = Browser::new(&relay.http);
     let refused = victim.get_url(&back).await;
     assert_eq!(refused.status, 403, "{}", refused.body);
@@ -278,16 +267,9 @@ async fn the_callback_refuses_another_browser_a_made_up_state_and_another_issuer
     assert_eq!(made_up.status, 400, "{}", made_up.body);
 
     // An answer naming another issuer (RFC 9207 mix-up defence).
-    let started = mallory
-        .post("/dashboard/oidc/start", &[("purpose", "signin")])
-        .await;
+    let authorize = oidc::start(&mut mallory, &[("purpose", "signin")]).await;
     let mut jar = oidc::ProviderJar::default();
-    let back = oidc::consent(
-        &mut jar,
-        started.location().expect("to the provider"),
-        "mallory",
-    )
-    .await;
+    let back = oidc::consent(&mut jar, &authorize, "mallory").await;
     let forged = back.replace(&urlencode(&idp.issuer), &urlencode("http://127.0.0.1:1"));
     assert_ne!(forged, back);
     let refused = mallory.get_url(&forged).await;
@@ -404,6 +386,15 @@ async fn sign_up_through_the_provider_makes_the_owner_and_a_member_of_two_teams_
         members.body
     );
     assert!(members.body.contains("(owner)"), "{}", members.body);
+    let owner_row = members
+        .body
+        .split("<tr>")
+        .find(|r| r.contains("carol@example.test"))
+        .expect("her row");
+    assert!(
+        !owner_row.contains("member_id"),
+        "no Remove for the owner: {owner_row}"
+    );
 
     // Carol also joins the relay's first team by invitation: her next sign-in asks which.
     let default_key = relay.first_key.clone().expect("the first key");
@@ -457,6 +448,27 @@ async fn sign_up_through_the_provider_makes_the_owner_and_a_member_of_two_teams_
         403,
         "in `default` Carol may only read usage"
     );
+    // Not even the owner herself removes the owner (her membership id, from the chooser).
+    let rocket_row = choose
+        .body
+        .split("<li>")
+        .find(|r| r.contains(">rocket<"))
+        .expect("rocket");
+    let owner_id = super::attribute_after(rocket_row, r#"name="member_id" value=""#)
+        .expect("an id")
+        .to_owned();
+    let csrf = carol
+        .get("/dashboard/members")
+        .await
+        .hidden("csrf")
+        .expect("csrf");
+    let refused = carol
+        .post(
+            "/dashboard/members/remove",
+            &[("csrf", &csrf), ("member_id", &owner_id)],
+        )
+        .await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

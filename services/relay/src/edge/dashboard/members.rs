@@ -4,7 +4,8 @@
 //! A member is invited by email with scopes (at most the inviter's own); the first sign-in
 //! whose provider has verified that email claims the invitation, and from then on the member
 //! is that identity (issuer and subject), whatever its email becomes. Removing a member ends
-//! its sessions and closes its person's connection at once, on every pod. Both are audited.
+//! its sessions and closes its person's connection at once, on every pod; nobody removes a
+//! member who may do more than they may, nor the owner. Both are audited.
 
 use askama::Template;
 use axum::extract::{Form, State};
@@ -30,6 +31,8 @@ const MAX_EMAIL: usize = 254;
 #[derive(Debug)]
 pub struct MemberRow {
     id: String,
+    /// This session may remove it.
+    removable: bool,
     email: String,
     scopes: String,
     state: String,
@@ -54,6 +57,7 @@ fn row(m: MemberRecord, signed: &TenantSession) -> MemberRow {
         (Some(_), None) => "joined".to_owned(),
     };
     MemberRow {
+        removable: !m.owner && m.scopes.split(' ').all(|s| signed.may(s)),
         you: signed.session.member_id.as_deref() == Some(m.id.as_str()),
         email: m.email.unwrap_or_else(|| m.subject.unwrap_or_default()),
         scopes: m.scopes,
@@ -233,6 +237,20 @@ pub async fn remove(
         )
         .await;
     };
+    // As with keys: nobody removes a member who may do more than they may, and the owner
+    // (who signed the team up) is removed only through the admin API.
+    if before.owner {
+        return Err(PageError::Shown(
+            StatusCode::FORBIDDEN,
+            "the team's owner is not removed here: ask the relay's operator".into(),
+        ));
+    }
+    if let Some(beyond) = before.scopes.split(' ').find(|s| !signed.may(s)) {
+        return Err(PageError::Shown(
+            StatusCode::FORBIDDEN,
+            format!("this session cannot remove a member who may do more than it (`{beyond}`)"),
+        ));
+    }
     if !state
         .store
         .remove_member(signed.tenant_id(), &before.id, now_ms())

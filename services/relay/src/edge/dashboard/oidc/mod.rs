@@ -4,7 +4,8 @@
 //! - `POST /dashboard/oidc/start` (`purpose` = `signin`, `signup` with `team` and
 //!   `invite_code`, or `operator`): a same-origin form post. Stores the attempt (its `state`'s
 //!   hash, nonce, PKCE verifier) and sends the browser to the provider with a binding cookie,
-//!   `repowire_oidc` (HttpOnly, Secure, SameSite=Lax, Path=/dashboard/oidc, ten minutes).
+//!   `repowire_oidc` (HttpOnly, Secure, SameSite=Lax, Path=/dashboard/oidc, ten minutes), by a
+//!   page that moves on (the CSP's `form-action 'self'` also binds a form's redirects).
 //! - `GET /dashboard/oidc/callback`: takes the attempt once (on any pod), checks the binding
 //!   cookie (a callback in another browser — login CSRF, a code replayed elsewhere — is
 //!   refused) and the RFC 9207 `iss`, exchanges the code and checks the ID token ([`idp`]),
@@ -23,11 +24,11 @@ pub mod open;
 use askama::Template;
 use axum::extract::{Extension, Form, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::Response;
 use serde::Deserialize;
 
 use self::idp::{Idp, IdpError};
-use super::page::{Chrome, PageError};
+use super::page::{Chrome, PageError, render};
 use super::{session, signup};
 use crate::edge::httplimit::ClientAddr;
 use crate::ids::now_ms;
@@ -140,13 +141,28 @@ pub async fn start(
         BINDING.path,
         ATTEMPT_TTL_MS / 1000
     );
-    let mut response = Redirect::to(&begun.url).into_response();
+    // A page that moves on, not a redirect: the dashboard's CSP (`form-action 'self'`) also
+    // governs where a form's answer redirects to, and the provider is another origin.
+    let mut response = render(&GoPage {
+        chrome: Chrome::anonymous(),
+        url: &begun.url,
+        name: &idp.settings().name,
+    });
     response.headers_mut().insert(
         header::SET_COOKIE,
         HeaderValue::from_str(&cookie)
             .map_err(|_| failed(StatusCode::INTERNAL_SERVER_ERROR, "bad cookie"))?,
     );
     Ok(response)
+}
+
+/// The page `start` answers with: on to the provider.
+#[derive(Template)]
+#[template(path = "dashboard/oidc_go.html")]
+struct GoPage<'a> {
+    chrome: Chrome,
+    url: &'a str,
+    name: &'a str,
 }
 
 /// `GET /dashboard/oidc/callback` query.
