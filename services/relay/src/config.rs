@@ -417,8 +417,9 @@ pub struct RelayConfig {
 
 pub use repowire_logs::LogFormat;
 
-/// The dashboard's OpenID Connect settings, checked ([`RelayConfig::oidc`]).
-#[derive(Debug, Clone)]
+/// The dashboard's OpenID Connect settings, checked ([`RelayConfig::oidc`]). Its `Debug` leaves
+/// the client secret out.
+#[derive(Clone)]
 pub struct OidcSettings {
     /// The issuer URL.
     pub issuer: String,
@@ -432,6 +433,19 @@ pub struct OidcSettings {
     pub name: String,
     /// Staff emails (lower case) and whether each may act (`admin:write`).
     pub staff: Vec<(String, bool)>,
+}
+
+impl std::fmt::Debug for OidcSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OidcSettings")
+            .field("issuer", &self.issuer)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &self.client_secret.as_ref().map(|_| "…"))
+            .field("redirect_url", &self.redirect_url)
+            .field("name", &self.name)
+            .field("staff", &self.staff)
+            .finish()
+    }
 }
 
 impl RelayConfig {
@@ -460,8 +474,18 @@ impl RelayConfig {
             ("--oidc-issuer", &issuer),
             ("--oidc-redirect-url", &redirect_url),
         ] {
-            if !(url.starts_with("https://") || url.starts_with("http://")) {
-                return Err(format!("{flag} must be an http(s) URL, not `{url}`"));
+            // Over plain HTTP anyone on the path could forge an identity (the provider's keys
+            // and the code exchange travel in the clear): only on this machine.
+            let loopback = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+                .iter()
+                .any(|prefix| {
+                    url.strip_prefix(prefix)
+                        .is_some_and(|rest| rest.is_empty() || rest.starts_with([':', '/']))
+                });
+            if !(url.starts_with("https://") || loopback) {
+                return Err(format!(
+                    "{flag} must be an https:// URL (http:// only on 127.0.0.1 or localhost), not `{url}`"
+                ));
             }
         }
         if !redirect_url.ends_with("/dashboard/oidc/callback") {
@@ -474,7 +498,7 @@ impl RelayConfig {
             let (email, scope) = entry.trim().split_once('=').ok_or_else(|| {
                 format!("--operator-staff `{entry}`: write EMAIL=admin:read or EMAIL=admin:write")
             })?;
-            let writes = match scope {
+            let writes = match scope.trim() {
                 "admin:read" => false,
                 "admin:write" => true,
                 other => {
@@ -488,7 +512,7 @@ impl RelayConfig {
                     "--operator-staff `{entry}`: `{email}` is not an email"
                 ));
             }
-            staff.push((email.to_lowercase(), writes));
+            staff.push((email.trim().to_lowercase(), writes));
         }
         Ok(Some(OidcSettings {
             issuer,

@@ -305,6 +305,8 @@ async fn serve(
     bootstrap_file: Option<PathBuf>,
 ) -> anyhow::Result<()> {
     if let Some(oidc) = relay.oidc().map_err(anyhow::Error::msg)? {
+        repowire_relay::edge::dashboard::oidc::idp::Idp::new(oidc.clone())
+            .map_err(anyhow::Error::msg)?;
         tracing::info!(issuer = %oidc.issuer, staff = oidc.staff.len(), "dashboard sign-in through OpenID Connect");
     }
     let listener = tokio::net::TcpListener::bind(relay.listen)

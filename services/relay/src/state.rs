@@ -144,7 +144,8 @@ impl AppState {
             .oidc()
             .ok()
             .flatten()
-            .map(|settings| Arc::new(crate::edge::dashboard::oidc::idp::Idp::new(settings)));
+            .and_then(|settings| crate::edge::dashboard::oidc::idp::Idp::new(settings).ok())
+            .map(Arc::new);
         let pending_slots = Arc::new(Semaphore::new(config.max_pending_connections.max(1)));
         let http_limit = crate::edge::httplimit::HttpLimiter::new(
             config.http_requests_per_minute,

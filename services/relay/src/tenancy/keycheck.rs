@@ -7,6 +7,10 @@
 
 use crate::ids::now_ms;
 use crate::state::AppState;
+use crate::storage::store::TenantKey;
+
+/// How a member's credential id starts (`crate::edge::dashboard::session::member_credential`).
+const MEMBER: &str = "member:";
 
 /// Runs until shutdown.
 pub async fn run(state: AppState) {
@@ -23,9 +27,16 @@ pub async fn run(state: AppState) {
 /// One check: closes the connections of every connected key that is no longer usable, and
 /// returns how many connections were closed.
 pub async fn close_unusable(state: &AppState) -> usize {
-    let keys = state.hub.connected_keys();
+    // A dashboard member's person connection is keyed `member:<id>`, not by an API key: its
+    // membership is checked instead.
+    let (members, keys): (Vec<String>, Vec<String>) = state
+        .hub
+        .connected_keys()
+        .into_iter()
+        .partition(|k| k.starts_with(MEMBER));
+    let mut closed = close_unusable_members(state, &members).await;
     if keys.is_empty() {
-        return 0;
+        return closed;
     }
     let dead = match state.store.unusable_keys(&keys, now_ms()).await {
         Ok(dead) => dead,
@@ -34,7 +45,6 @@ pub async fn close_unusable(state: &AppState) -> usize {
             return 0;
         }
     };
-    let mut closed = 0;
     for key in dead {
         let (code, why) = if key.tenant_suspended {
             (
@@ -55,6 +65,53 @@ pub async fn close_unusable(state: &AppState) -> usize {
         if n > 0 {
             tracing::info!(key = %key.id, closed = n, reason = why, "key no longer usable: connections closed");
         }
+        closed += n;
+    }
+    closed
+}
+
+/// Closes the person connections of members who were removed, or whose tenant was suspended
+/// or deleted; returns how many were closed.
+async fn close_unusable_members(state: &AppState, credentials: &[String]) -> usize {
+    let mut closed = 0;
+    for credential in credentials {
+        let Some(id) = credential.strip_prefix(MEMBER) else {
+            continue;
+        };
+        let member = match state.store.get_member(id).await {
+            Ok(member) => member,
+            Err(error) => {
+                tracing::warn!(%error, "cannot check a member's connection; will retry");
+                continue;
+            }
+        };
+        let tenant = match &member {
+            Some(m) => match state.store.find_tenant(TenantKey::Id(&m.tenant_id)).await {
+                Ok(tenant) => tenant,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot check a member's tenant; will retry");
+                    continue;
+                }
+            },
+            None => None,
+        };
+        let usable = member.as_ref().is_some_and(|m| m.removed_at_ms.is_none())
+            && tenant.as_ref().is_some_and(|t| t.deleted_at_ms.is_none());
+        let n = if !usable {
+            state.hub.kick_key(
+                credential,
+                repowire_protocol::CloseCode::KEY_REVOKED,
+                "member removed",
+            )
+        } else if tenant.is_some_and(|t| t.suspended_at_ms.is_some()) {
+            state.hub.close_key(
+                credential,
+                repowire_protocol::CloseCode::TENANT_SUSPENDED,
+                "tenant suspended",
+            )
+        } else {
+            0
+        };
         closed += n;
     }
     closed

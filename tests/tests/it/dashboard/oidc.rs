@@ -70,7 +70,8 @@ async fn members_sign_in_as_themselves_across_pods_until_removed() {
         serde_json::json!({ "dave": { "email": "Dave@Example.test", "email_verified": true } }),
     )
     .await;
-    let settings = idp.relay_env(&base_b);
+    let mut settings = idp.relay_env(&base_b);
+    settings.push(("REPOWIRE_ADMIN_TOKEN".into(), "oidc-test-admin".into()));
     let env = env_of(&settings);
     let redis = repowire_e2e::redis_url();
     let prefix = repowire_e2e::redis_prefix();
@@ -85,6 +86,8 @@ async fn members_sign_in_as_themselves_across_pods_until_removed() {
     )
     .await;
     assert_eq!(b.http, base_b);
+    // A tenant to suspend and resume (which runs a pod's key check at once).
+    repowire_e2e::process::admin(&db.url(), &["tenant", "create", "bystander"]);
 
     // The sign-in page offers the provider.
     let page = Browser::new(&a.http).get("/dashboard/signin").await;
@@ -149,14 +152,73 @@ async fn members_sign_in_as_themselves_across_pods_until_removed() {
 
     // Dave's provider gives his email in capitals: it still claims his invitation.
     assert_eq!(
-        invite(&mut owner, "dave@example.test", &["usage:read"])
-            .await
-            .status,
+        invite(
+            &mut owner,
+            "dave@example.test",
+            &["usage:read", "connect", "messages:read"]
+        )
+        .await
+        .status,
         303
     );
     let mut dave = Browser::new(&b.http);
     let done = oidc::sign_in(&mut dave, &[("purpose", "signin")], "dave").await;
     assert_done(&done, &dave, "/dashboard");
+    let again = invite(&mut owner, "dave@example.test", &["usage:read"]).await;
+    assert_eq!(
+        again.status, 409,
+        "a member is not invited again: {}",
+        again.body
+    );
+
+    // Dave sends as a person, and still can after the live-key check ran on his pod (it checks
+    // his membership, not an API key).
+    let agent_key = scoped_key(&db, "default", "agent", &["connect"]);
+    let mut agents = repowire_e2e::client::TestClient::connect(&a.http, &a.ws, &agent_key).await;
+    let bob = agents.peer("bob", "dev").await;
+    for round in ["before", "after"] {
+        if round == "after" {
+            // Suspending and resuming another tenant runs the pod's key check at once.
+            for action in ["suspend", "resume"] {
+                let (status, body) = repowire_e2e::http_json(
+                    reqwest::Method::POST,
+                    &format!("{}/admin/v1/tenants/bystander/{action}", b.http),
+                    Some("oidc-test-admin"),
+                    None,
+                )
+                .await;
+                assert_eq!(status, 200, "{action}: {body}");
+            }
+        }
+        let form = dave.get("/dashboard/compose").await;
+        assert_eq!(form.status, 200, "{}", form.body);
+        let (csrf, once) = (
+            form.hidden("csrf").expect("csrf"),
+            form.hidden("once").expect("once"),
+        );
+        let text = format!("from dave, {round} the key check");
+        let sent = dave
+            .post(
+                "/dashboard/compose",
+                &[
+                    ("csrf", &csrf),
+                    ("once", &once),
+                    ("kind", "notify"),
+                    ("to", "bob"),
+                    ("circle", ""),
+                    ("text", &text),
+                ],
+            )
+            .await;
+        assert!(
+            sent.body.contains("Accepted for bob"),
+            "{round}: {}",
+            sent.body
+        );
+        let got = agents.delivered_to(&bob.peer_id).await;
+        assert_eq!(got.message.text, text);
+        assert_eq!(got.message.from.name, "dave");
+    }
 
     // An email the provider has not verified claims nothing.
     assert_eq!(
@@ -286,15 +348,20 @@ async fn the_callback_refuses_another_browser_a_made_up_state_and_another_issuer
         .await;
     assert_eq!(cross.status, 403);
 
-    // With the provider gone, a sign-in fails with a clear page; the relay stays ready.
+    // With the provider gone between the consent and the callback, the sign-in fails with a
+    // clear page (503, not a refusal); the relay stays ready.
+    let authorize = oidc::start(&mut mallory, &[("purpose", "signin")]).await;
+    let mut jar = oidc::ProviderJar::default();
+    let back = oidc::consent(&mut jar, &authorize, "mallory").await;
     drop(idp);
+    let down = mallory.get_url(&back).await;
+    assert_eq!(down.status, 503, "{}", down.body);
+    assert!(down.body.contains("unavailable"), "{}", down.body);
+    assert!(mallory.cookie.is_none());
     let relay_ready = reqwest::get(format!("{}/readyz", relay.http))
         .await
         .expect("readyz");
     assert_eq!(relay_ready.status().as_u16(), 200);
-    let mut late = Browser::new(&relay.http);
-    let answer = late.get_url(&back).await;
-    assert_eq!(answer.status, 400, "its attempt is spent: {}", answer.body);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -418,10 +485,19 @@ async fn sign_up_through_the_provider_makes_the_owner_and_a_member_of_two_teams_
         choose.body
     );
     let csrf = choose.hidden("csrf").expect("csrf");
+    // Someone else's real membership (Erin's invitation in `default`) is not hers to pick.
+    assert_eq!(
+        invite(&mut default_owner, "erin@example.test", &["usage:read"])
+            .await
+            .status,
+        303
+    );
+    let listed = default_owner.get("/dashboard/members").await;
+    let erins = member_id(&listed.body, "erin@example.test");
     let stranger = again
         .post(
             "/dashboard/choose",
-            &[("csrf", &csrf), ("member_id", "mem-not-hers")],
+            &[("csrf", &csrf), ("member_id", &erins)],
         )
         .await;
     assert_eq!(stranger.status, 403, "{}", stranger.body);
@@ -522,6 +598,22 @@ async fn staff_open_the_operator_pages_with_what_the_relay_names() {
         !page.body.contains(">Suspend<"),
         "read-only staff see no Suspend: {}",
         page.body
+    );
+    let csrf = page.hidden("csrf").expect("csrf");
+    let refused = ops
+        .post(
+            "/dashboard/operator/tenants",
+            &[
+                ("csrf", &csrf),
+                ("tenant_id", "tnt-any"),
+                ("action", "suspend"),
+            ],
+        )
+        .await;
+    assert_eq!(
+        refused.status, 403,
+        "admin:read cannot suspend: {}",
+        refused.body
     );
 
     let mut boss = Browser::new(&relay.http);

@@ -4,8 +4,8 @@
 //! A member is invited by email with scopes (at most the inviter's own); the first sign-in
 //! whose provider has verified that email claims the invitation, and from then on the member
 //! is that identity (issuer and subject), whatever its email becomes. Removing a member ends
-//! its sessions and closes its person's connection at once, on every pod; nobody removes a
-//! member who may do more than they may, nor the owner. Both are audited.
+//! its sessions, its open invitations, and its person's connection at once, on every pod;
+//! nobody removes a member who may do more than they may, nor themselves. Both are audited.
 
 use askama::Template;
 use axum::extract::{Form, State};
@@ -57,7 +57,8 @@ fn row(m: MemberRecord, signed: &TenantSession) -> MemberRow {
         (Some(_), None) => "joined".to_owned(),
     };
     MemberRow {
-        removable: !m.owner && m.scopes.split(' ').all(|s| signed.may(s)),
+        removable: signed.session.member_id.as_deref() != Some(m.id.as_str())
+            && m.scopes.split(' ').all(|s| signed.may(s)),
         you: signed.session.member_id.as_deref() == Some(m.id.as_str()),
         email: m.email.unwrap_or_else(|| m.subject.unwrap_or_default()),
         scopes: m.scopes,
@@ -165,6 +166,19 @@ pub async fn invite(
             ),
         ));
     }
+    // A joined member's scopes are not changed by inviting them again (the invitation would
+    // wait, unclaimed, and bring them back after a removal): remove and invite instead.
+    let joined = state
+        .store
+        .list_members(signed.tenant_id())
+        .await?
+        .into_iter()
+        .any(|m| m.issuer.is_some() && m.email.as_deref() == Some(email.as_str()));
+    if joined {
+        let why =
+            format!("{email} is a member already: remove them first to change what they may do");
+        return page_of(&state, &signed, StatusCode::CONFLICT, Some(why)).await;
+    }
     let now = now_ms();
     let member = MemberRecord {
         id: format!("mem-{}", uuid::Uuid::now_v7().simple()),
@@ -237,12 +251,12 @@ pub async fn remove(
         )
         .await;
     };
-    // As with keys: nobody removes a member who may do more than they may, and the owner
-    // (who signed the team up) is removed only through the admin API.
-    if before.owner {
+    // As with keys: nobody removes a member who may do more than they may (so only someone
+    // with every scope removes the owner), and nobody removes themselves (sign out instead).
+    if signed.session.member_id.as_deref() == Some(before.id.as_str()) {
         return Err(PageError::Shown(
             StatusCode::FORBIDDEN,
-            "the team's owner is not removed here: ask the relay's operator".into(),
+            "you cannot remove yourself: sign out, or ask another member".into(),
         ));
     }
     if let Some(beyond) = before.scopes.split(' ').find(|s| !signed.may(s)) {

@@ -399,7 +399,16 @@ pub async fn logout(
             }
         }
         Err(other) => return Err(other),
-        Ok(None) => {}
+        // A session that opens no tenant page (a chooser) ends too; a cookie that names no
+        // session changes nothing.
+        Ok(None) => {
+            if let Some(secret) = session::cookie(&headers) {
+                state
+                    .store
+                    .end_dashboard_session(&session::hash(secret), now_ms())
+                    .await?;
+            }
+        }
     }
     let mut response = Redirect::to("/dashboard/signin").into_response();
     response

@@ -72,8 +72,8 @@ pub trait MemberStore: Send + Sync {
     async fn list_members(&self, tenant_id: &str) -> Result<Vec<MemberRecord>>;
     /// One member by id, removed or not.
     async fn get_member(&self, id: &str) -> Result<Option<MemberRecord>>;
-    /// Removes a member of `tenant_id` and ends its dashboard sessions; false if there is none
-    /// (another tenant's id included).
+    /// Removes a member of `tenant_id`, the tenant's open invitations for its email, and ends
+    /// its dashboard sessions; false if there is none (another tenant's id included).
     async fn remove_member(&self, tenant_id: &str, id: &str, now_ms: i64) -> Result<bool>;
     /// A sign-in of (`issuer`, `subject`): first claims the open invitations for `email` (only
     /// pass an email the provider verified) in tenants the identity is not a member of yet, then

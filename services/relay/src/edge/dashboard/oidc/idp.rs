@@ -77,9 +77,10 @@ pub struct Idp {
 }
 
 impl Idp {
-    /// A client of the provider `settings` name; nothing is fetched yet.
-    pub fn new(settings: OidcSettings) -> Self {
-        Self {
+    /// A client of the provider `settings` name; nothing is fetched yet. Fails only when no
+    /// HTTP client can be made (no TLS roots, say).
+    pub fn new(settings: OidcSettings) -> Result<Self, String> {
+        Ok(Self {
             settings,
             #[cfg(feature = "oidc")]
             http: openidconnect::reqwest::Client::builder()
@@ -87,10 +88,10 @@ impl Idp {
                 .redirect(openidconnect::reqwest::redirect::Policy::none())
                 .timeout(HTTP_TIMEOUT)
                 .build()
-                .unwrap_or_default(),
+                .map_err(|e| format!("cannot make the identity provider's HTTP client: {e}"))?,
             #[cfg(feature = "oidc")]
             metadata: tokio::sync::Mutex::new(None),
-        }
+        })
     }
 
     /// Its settings.
@@ -213,7 +214,13 @@ mod client {
                 .set_pkce_verifier(PkceCodeVerifier::new(pkce_verifier.to_owned()))
                 .request_async(&self.http)
                 .await
-                .map_err(|e| IdpError::Refused(format!("the code exchange failed: {e}")))?;
+                .map_err(|e| match e {
+                    // The provider was not reached (or its answer was cut off): try later.
+                    openidconnect::RequestTokenError::Request(e) => {
+                        IdpError::Unavailable(format!("the code exchange failed: {e}"))
+                    }
+                    e => IdpError::Refused(format!("the code exchange failed: {e}")),
+                })?;
             let id_token = response
                 .id_token()
                 .ok_or_else(|| IdpError::Refused("no ID token in the answer".into()))?;
@@ -257,7 +264,12 @@ mod client {
                         let info: CoreUserInfoClaims = request
                             .request_async(&self.http)
                             .await
-                            .map_err(|e| IdpError::Refused(format!("userinfo failed: {e}")))?;
+                            .map_err(|e| match e {
+                                openidconnect::UserInfoError::Request(e) => {
+                                    IdpError::Unavailable(format!("userinfo failed: {e}"))
+                                }
+                                e => IdpError::Refused(format!("userinfo failed: {e}")),
+                            })?;
                         (info.email().cloned(), info.email_verified())
                     }
                     Err(_) => (None, None),

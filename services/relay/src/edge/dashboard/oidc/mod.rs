@@ -203,12 +203,9 @@ pub async fn callback(
     if let Some(ip) = source {
         state.failed_auth.check(ip)?;
     }
-    let refuse = |status, why: &str| -> Result<Response, PageError> {
-        if let Some(ip) = source {
-            state.failed_auth.failed(ip)?;
-        }
-        Err(failed(status, why))
-    };
+    // Refusals here are not counted against the source's failed sign-ins: any page on the web
+    // can send a browser to this URL, and the state's 128 random bits are what stop guessing.
+    let refuse = |status, why: &str| -> Result<Response, PageError> { Err(failed(status, why)) };
     let now = now_ms();
     let Some(state_param) = query.state.as_deref().filter(|s| !s.is_empty()) else {
         return refuse(

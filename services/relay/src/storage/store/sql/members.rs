@@ -71,6 +71,17 @@ impl MemberStore for This {
         .rows_affected()
             == 1;
         if removed {
+            // Invitations still open for the same email would bring the member back.
+            sqlx::query(
+                "UPDATE tenant_members SET removed_at_ms = $3 \
+                 WHERE tenant_id = $1 AND issuer IS NULL AND removed_at_ms IS NULL \
+                 AND email = (SELECT email FROM tenant_members WHERE id = $2)",
+            )
+            .bind(tenant_id)
+            .bind(id)
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await?;
             sqlx::query(
                 "UPDATE dashboard_sessions SET ended_at_ms = $3 \
                  WHERE tenant_id = $1 AND member_id = $2 AND ended_at_ms IS NULL",
