@@ -11,6 +11,7 @@ pub mod oidc;
 pub mod otlp;
 pub mod process;
 pub mod rendered;
+pub mod responses;
 pub mod stream;
 pub mod web;
 

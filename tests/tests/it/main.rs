@@ -21,6 +21,7 @@ mod client_setup;
 mod client_tenant_wall;
 mod client_typing;
 mod client_versions;
+mod codex_facts;
 mod dashboard;
 mod dashboard_browser;
 mod dashboard_oidc_browser;
