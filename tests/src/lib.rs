@@ -6,6 +6,8 @@ pub mod agents;
 pub mod claude;
 pub mod client;
 pub mod fakekube;
+pub mod gemini_api;
+pub mod hookrun;
 pub mod mockmodel;
 pub mod oidc;
 pub mod otlp;

@@ -19,6 +19,7 @@
 
 use std::path::{Path, PathBuf};
 
+use repowire_e2e::hookrun::{HookRun, cli_from_env, events, same_session};
 use repowire_e2e::responses::{ResponsesMock, text_of};
 use serde_json::Value;
 
@@ -32,22 +33,16 @@ const EVENTS: &[&str] = &[
 ];
 
 fn codex_bin() -> Option<PathBuf> {
-    match std::env::var_os("REPOWIRE_CODEX_BIN") {
-        Some(bin) if !bin.is_empty() => Some(PathBuf::from(bin)),
-        _ => {
-            assert!(
-                std::env::var_os("REPOWIRE_REQUIRE_CODEX").is_none(),
-                "REPOWIRE_REQUIRE_CODEX is set but REPOWIRE_CODEX_BIN is not"
-            );
-            eprintln!("skipped: REPOWIRE_CODEX_BIN is not set (scripts/install-codex installs it)");
-            None
-        }
-    }
+    cli_from_env(
+        "REPOWIRE_CODEX_BIN",
+        "REPOWIRE_REQUIRE_CODEX",
+        "scripts/install-codex",
+    )
 }
 
 /// `$CODEX_HOME/config.toml`: the mock as the model provider, nothing that reaches the
-/// network, and `hook.sh EVENT` on every event.
-fn config(base_url: &str, hook: &Path) -> String {
+/// network, and the run's hook on every event.
+fn config(base_url: &str, run: &HookRun) -> String {
     let mut toml = format!(
         r#"model = "mock-model"
 model_provider = "mock"
@@ -75,97 +70,32 @@ exporter = "none"
     );
     for event in EVENTS {
         toml += &format!(
-            "\n[[hooks.{event}]]\n[[hooks.{event}.hooks]]\ntype = \"command\"\ncommand = \"{} {event}\"\ntimeout = 30\n",
-            hook.display()
+            "\n[[hooks.{event}]]\n[[hooks.{event}.hooks]]\ntype = \"command\"\ncommand = \"{}\"\ntimeout = 30\n",
+            run.hook_command(event)
         );
     }
     toml
 }
 
-/// The hook: appends its stdin to `hooks.jsonl`, then prints `answer-EVENT.json` (for Stop, only
-/// the first time: a turn is continued once).
-const HOOK: &str = r#"#!/bin/sh
-dir=$(dirname "$0")
-cat >> "$dir/hooks.jsonl"
-echo >> "$dir/hooks.jsonl"
-if [ "$1" = Stop ] && [ -e "$dir/stopped" ]; then echo '{}'; exit 0; fi
-[ "$1" = Stop ] && : > "$dir/stopped"
-if [ -e "$dir/answer-$1.json" ]; then cat "$dir/answer-$1.json"; else echo '{}'; fi
-"#;
-
-struct Run {
-    dir: tempfile::TempDir,
+/// A run with `$CODEX_HOME` set up.
+fn codex_run(base_url: &str) -> HookRun {
+    let run = HookRun::new("Stop");
+    let codex_home = run.path("home/.codex");
+    std::fs::create_dir_all(&codex_home).expect("CODEX_HOME");
+    std::fs::write(codex_home.join("config.toml"), config(base_url, &run)).expect("config");
+    run
 }
 
-impl Run {
-    fn new(base_url: &str) -> Self {
-        let dir = tempfile::tempdir().expect("a run directory");
-        let codex_home = dir.path().join("home/.codex");
-        std::fs::create_dir_all(&codex_home).expect("CODEX_HOME");
-        std::fs::create_dir_all(dir.path().join("proj")).expect("the project");
-        let hook = dir.path().join("hook.sh");
-        std::fs::write(&hook, HOOK).expect("the hook");
-        std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .expect("executable");
-        std::fs::write(codex_home.join("config.toml"), config(base_url, &hook)).expect("config");
-        Self { dir }
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
-    fn answer(&self, event: &str, json: &str) {
-        std::fs::write(self.path(&format!("answer-{event}.json")), json).expect("an answer");
-    }
-
-    /// The hook payloads recorded so far, and forgets them.
-    fn take_hooks(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(self.path("hooks.jsonl")).unwrap_or_default();
-        let _ = std::fs::remove_file(self.path("hooks.jsonl"));
-        let _ = std::fs::remove_file(self.path("stopped"));
-        text.lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| serde_json::from_str(l).expect("a hook payload is JSON"))
-            .collect()
-    }
-
-    /// `codex exec ARGS` in the project, offline; its stdout.
-    async fn exec(&self, codex: &Path, args: &[&str]) -> String {
-        let out = tokio::time::timeout(
-            std::time::Duration::from_secs(120),
-            tokio::process::Command::new(codex)
-                .arg("exec")
-                .args(args)
-                .current_dir(self.path("proj"))
-                .env_clear()
-                .env("HOME", self.path("home"))
-                .env("CODEX_HOME", self.path("home/.codex"))
-                .env("MOCK_API_KEY", "dummy")
-                .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-                .env("LANG", "C.UTF-8")
-                .stdin(std::process::Stdio::null())
-                .kill_on_drop(true)
-                .output(),
-        )
-        .await
-        .expect("codex exec finished within 120 s")
-        .expect("codex runs");
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "codex exec {args:?} failed:\n{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout
-    }
-}
-
-fn events(hooks: &[Value]) -> Vec<&str> {
-    hooks
-        .iter()
-        .map(|h| h["hook_event_name"].as_str().unwrap_or("?"))
-        .collect()
+/// `codex exec ARGS` in the run's project, offline; its stdout.
+async fn exec(run: &HookRun, codex: &Path, args: &[&str]) -> String {
+    let mut all = vec!["exec"];
+    all.extend_from_slice(args);
+    let env = [
+        ("HOME", run.path("home").display().to_string()),
+        ("CODEX_HOME", run.path("home/.codex").display().to_string()),
+        ("MOCK_API_KEY", "dummy".to_owned()),
+    ];
+    run.run(codex, &all, &env).await
 }
 
 fn of<'a>(hooks: &'a [Value], event: &str) -> Vec<&'a Value> {
@@ -200,7 +130,7 @@ fn items(requests: &[Value]) -> Vec<(String, String)> {
 async fn codex_fires_its_hooks_offline_and_takes_their_answers() {
     let Some(codex) = codex_bin() else { return };
     let mock = ResponsesMock::start().await.expect("the mock model");
-    let run = Run::new(&mock.base_url);
+    let run = codex_run(&mock.base_url);
     run.answer(
         "SessionStart",
         r#"{"hookSpecificOutput":{"hookEventName":"SessionStart","additionalContext":"RW-SESSION-CONTEXT"}}"#,
@@ -216,18 +146,18 @@ async fn codex_fires_its_hooks_offline_and_takes_their_answers() {
     run.answer("Stop", r#"{"decision":"block","reason":"RW-REMINDER"}"#);
 
     let prompt = "please RUN-SHELL echo ran > ran.txt";
-    let out = run
-        .exec(
-            &codex,
-            &[
-                "--skip-git-repo-check",
-                "--dangerously-bypass-hook-trust",
-                "-s",
-                "workspace-write",
-                prompt,
-            ],
-        )
-        .await;
+    let out = exec(
+        &run,
+        &codex,
+        &[
+            "--skip-git-repo-check",
+            "--dangerously-bypass-hook-trust",
+            "-s",
+            "workspace-write",
+            prompt,
+        ],
+    )
+    .await;
     let hooks = run.take_hooks();
     assert_eq!(
         events(&hooks),
@@ -241,18 +171,8 @@ async fn codex_fires_its_hooks_offline_and_takes_their_answers() {
         ],
         "a denied call has no PostToolUse; a blocked Stop comes again: {hooks:#?}"
     );
-    let session = hooks[0]["session_id"]
-        .as_str()
-        .expect("a session id")
-        .to_owned();
-    let proj = std::fs::canonicalize(run.path("proj")).expect("proj");
-    for hook in &hooks {
-        assert_eq!(hook["session_id"], session.as_str(), "{hook}");
-        assert_eq!(
-            std::fs::canonicalize(hook["cwd"].as_str().expect("cwd")).expect("cwd exists"),
-            proj
-        );
-        let transcript = hook["transcript_path"].as_str().expect("a transcript path");
+    let (session, transcripts) = same_session(&run, &hooks);
+    for transcript in &transcripts {
         assert!(transcript.contains(&session), "{transcript}");
         assert!(
             transcript.starts_with(run.path("home/.codex/sessions").to_str().expect("utf8")),
@@ -299,7 +219,8 @@ async fn codex_fires_its_hooks_offline_and_takes_their_answers() {
     // Resumed, with the shell call allowed this time: it runs, PostToolUse reports it.
     run.answer("PreToolUse", "{}");
     run.answer("Stop", "{}");
-    run.exec(
+    exec(
+        &run,
         &codex,
         &[
             "resume",

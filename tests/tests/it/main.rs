@@ -25,6 +25,7 @@ mod codex_facts;
 mod dashboard;
 mod dashboard_browser;
 mod dashboard_oidc_browser;
+mod gemini_facts;
 mod mcp;
 mod relay_check;
 mod relay_cluster;
