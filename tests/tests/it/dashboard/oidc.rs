@@ -48,6 +48,44 @@ fn assert_done(page: &Page, browser: &Browser, next: &str) {
     );
 }
 
+/// An embedded relay (SQLite) on a port chosen first, and the provider it signs in with.
+struct Embedded {
+    idp: Provider,
+    relay: RelayProcess,
+    /// The relay's address (`http://127.0.0.1:PORT`).
+    base: String,
+    _data: tempfile::TempDir,
+}
+
+/// Starts the provider, then an embedded relay using it with `extra` settings.
+async fn embedded(dir: &str, extra: &[(&str, &str)]) -> Embedded {
+    let data = tempfile::tempdir().expect("dir");
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let idp = Provider::start(
+        dir,
+        &[format!("{base}/dashboard/oidc/callback")],
+        serde_json::json!({}),
+    )
+    .await;
+    let settings = idp.relay_env(&base);
+    let mut env = env_of(&settings);
+    env.extend_from_slice(extra);
+    let relay = RelayProcess::start_on(
+        &repowire_e2e::process::relay_bin(),
+        &format!("127.0.0.1:{port}"),
+        &["--data-dir", data.path().to_str().expect("path")],
+        &env,
+    )
+    .await;
+    Embedded {
+        idp,
+        relay,
+        base,
+        _data: data,
+    }
+}
+
 async fn invite(owner: &mut Browser, email: &str, scopes: &[&str]) -> Page {
     let page = owner.get("/dashboard/members").await;
     assert_eq!(page.status, 200, "{}", page.body);
@@ -283,23 +321,12 @@ fn member_id(body: &str, email: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_callback_refuses_another_browser_a_made_up_state_and_another_issuer() {
     let Some(dir) = oidc::available() else { return };
-    let data = tempfile::tempdir().expect("dir");
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
-    let idp = Provider::start(
-        &dir,
-        &[format!("{base}/dashboard/oidc/callback")],
-        serde_json::json!({}),
-    )
-    .await;
-    let settings = idp.relay_env(&base);
-    let relay = RelayProcess::start_on(
-        &repowire_e2e::process::relay_bin(),
-        &format!("127.0.0.1:{port}"),
-        &["--data-dir", data.path().to_str().expect("path")],
-        &env_of(&settings),
-    )
-    .await;
+    let Embedded {
+        idp,
+        relay,
+        base: _,
+        _data,
+    } = embedded(&dir, &[]).await;
     let owner_key = relay.first_key.clone().expect("the first key");
     let mut owner = signed_in(&relay.http, &owner_key).await;
     assert_eq!(
@@ -367,23 +394,17 @@ async fn the_callback_refuses_another_browser_a_made_up_state_and_another_issuer
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sign_up_through_the_provider_makes_the_owner_and_a_member_of_two_teams_chooses() {
     let Some(dir) = oidc::available() else { return };
-    let data = tempfile::tempdir().expect("dir");
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
-    let idp = Provider::start(
+    let Embedded {
+        idp: _idp,
+        relay,
+        base,
+        _data,
+    } = embedded(
         &dir,
-        &[format!("{base}/dashboard/oidc/callback")],
-        serde_json::json!({}),
-    )
-    .await;
-    let mut settings = idp.relay_env(&base);
-    settings.push(("REPOWIRE_SIGNUP".into(), "true".into()));
-    settings.push(("REPOWIRE_SIGNUP_INVITE_CODE".into(), "let-me-in".into()));
-    let relay = RelayProcess::start_on(
-        &repowire_e2e::process::relay_bin(),
-        &format!("127.0.0.1:{port}"),
-        &["--data-dir", data.path().to_str().expect("path")],
-        &env_of(&settings),
+        &[
+            ("REPOWIRE_SIGNUP", "true"),
+            ("REPOWIRE_SIGNUP_INVITE_CODE", "let-me-in"),
+        ],
     )
     .await;
 
@@ -550,26 +571,18 @@ async fn sign_up_through_the_provider_makes_the_owner_and_a_member_of_two_teams_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn staff_open_the_operator_pages_with_what_the_relay_names() {
     let Some(dir) = oidc::available() else { return };
-    let data = tempfile::tempdir().expect("dir");
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
-    let idp = Provider::start(
-        &dir,
-        &[format!("{base}/dashboard/oidc/callback")],
-        serde_json::json!({}),
-    )
-    .await;
-    let mut settings = idp.relay_env(&base);
-    settings.push((
-        "REPOWIRE_OPERATOR_STAFF".into(),
-        "ops@example.test=admin:read,boss@example.test=admin:write".into(),
-    ));
     // No admin token: the operator's pages are on for the staff alone.
-    let relay = RelayProcess::start_on(
-        &repowire_e2e::process::relay_bin(),
-        &format!("127.0.0.1:{port}"),
-        &["--data-dir", data.path().to_str().expect("path")],
-        &env_of(&settings),
+    let Embedded {
+        idp: _idp,
+        relay,
+        base: _,
+        _data,
+    } = embedded(
+        &dir,
+        &[(
+            "REPOWIRE_OPERATOR_STAFF",
+            "ops@example.test=admin:read,boss@example.test=admin:write",
+        )],
     )
     .await;
     let signin = Browser::new(&relay.http)
