@@ -26,5 +26,6 @@ pub mod mcp;
 pub mod procinfo;
 pub mod relay_token;
 pub mod replies;
+pub mod runtimes;
 pub mod sanitize;
 pub mod tmux;

@@ -25,6 +25,9 @@ enum Command {
     },
     /// Called by the agent runtime: reads the hook JSON on stdin, prints what the event allows.
     Hook {
+        /// The runtime that runs the hook (setup writes it; Claude Code when left out).
+        #[arg(long, value_enum, default_value = "claude-code")]
+        runtime: repowire::runtimes::Runtime,
         /// session-start, prompt-submit, stop, notification, session-end or pre-tool-use.
         event: cli::hook::Event,
         /// For pre-tool-use: the longest a call may wait for an approval, whatever
@@ -203,11 +206,12 @@ fn main() -> ExitCode {
     }
     // Hooks take the fast path: no async runtime, no tracing setup.
     if let Command::Hook {
+        runtime,
         event,
         approval_timeout,
     } = &cli.command
     {
-        return cli::hook::run(&cli.config, *event, *approval_timeout);
+        return cli::hook::run(&cli.config, *runtime, *event, *approval_timeout);
     }
     let result = match cli.command {
         Command::Daemon { action } => cli::daemon::run(&cli.config, action),

@@ -219,10 +219,13 @@ pub async fn clients(socket: Option<&str>) -> Result<Vec<ClientInfo>, TmuxError>
     Ok(out.lines().filter_map(parse_client).collect())
 }
 
-/// The pane's visible text (`capture-pane -p`).
+/// The pane's visible text with its colours (`capture-pane -p -e`): Codex tells its
+/// placeholder from typed text only by drawing it dim.
 pub async fn capture(socket: Option<&str>, pane: &str) -> Result<String, TmuxError> {
     let mut cmd = TmuxCommand::new_full("capture-pane");
-    cmd.push_flag("-p").push_option("-t", pane.to_owned());
+    cmd.push_flag("-p")
+        .push_flag("-e")
+        .push_option("-t", pane.to_owned());
     run(socket, "capture-pane", cmd).await
 }
 

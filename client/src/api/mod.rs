@@ -110,6 +110,10 @@ pub enum Request {
     Hook {
         /// Which hook fired.
         event: HookEvent,
+        /// The runtime that ran it (`repowire hook --runtime`); Claude Code when left out, as
+        /// hooks installed before there were others say nothing.
+        #[serde(default)]
+        runtime: crate::runtimes::Runtime,
         /// The JSON the runtime gave the hook on stdin.
         payload: Value,
         /// `TMUX` of the hook's environment (socket path, server pid, session index).
@@ -298,8 +302,10 @@ pub enum Request {
     ResumeSession {
         /// `rs-…`.
         session: String,
-        /// The agent program, called as `COMMAND --resume RUNTIME_ID`.
-        command: String,
+        /// The agent program (default: the runtime's own, `claude` or `codex`), called with
+        /// the runtime's resume arguments (`--resume ID`, `resume ID`).
+        #[serde(default)]
+        command: Option<String>,
         /// Only say what would run.
         #[serde(default)]
         dry_run: bool,

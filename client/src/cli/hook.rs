@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use crate::api::{self, Request};
 use crate::config::Config;
+use crate::runtimes::Runtime;
 
 /// Largest payload read from stdin.
 const MAX_PAYLOAD: u64 = 4 * 1024 * 1024;
@@ -48,7 +49,7 @@ Hooks are run by Claude Code once `repowire setup` installed them. From a termin
 
 /// Runs the hook. Exits 0 whatever happens when a runtime runs it: a hook failure must not
 /// break the agent. Run by hand in a terminal, it refuses with exit 1 and says what to do.
-pub fn run(config: &Config, event: Event, approval_cap: Option<u64>) -> ExitCode {
+pub fn run(config: &Config, runtime: Runtime, event: Event, approval_cap: Option<u64>) -> ExitCode {
     use std::io::IsTerminal;
     let runtime_env = config.env.agent_runtime;
     if run_by_hand(
@@ -62,7 +63,7 @@ pub fn run(config: &Config, event: Event, approval_cap: Option<u64>) -> ExitCode
     if event == Event::PreToolUse {
         // A panic would exit non-zero, which Claude Code treats as "no decision": the tool
         // would run. Caught, it denies.
-        let decided = std::panic::catch_unwind(|| pre_tool_use(config, approval_cap))
+        let decided = std::panic::catch_unwind(|| pre_tool_use(config, runtime, approval_cap))
             .unwrap_or_else(|_| Some(deny("the approval hook failed unexpectedly; denied")));
         if let Some(output) = decided {
             let mut stdout = std::io::stdout().lock();
@@ -84,6 +85,7 @@ pub fn run(config: &Config, event: Event, approval_cap: Option<u64>) -> ExitCode
     };
     let request = Request::Hook {
         event,
+        runtime,
         payload,
         tmux: config.env.tmux.clone(),
         tmux_pane: config.env.tmux_pane.clone(),
@@ -112,7 +114,7 @@ fn deny(reason: &str) -> Value {
 /// approvals are off or the tool is not gated; otherwise the decision, never nothing. A call
 /// waits at most `[approvals] timeout_seconds`, and never longer than `cap` (the timeout
 /// `setup` wrote Claude Code's hook timeout for: a longer wait would be killed, and run).
-fn pre_tool_use(config: &Config, cap: Option<u64>) -> Option<Value> {
+fn pre_tool_use(config: &Config, runtime: Runtime, cap: Option<u64>) -> Option<Value> {
     // The payload is read first, always: a hook that exits before its runtime finished
     // writing would break that write (EPIPE on the runtime's side).
     let mut raw = String::new();
@@ -146,6 +148,7 @@ fn pre_tool_use(config: &Config, cap: Option<u64>) -> Option<Value> {
     };
     let request = Request::Hook {
         event: Event::PreToolUse,
+        runtime,
         payload,
         tmux: config.env.tmux.clone(),
         tmux_pane: config.env.tmux_pane.clone(),

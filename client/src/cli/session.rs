@@ -37,16 +37,17 @@ pub enum SessionCommand {
         json: bool,
     },
     /// Resume a detached session of this machine with its runtime's own resume
-    /// (`claude --resume ID`) in a new tmux window of its project.
+    /// (`claude --resume ID`, `codex resume ID`) in a new tmux window of its project.
     Resume {
         /// The session (`rs-…`).
         session: String,
         /// Print the command (and where it would run) instead of running it.
         #[arg(long)]
         dry_run: bool,
-        /// The agent program, called as `COMMAND --resume RUNTIME_ID`.
-        #[arg(long, default_value = "claude")]
-        command: String,
+        /// The agent program (default: the session's runtime, `claude` or `codex`), called with
+        /// its resume arguments: `claude --resume ID`, `codex resume ID`.
+        #[arg(long)]
+        command: Option<String>,
         /// JSON output.
         #[arg(long)]
         json: bool,

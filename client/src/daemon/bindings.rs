@@ -15,6 +15,7 @@ use super::errors::{store_error, unexpected};
 use super::store::SessionRow;
 use super::{CLI_SESSION, Daemon, RELAY_TIMEOUT};
 use crate::api::ApiError;
+use crate::runtimes::Runtime;
 
 /// How often a turn's end may send a session's transcript cursor.
 const CURSOR_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
@@ -105,13 +106,14 @@ impl Daemon {
     }
 
     /// `repowire session resume`: starts the runtime's own resume of a detached session of this
-    /// machine in a new tmux window (`command --resume RUNTIME_ID` in its project), or with
+    /// machine in a new tmux window (`claude --resume ID`, `codex resume ID`, in its project;
+    /// `command` instead of the runtime's program when given), or with
     /// `dry_run` says the command. Refused, with the reason, for a session that is attached,
     /// of another machine, of a runtime without a resume, or whose project is gone.
     pub async fn resume_session(
         &self,
         session: &str,
-        command: &str,
+        command: Option<&str>,
         dry_run: bool,
         tmux_socket: Option<&str>,
     ) -> Result<crate::api::Resumed, ApiError> {
@@ -126,8 +128,9 @@ impl Daemon {
                 )
                 .hint("`repowire session list --all` lists the sessions")
             })?;
-        let (runtime, project) = resume_plan(&s, &self.settings.machine, |p| Path::new(p).is_dir())
-            .map_err(|why| ApiError::new(crate::api::DaemonCode::NotResumable, why))?;
+        let (backend, runtime, project) =
+            resume_plan(&s, &self.settings.machine, |p| Path::new(p).is_dir())
+                .map_err(|why| ApiError::new(crate::api::DaemonCode::NotResumable, why))?;
         // The relay calls it detached, but right after a reconnect it may not have heard again
         // from a session that still runs here: a second agent must not resume the same
         // transcript.
@@ -144,7 +147,11 @@ impl Daemon {
                 ),
             ));
         }
-        let line = format!("{command} --resume {runtime}");
+        let program = command.unwrap_or(backend.program());
+        let line = std::iter::once(program.to_owned())
+            .chain(backend.resume_args(&runtime))
+            .collect::<Vec<_>>()
+            .join(" ");
         if dry_run {
             return Ok(crate::api::Resumed {
                 session: s,
@@ -197,13 +204,13 @@ impl Daemon {
     }
 }
 
-/// What resuming session `s` on `machine` runs: the runtime session id to resume and the
-/// project to run it in; or why it cannot be resumed here.
+/// What resuming session `s` on `machine` runs: its runtime, the runtime session id to resume
+/// and the project to run it in; or why it cannot be resumed here.
 fn resume_plan(
     s: &SessionInfo,
     machine: &str,
     is_dir: impl Fn(&str) -> bool,
-) -> Result<(String, String), String> {
+) -> Result<(Runtime, String, String), String> {
     let session = &s.session_id;
     if s.status == SessionStatus::Active {
         let executor = s
@@ -215,12 +222,14 @@ fn resume_plan(
             "{session} is attached to {executor}, which is live; resume only a detached session"
         ));
     }
-    if s.backend != "claude-code" {
+    let Some(backend) = Runtime::from_backend(&s.backend) else {
+        let known: Vec<&str> = Runtime::ALL.iter().map(|r| r.backend()).collect();
         return Err(format!(
-            "{session} runs on `{}`, which repowire cannot resume (only claude-code so far)",
-            s.backend
+            "{session} runs on `{}`, which repowire cannot resume (only {})",
+            s.backend,
+            known.join(" and ")
         ));
-    }
+    };
     if s.machine.as_deref() != Some(machine) {
         return Err(format!(
             "{session} ran on machine `{}`; resume it there",
@@ -242,7 +251,7 @@ fn resume_plan(
                 s.project_path.as_deref().unwrap_or("unknown")
             )
         })?;
-    Ok((runtime.clone(), project))
+    Ok((backend, runtime.clone(), project))
 }
 
 /// The session of this machine's state, if any, that still executes `target` (bound to it, or
@@ -323,14 +332,28 @@ mod tests {
         }
     }
 
-    fn plan(s: &SessionInfo) -> Result<(String, String), String> {
+    fn plan(s: &SessionInfo) -> Result<(Runtime, String, String), String> {
         resume_plan(s, "laptop", |p| p == "/work/api")
     }
 
     #[test]
     fn a_detached_local_session_resumes_its_current_runtime_session_in_its_project() {
         let got = plan(&detached()).expect("resumable");
-        assert_eq!(got, ("cur-2".to_string(), "/work/api".to_string()));
+        assert_eq!(
+            got,
+            (
+                Runtime::ClaudeCode,
+                "cur-2".to_string(),
+                "/work/api".to_string()
+            )
+        );
+        let mut codex = detached();
+        codex.backend = "codex".into();
+        assert_eq!(plan(&codex).expect("resumable").0, Runtime::Codex);
+        assert_eq!(
+            Runtime::Codex.resume_args("cur-2"),
+            ["resume".to_string(), "cur-2".to_string()]
+        );
     }
 
     #[test]
@@ -338,7 +361,7 @@ mod tests {
         type Change = fn(&mut SessionInfo);
         let cases: Vec<(Change, &str)> = vec![
             (|s| s.status = SessionStatus::Active, "is attached to ?"),
-            (|s| s.backend = "codex".into(), "runs on `codex`"),
+            (|s| s.backend = "aider".into(), "runs on `aider`"),
             (
                 |s| s.machine = Some("desk".into()),
                 "ran on machine `desk`; resume it there",

@@ -1,6 +1,6 @@
-//! Agent runtime hooks (Claude Code's documented events). Each returns what the event allows:
-//! context for SessionStart and UserPromptSubmit, a continuation for Stop ([`super::stop_form`]),
-//! nothing otherwise. Hook output is the native, keystroke-free way to hand an agent its messages.
+//! Agent runtime hooks (Claude Code's documented events; Codex's are the same). Each returns
+//! what the event allows: context for SessionStart and UserPromptSubmit, a continuation for
+//! Stop (the runtime's own form: [`Runtime::stop_output`]), nothing otherwise. Hook output is the native, keystroke-free way to hand an agent its messages.
 //!
 //! Messages are only marked handed over (and reported `injected`) after the hook's answer
 //! was written to the hook process ([`AfterWrite`]): a hook that timed out or died hands
@@ -12,12 +12,13 @@ use std::time::Duration;
 
 use repowire_protocol::limits::MAX_REASON_BYTES;
 use repowire_protocol::{Message, ReceiptState, TurnState};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::render::{Tools, clip, first_line, mcp_tool, render, tools_text};
 use super::store::SessionRow;
 use super::{Daemon, errors};
 use crate::api::{ApiError, HookEvent};
+use crate::runtimes::Runtime;
 use crate::sanitize;
 
 pub use super::render::display_name;
@@ -47,6 +48,8 @@ pub struct AfterWrite {
 pub struct HookCall<'a> {
     /// Which hook fired.
     pub event: HookEvent,
+    /// The runtime that ran it.
+    pub runtime: Runtime,
     /// The runtime's JSON.
     pub payload: &'a Value,
     /// `TMUX`.
@@ -96,7 +99,10 @@ impl Daemon {
                 self.turn(&session, TurnState::Working).await?;
                 let via = (!ours).then_some("with the next prompt typed in the pane");
                 Ok(match self.hand_over(&session, true, via).await? {
-                    Some((text, after)) => (Some(context(HookEvent::PromptSubmit, &text)), after),
+                    Some((text, after)) => (
+                        Some(call.runtime.context_output(HookEvent::PromptSubmit, &text)),
+                        after,
+                    ),
                     None => (None, None),
                 })
             }
@@ -112,10 +118,9 @@ impl Daemon {
                         .hand_over(&session, false, Some("at the agent's turn boundary"))
                         .await?
                 {
-                    // The agent keeps working on these: its turn state stays `working`. The
-                    // output that makes the model read them once, if this agent knows it.
-                    let form = super::stop_form::for_agent(session.agent_pid).await;
-                    return Ok((Some(form.output(&text)), after));
+                    // The agent keeps working on these: its turn state stays `working`.
+                    let output = call.runtime.stop_output(&text, session.agent_pid).await;
+                    return Ok((Some(output), after));
                 }
                 self.turn(&session, TurnState::Idle).await?;
                 if let Some(peer) = &session.peer_id {
@@ -193,7 +198,7 @@ impl Daemon {
                     crate::procinfo::comm(host).unwrap_or_default()
                 ),
             )
-            .hint("hooks are run by Claude Code once `repowire setup` installed them; `repowire whoami` shows who this terminal acts as"));
+            .hint("hooks are run by the agent runtime once `repowire setup` installed them; `repowire whoami` shows who this terminal acts as"));
         }
         let mut existing = self
             .store
@@ -258,7 +263,7 @@ impl Daemon {
                 .as_ref()
                 .and_then(|e| e.repowire_session_id.clone()),
             turn_state: "idle".into(),
-            ..SessionRow::new(session_id.to_owned(), "claude-code", role, circle)
+            ..SessionRow::new(session_id.to_owned(), call.runtime.backend(), role, circle)
         };
         self.store
             .upsert_session(&row)
@@ -283,9 +288,12 @@ impl Daemon {
             // Still told how to talk to peers: this may be the only SessionStart it gets.
             let text = format!(
                 "[repowire] The relay is not reachable right now; this session will join the mesh when it is back.\n{}",
-                tools_text()
+                tools_text(call.runtime)
             );
-            return Ok((context(HookEvent::SessionStart, &text), None));
+            return Ok((
+                call.runtime.context_output(HookEvent::SessionStart, &text),
+                None,
+            ));
         };
         let name = session.name.clone().unwrap_or_default();
         let mut text = format!(
@@ -319,7 +327,7 @@ impl Daemon {
                 text.push_str(&format!("Online peers: {}.\n", others.join(", ")));
             }
         }
-        text.push_str(&tools_text());
+        text.push_str(&tools_text(call.runtime));
         // Anything that arrived before the session started is handed over too.
         let mut after = None;
         if let Some((queued, handed)) = self
@@ -330,7 +338,10 @@ impl Daemon {
             text.push_str(&queued);
             after = handed;
         }
-        Ok((context(HookEvent::SessionStart, &text), after))
+        Ok((
+            call.runtime.context_output(HookEvent::SessionStart, &text),
+            after,
+        ))
     }
 
     async fn turn(&self, session: &SessionRow, turn: TurnState) -> Result<(), ApiError> {
@@ -374,6 +385,7 @@ impl Daemon {
             return Ok(None);
         }
         let me = session.name.as_deref().unwrap_or(peer);
+        let tools = Tools::of(session.runtime());
         let mut text = String::new();
         if !queued.is_empty() {
             text.push_str(&format!(
@@ -382,11 +394,11 @@ impl Daemon {
                 if queued.len() == 1 { "" } else { "s" }
             ));
             for row in &queued {
-                text.push_str(&render(row, me));
+                text.push_str(&render(row, me, tools));
             }
         }
         if !open.is_empty() {
-            text.push_str(&match Tools::now() {
+            text.push_str(&match tools {
                 Tools::Mcp => format!(
                     "[repowire] Reminder: these asks are still open; close each with the MCP tool {}:\n",
                     mcp_tool("ack")
@@ -456,8 +468,4 @@ fn past_deadline(m: &Message) -> bool {
         .created_at_ms
         .saturating_add(i64::try_from(timeout).unwrap_or(i64::MAX));
     super::store::now_ms() >= deadline
-}
-
-fn context(event: HookEvent, text: &str) -> Value {
-    json!({ "hookSpecificOutput": { "hookEventName": event.claude_name(), "additionalContext": text } })
 }

@@ -31,7 +31,6 @@ pub mod questions;
 pub mod reaper;
 pub mod render;
 pub mod server;
-pub mod stop_form;
 pub mod store;
 pub mod wake;
 

@@ -4,9 +4,9 @@
 //! (through our MCP tools when they are registered, else the CLI).
 
 use repowire_protocol::{Message, MessageKind, QuestionKind};
-use serde_json::Value;
 
 use super::store::InboxRow;
+use crate::runtimes::Runtime;
 use crate::sanitize;
 
 /// `s` cut to at most `max` bytes, at a character boundary, marked with `…` when cut.
@@ -40,7 +40,7 @@ pub(super) fn first_line(s: &str) -> String {
 }
 
 /// How agents are told to act on a message: through our MCP tools (no permission prompt, the
-/// exact arguments given), or, when the MCP server is not registered for Claude Code, the CLI.
+/// exact arguments given), or, when the agent's runtime does not register our MCP server, the CLI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Tools {
     /// Our MCP tools.
@@ -50,37 +50,19 @@ pub(super) enum Tools {
 }
 
 impl Tools {
-    /// Whether ~/.claude.json registers our MCP server; read again only when the file changes
-    /// (it is large, and hooks are on every turn).
-    pub(super) fn now() -> Self {
-        // Keyed by modification time and size: a rewrite within one tick of the file system's
-        // clock keeps the time but (nearly always) not the size.
-        type Seen = Option<((std::time::SystemTime, u64), bool)>;
-        static SEEN: std::sync::Mutex<Seen> = std::sync::Mutex::new(None);
-        let path = crate::config::user_home().join(".claude.json");
-        let Ok(modified) = std::fs::metadata(&path).and_then(|m| Ok((m.modified()?, m.len())))
-        else {
-            return Tools::Cli;
-        };
-        let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
-        let registered = match *seen {
-            Some((at, registered)) if at == modified => registered,
-            _ => {
-                let registered = std::fs::read_to_string(&path)
-                    .ok()
-                    .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-                    .is_some_and(|v| v["mcpServers"]["repowire"].is_object());
-                *seen = Some((modified, registered));
-                registered
-            }
-        };
-        if registered { Tools::Mcp } else { Tools::Cli }
+    /// Our MCP tools when `runtime` registers our MCP server, else the CLI.
+    pub(super) fn of(runtime: Runtime) -> Self {
+        if runtime.mcp_registered() {
+            Tools::Mcp
+        } else {
+            Tools::Cli
+        }
     }
 }
 
 /// One message, framed so the agent sees who sent it (`@from → @to [ask #cid]`), with every
 /// line of the body quoted so a body cannot pass itself off as another message's header.
-pub(super) fn render(row: &InboxRow, me: &str) -> String {
+pub(super) fn render(row: &InboxRow, me: &str, tools: Tools) -> String {
     let Ok(m) = serde_json::from_str::<Message>(&row.body) else {
         return format!("--- message {} (unreadable) ---\n", row.message_id);
     };
@@ -129,7 +111,7 @@ pub(super) fn render(row: &InboxRow, me: &str) -> String {
                 QuestionKind::Acknowledge => "ack",
                 _ => "ID",
             };
-            out.push_str(&match (Tools::now(), q.kind) {
+            out.push_str(&match (tools, q.kind) {
                 (Tools::Mcp, QuestionKind::Text) => format!(
                     " Answer with the MCP tool `answer`: correlation_id \"{cid}\", text \"your answer\".)\n"
                 ),
@@ -144,7 +126,7 @@ pub(super) fn render(row: &InboxRow, me: &str) -> String {
                 ),
             });
         }
-        (MessageKind::Ask, None) => out.push_str(&match Tools::now() {
+        (MessageKind::Ask, None) => out.push_str(&match tools {
             Tools::Mcp => format!(
                 "(Answer with the MCP tool `ack`: correlation_id \"{cid}\", message \"your reply\")\n"
             ),
@@ -190,8 +172,8 @@ pub(super) fn mcp_tool(name: &str) -> String {
 }
 
 /// How the agent talks to peers: our MCP tools when they are registered, else the CLI.
-pub(super) fn tools_text() -> String {
-    match Tools::now() {
+pub(super) fn tools_text(runtime: Runtime) -> String {
+    match Tools::of(runtime) {
         Tools::Mcp => {
             let [ask, notify, ack, answer] = NAMED_TOOLS.map(|(name, _)| mcp_tool(name));
             format!(
@@ -199,10 +181,12 @@ pub(super) fn tools_text() -> String {
                  you receive with {ack}, or a structured question with {answer}."
             )
         }
-        Tools::Cli => "Talk to them with `repowire peer ask NAME \"question\"`, `repowire peer notify NAME \"text\"`, \
+        Tools::Cli => format!(
+            "Talk to them with `repowire peer ask NAME \"question\"`, `repowire peer notify NAME \"text\"`, \
              and close asks you receive with `repowire peer ack ASK_ID -m \"reply\"` (the repowire MCP \
-             server is not registered for Claude Code; `repowire setup` registers it)."
-            .to_owned(),
+             server is not registered for {}; `repowire setup` registers it).",
+            runtime.display()
+        ),
     }
 }
 

@@ -119,6 +119,7 @@ async fn handle(
         Request::OutboxDrop { realm } => daemon.drop_outbox(&realm).await.map(typed),
         Request::Hook {
             event,
+            runtime,
             payload,
             tmux,
             tmux_pane,
@@ -128,6 +129,7 @@ async fn handle(
             let (output, after) = daemon
                 .hook(HookCall {
                     event,
+                    runtime,
                     payload: &payload,
                     tmux: tmux.as_deref(),
                     tmux_pane: tmux_pane.as_deref(),
@@ -238,7 +240,7 @@ async fn handle(
         } => daemon
             .resume_session(
                 &session,
-                &command,
+                command.as_deref(),
                 dry_run,
                 tmux.as_deref().and_then(crate::tmux::socket_of).as_deref(),
             )

@@ -529,7 +529,7 @@ async fn agents_without_our_mcp_server_are_told_the_cli() {
 /// binary keeps the `block` form, which every version honours, so nothing goes unread.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stop_hand_over_form_follows_the_agents_version() {
-    use repowire::daemon::stop_form::{StopForm, for_agent};
+    use repowire::runtimes::claude::stop_form::{StopForm, for_agent};
     let dir = tempfile::tempdir().expect("dir");
     for (name, want) in [
         ("claude-2.1.331", StopForm::Context),

@@ -19,12 +19,10 @@ use tokio::time::Instant;
 
 use super::Daemon;
 use super::store::SessionRow;
+use crate::runtimes::{InputBox, Runtime};
 use crate::{sanitize, tmux};
 use screen::Landed;
 
-/// Pause between the paste and Enter when the pane shows no input box to watch the paste
-/// land in (not Claude Code's UI): the agent's UI must have taken the paste in.
-const ENTER_GAP: Duration = Duration::from_millis(150);
 /// How often the box is read while the paste lands, and how long it may take.
 const LAND_POLL: Duration = Duration::from_millis(5);
 const LAND_WITHIN: Duration = Duration::from_secs(2);
@@ -204,6 +202,7 @@ impl Daemon {
         }
         let pane = session.pane.clone().unwrap_or_default();
         let socket = session.tmux_socket.as_deref();
+        let runtime = session.runtime();
         match self.wait_for_quiet(&session, &peer, socket, &pane).await {
             Ok(Quiet::Yes) => {}
             Ok(Quiet::HandedOver) => return None,
@@ -229,9 +228,35 @@ impl Daemon {
             if queued.len() == 1 { "" } else { "s" },
             dedup(senders).join(", ")
         ));
-        if let Some(known) = draft.as_deref()
-            && box_text(socket, &pane).await.as_deref() == Some(known)
-        {
+        // Nothing is typed into a screen whose input box the wake cannot read: it could
+        // not tell a person's draft from its prompt, nor see that the prompt landed.
+        let now = match tmux::capture(socket, &pane).await {
+            Ok(screen) => runtime.input_box(&screen),
+            Err(error) => return Some(("failed", Some(error.to_string()))),
+        };
+        let now = match now {
+            InputBox::Text(text) => text,
+            InputBox::Busy => {
+                return Some((
+                    "deferred",
+                    Some(format!(
+                        "pane {pane} shows {} still working; {LATER}",
+                        runtime.display()
+                    )),
+                ));
+            }
+            InputBox::Unknown => {
+                tracing::warn!(session = %session.session_id, %pane, "no input box on the screen: not typing");
+                return Some((
+                    "cannot_wake",
+                    Some(format!(
+                        "pane {pane} shows no {} input box the wake can read (a dialog, or another program), so nothing was typed; {LATER}",
+                        runtime.display()
+                    )),
+                ));
+            }
+        };
+        if draft.as_deref() == Some(now.as_str()) {
             return Some((
                 "deferred",
                 Some(format!(
@@ -259,21 +284,19 @@ impl Daemon {
             return Some(("failed", Some(error.to_string())));
         }
         // Enter as soon as the box shows exactly the prompt; never with a draft in it.
-        let watched = match paste_landed(socket, &pane, &prompt).await {
-            Ok(Some(Landed::Exact)) => true,
-            Ok(None) => {
-                tokio::time::sleep(ENTER_GAP).await;
-                false
-            }
-            Ok(Some(other)) => return Some(take_back(socket, &pane, &prompt, other, draft).await),
+        match paste_landed(runtime, socket, &pane, &prompt).await {
+            Ok(Landed::Exact) => {}
+            Ok(other) => return Some(take_back(socket, &pane, &prompt, other, draft).await),
             Err(error) => return Some(("failed", Some(error.to_string()))),
-        };
+        }
         let entered = Instant::now();
         let _entering = self.entering(&session.session_id);
         for attempt in 1..=ATTEMPTS {
             if attempt > 1
-                && watched
-                && !matches!(box_now(socket, &pane, &prompt).await, Some(Landed::Exact))
+                && !matches!(
+                    box_now(runtime, socket, &pane, &prompt).await,
+                    Some(Landed::Exact)
+                )
             {
                 // The prompt is no longer alone in the box: Enter would send something else.
                 break;
@@ -301,9 +324,6 @@ impl Daemon {
             match self.store.session(&session.session_id).await {
                 Ok(Some(s)) if s.turn_state == "idle" => {}
                 _ => return Some(("woken", None)),
-            }
-            if !watched {
-                tokio::time::sleep(ENTER_GAP).await;
             }
         }
         tracing::warn!(session = %session.session_id, "wake not confirmed; messages wait for the next turn");
@@ -347,36 +367,38 @@ impl Daemon {
     }
 }
 
-/// The input box's text (whitespace removed); `None` when the pane shows no box.
-async fn box_text(socket: Option<&str>, pane: &str) -> Option<String> {
-    let screen = tmux::capture(socket, pane).await.ok()?;
-    screen::input_text(&screen)
-}
-
 /// What the input box shows against the pasted prompt; `None` when the pane shows no box.
-async fn box_now(socket: Option<&str>, pane: &str, prompt: &str) -> Option<Landed> {
-    box_text(socket, pane)
-        .await
-        .map(|text| screen::landed(&text, prompt))
-}
-
-/// Watches the box until the paste shows in it. `None`: the pane shows no input box.
-async fn paste_landed(
+async fn box_now(
+    runtime: Runtime,
     socket: Option<&str>,
     pane: &str,
     prompt: &str,
-) -> Result<Option<Landed>, tmux::TmuxError> {
+) -> Option<Landed> {
+    let screen = tmux::capture(socket, pane).await.ok()?;
+    match runtime.input_box(&screen) {
+        InputBox::Text(text) => Some(screen::landed(&text, prompt)),
+        InputBox::Busy | InputBox::Unknown => None,
+    }
+}
+
+/// Watches the box until the paste shows in it, at most [`LAND_WITHIN`]. A box that is gone
+/// meanwhile (a dialog opened) is `Pending`: no Enter.
+async fn paste_landed(
+    runtime: Runtime,
+    socket: Option<&str>,
+    pane: &str,
+    prompt: &str,
+) -> Result<Landed, tmux::TmuxError> {
     let deadline = Instant::now() + LAND_WITHIN;
-    let mut seen_box = false;
     loop {
         let screen = tmux::capture(socket, pane).await?;
-        match screen::input_text(&screen).map(|text| screen::landed(&text, prompt)) {
-            None if !seen_box => return Ok(None),
-            Some(Landed::Pending) | None if Instant::now() < deadline => {}
-            Some(landed) => return Ok(Some(landed)),
-            None => return Ok(Some(Landed::Pending)),
+        let landed = match runtime.input_box(&screen) {
+            InputBox::Text(text) => screen::landed(&text, prompt),
+            InputBox::Busy | InputBox::Unknown => Landed::Pending,
+        };
+        if landed != Landed::Pending || Instant::now() >= deadline {
+            return Ok(landed);
         }
-        seen_box = true;
         tokio::time::sleep(LAND_POLL).await;
     }
 }

@@ -1,5 +1,6 @@
 //! What a wake reads off the pane before it types (docs/agents/claude-code.md): whether a
-//! person is typing through a tmux client, and what the agent's input box holds. Pure
+//! person is typing through a tmux client, and how the agent's input box (read by its
+//! runtime: [`crate::runtimes::Runtime::input_box`]) compares with the wake prompt. Pure
 //! functions over what tmux printed, so every rule is unit-tested.
 
 use crate::tmux::ClientInfo;
@@ -33,38 +34,9 @@ pub(super) fn typing(clients: &[ClientInfo], pane: &str, now_secs: i64) -> Optio
     })
 }
 
-/// The text in the agent's input box — the line starting with `❯` that sits between two
-/// horizontal rules, with the lines wrapped under it — with all whitespace removed (the UI
-/// wraps and pads as it likes). `None` when the screen shows no such box: then nothing can be
-/// said about its contents.
-pub(super) fn input_text(screen: &str) -> Option<String> {
-    let lines: Vec<&str> = screen.lines().collect();
-    let prompt = lines
-        .iter()
-        .rposition(|l| l.trim_start().starts_with('❯'))?;
-    if prompt == 0 || !is_rule(lines[prompt - 1]) {
-        return None;
-    }
-    let bottom = prompt + 1 + lines[prompt + 1..].iter().position(|l| is_rule(l))?;
-    let first = lines[prompt].trim_start().trim_start_matches('❯');
-    Some(
-        std::iter::once(first)
-            .chain(lines[prompt + 1..bottom].iter().copied())
-            .flat_map(str::chars)
-            .filter(|c| !c.is_whitespace())
-            .collect(),
-    )
-}
-
-/// `text` with all whitespace removed, to compare with [`input_text`].
+/// `text` with all whitespace removed, to compare with the box's text.
 pub(super) fn squeezed(text: &str) -> String {
     text.chars().filter(|c| !c.is_whitespace()).collect()
-}
-
-/// A horizontal rule: at least ten `─` and nothing else but spaces.
-fn is_rule(line: &str) -> bool {
-    let line = line.trim();
-    line.chars().count() >= 10 && line.chars().all(|c| c == '─')
 }
 
 /// What the box shows after the wake prompt was pasted.
@@ -81,7 +53,8 @@ pub(super) enum Landed {
     Mixed,
 }
 
-/// Compares the box's text (from [`input_text`]) with the pasted prompt.
+/// Compares the box's text (from the runtime's [`crate::runtimes::InputBox`]) with the pasted
+/// prompt.
 pub(super) fn landed(box_text: &str, prompt: &str) -> Landed {
     let prompt = squeezed(prompt);
     if box_text == prompt {
@@ -129,31 +102,6 @@ mod tests {
     fn a_half_typed_key_binding_is_typing_however_old() {
         let reason = typing(&[client("%1", 10, "prefix")], "%1", 100).expect("typing");
         assert!(reason.contains("prefix"), "{reason}");
-    }
-
-    const RULE: &str = "────────────────────────────────────────";
-
-    #[test]
-    fn the_box_text_is_read_between_the_rules() {
-        let empty = format!("● done\n\n{RULE}\n❯ \n{RULE}\n  ? for shortcuts\n");
-        assert_eq!(input_text(&empty).as_deref(), Some(""));
-        let draft = format!("{RULE}\n❯ fix the  build\n{RULE}\n");
-        assert_eq!(input_text(&draft).as_deref(), Some("fixthebuild"));
-        // Wrapped onto a second row; the last box on the screen counts.
-        let wrapped =
-            format!("{RULE}\n❯ old\n{RULE}\nout\n{RULE}\n❯ [repowire] 1 new\n  message\n{RULE}");
-        assert_eq!(
-            input_text(&wrapped).as_deref(),
-            Some("[repowire]1newmessage")
-        );
-    }
-
-    #[test]
-    fn no_box_no_text() {
-        assert_eq!(input_text("$ ls\nfile\n$ "), None);
-        assert_eq!(input_text(&format!("❯ text\n{RULE}")), None);
-        assert_eq!(input_text(&format!("{RULE}\n❯ text\n")), None);
-        assert_eq!(input_text(&format!("──\n❯ text\n{RULE}")), None);
     }
 
     #[test]

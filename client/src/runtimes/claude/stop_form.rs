@@ -35,7 +35,7 @@ impl StopForm {
         match self {
             Self::Context => json!({
                 "hookSpecificOutput": {
-                    "hookEventName": crate::api::HookEvent::Stop.claude_name(),
+                    "hookEventName": "Stop",
                     "additionalContext": text
                 }
             }),

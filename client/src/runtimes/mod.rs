@@ -1,0 +1,230 @@
+//! The agent runtimes Repowire wires in, and what differs between them: the names of their
+//! hook events, the JSON their hooks answer with, how their input box looks in tmux, how a
+//! session is resumed, and whether our MCP server is registered with them. Everything else —
+//! registration, turn state, hand-over, approvals, the wake's safety checks — is shared and
+//! lives in the daemon.
+//!
+//! One enum rather than a trait object: each runtime is a fixed, known set of facts
+//! (docs/agents/*.md), and an exhaustive `match` makes adding one a compile error in every
+//! place that must decide something for it.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::api::HookEvent;
+
+pub mod claude;
+mod codex;
+
+pub use codex::{codex_home, config_path as codex_config_path};
+
+/// An agent runtime. Serialized (the local API, the `backend` a peer registers with) and
+/// parsed (`--runtime`) in kebab-case.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Runtime {
+    /// Anthropic's Claude Code (`claude`).
+    #[default]
+    ClaudeCode,
+    /// OpenAI's Codex CLI (`codex`).
+    Codex,
+}
+
+/// What a wake may type into a runtime's pane, read off the screen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InputBox {
+    /// The input box, with its text (whitespace removed; empty when it shows only a
+    /// placeholder).
+    Text(String),
+    /// The box is there but the agent is working: Enter would not submit a new prompt (Codex
+    /// would steer the running turn with it).
+    Busy,
+    /// No input box this runtime draws is on the screen (a dialog, another program's UI).
+    Unknown,
+}
+
+impl Runtime {
+    /// Every runtime, in the order setup reports them.
+    pub const ALL: [Runtime; 2] = [Runtime::ClaudeCode, Runtime::Codex];
+
+    /// The `backend` string a peer registers with, and the `--runtime` spelling.
+    pub fn backend(self) -> &'static str {
+        match self {
+            Runtime::ClaudeCode => "claude-code",
+            Runtime::Codex => "codex",
+        }
+    }
+
+    /// The runtime of a `backend` string, if it is one of ours.
+    pub fn from_backend(backend: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.backend() == backend)
+    }
+
+    /// How people call it.
+    pub fn display(self) -> &'static str {
+        match self {
+            Runtime::ClaudeCode => "Claude Code",
+            Runtime::Codex => "Codex",
+        }
+    }
+
+    /// The program name (`comm`) of the runtime's process: the process a hook's nearest
+    /// non-shell ancestor is.
+    pub fn program(self) -> &'static str {
+        match self {
+            Runtime::ClaudeCode => "claude",
+            Runtime::Codex => "codex",
+        }
+    }
+
+    /// The runtime's name for one of our hook events; `None` when it has no such event
+    /// (Codex has no Notification: its Stop is the end of every turn).
+    pub fn event_name(self, event: HookEvent) -> Option<&'static str> {
+        match (self, event) {
+            (Runtime::Codex, HookEvent::Notification) => None,
+            (_, HookEvent::SessionStart) => Some("SessionStart"),
+            (_, HookEvent::PromptSubmit) => Some("UserPromptSubmit"),
+            (_, HookEvent::Stop) => Some("Stop"),
+            (_, HookEvent::Notification) => Some("Notification"),
+            (_, HookEvent::SessionEnd) => Some("SessionEnd"),
+            (_, HookEvent::PreToolUse) => Some("PreToolUse"),
+        }
+    }
+
+    /// The events setup installs for this runtime (the pre-tool-use hook only with
+    /// approvals).
+    pub fn events(self) -> Vec<HookEvent> {
+        HookEvent::ALWAYS
+            .into_iter()
+            .filter(|e| self.event_name(*e).is_some())
+            .collect()
+    }
+
+    /// The hook answer that gives the model `text` as context at session start or with a
+    /// prompt. Claude Code and Codex take the same shape (Codex turns it into a developer
+    /// message: docs/agents/codex.md).
+    pub fn context_output(self, event: HookEvent, text: &str) -> Value {
+        let name = self.event_name(event).unwrap_or("SessionStart");
+        json!({ "hookSpecificOutput": { "hookEventName": name, "additionalContext": text } })
+    }
+
+    /// The Stop answer that continues the turn with `text` for the model. `agent_pid` is the
+    /// agent process (Claude Code's form depends on its version).
+    pub async fn stop_output(self, text: &str, agent_pid: Option<i64>) -> Value {
+        match self {
+            Runtime::ClaudeCode => claude::stop_output(text, agent_pid).await,
+            // Codex continues the turn with the reason as a `<hook_prompt>` user message
+            // (docs/agents/codex.md, checked on every test run).
+            Runtime::Codex => json!({ "decision": "block", "reason": text }),
+        }
+    }
+
+    /// What the screen shows in the runtime's input box (`screen` as `capture-pane -e`
+    /// prints it: with colours, which tell Codex's placeholder from typed text).
+    pub fn input_box(self, screen: &str) -> InputBox {
+        match self {
+            Runtime::ClaudeCode => claude::input_box(screen),
+            Runtime::Codex => codex::input_box(screen),
+        }
+    }
+
+    /// The argument list that resumes runtime session `id` (after the program).
+    pub fn resume_args(self, id: &str) -> Vec<String> {
+        match self {
+            Runtime::ClaudeCode => vec!["--resume".into(), id.into()],
+            Runtime::Codex => vec!["resume".into(), id.into()],
+        }
+    }
+
+    /// True when our MCP server is registered with this runtime for the user.
+    pub fn mcp_registered(self) -> bool {
+        match self {
+            Runtime::ClaudeCode => claude::mcp_registered(),
+            Runtime::Codex => codex::mcp_registered(),
+        }
+    }
+}
+
+/// The last (modification time, size) of a file and what was read from it then.
+type Seen = std::sync::Mutex<Option<((std::time::SystemTime, u64), bool)>>;
+
+/// `check` of the file at `path`, read again only when it changed: hooks run on every turn
+/// and ~/.claude.json is large. Keyed by modification time and size: a rewrite within one tick
+/// of the file system's clock keeps the time but (nearly always) not the size.
+fn registered_in(path: &std::path::Path, seen: &Seen, check: impl Fn(&str) -> bool) -> bool {
+    let Ok(stamp) = std::fs::metadata(path).and_then(|m| Ok((m.modified()?, m.len()))) else {
+        return false;
+    };
+    let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+    match *seen {
+        Some((at, registered)) if at == stamp => registered,
+        _ => {
+            let registered = std::fs::read_to_string(path).is_ok_and(|t| check(&t));
+            *seen = Some((stamp, registered));
+            registered
+        }
+    }
+}
+
+/// Removes ANSI escape sequences (CSI and OSC) from captured screen text.
+pub(crate) fn plain(screen: &str) -> String {
+    let mut out = String::with_capacity(screen.len());
+    let mut chars = screen.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\x1b' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('[') => {
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+            Some(']') => {
+                while let Some(c) = chars.next() {
+                    if c == '\x07' || (c == '\x1b' && chars.next_if_eq(&'\\').is_some()) {
+                        break;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backends_round_trip_and_match_serde() {
+        for r in Runtime::ALL {
+            assert_eq!(Runtime::from_backend(r.backend()), Some(r));
+            assert_eq!(
+                serde_json::to_value(r).expect("test"),
+                Value::String(r.backend().into())
+            );
+        }
+        assert_eq!(Runtime::from_backend("aider"), None);
+    }
+
+    #[test]
+    fn codex_gets_no_notification_hook() {
+        assert!(!Runtime::Codex.events().contains(&HookEvent::Notification));
+        assert_eq!(Runtime::ClaudeCode.events(), HookEvent::ALWAYS.to_vec());
+    }
+
+    #[test]
+    fn escapes_are_removed() {
+        assert_eq!(
+            plain("\x1b[2m› Ask\x1b[0m x\x1b]0;title\x07y"),
+            "› Ask xy".to_owned()
+        );
+    }
+}
