@@ -137,40 +137,8 @@ pub(crate) fn read_json(path: &Path) -> anyhow::Result<Option<Value>> {
     }
 }
 
-/// Backups of one file kept beside it; older ones are removed when a new one is made.
-pub(super) const KEPT_BACKUPS: usize = 5;
-
-/// Removes all but the `keep` newest `<file>.repowire-backup-<ms>` files beside `path` (best
-/// effort: a backup that cannot be removed stays).
-fn prune_backups(path: &Path, keep: usize) {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
-        return;
-    };
-    let prefix = format!("{name}.repowire-backup-");
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut backups: Vec<(u64, std::path::PathBuf)> = entries
-        .flatten()
-        .filter_map(|e| {
-            let stamp = e
-                .file_name()
-                .to_str()?
-                .strip_prefix(&prefix)?
-                .parse()
-                .ok()?;
-            Some((stamp, e.path()))
-        })
-        .collect();
-    backups.sort();
-    let excess = backups.len().saturating_sub(keep);
-    for (_, old) in backups.into_iter().take(excess) {
-        let _ = std::fs::remove_file(old);
-    }
-}
-
-/// Writes `value` to `path` if it differs from what is there: backup first, then the new
-/// content staged beside it and renamed over it (see [`repowire_files`]), the mode kept.
+/// Writes `value` to `path` if it differs from what is there (see
+/// [`super::config_write::write_text`]); true when written.
 pub(super) fn write_if_changed(
     path: &Path,
     before: Option<&Value>,
@@ -181,70 +149,17 @@ pub(super) fn write_if_changed(
     }
     let mut text = serde_json::to_string_pretty(value)?;
     text.push('\n');
-    // A symlinked file (dotfile managers) is updated where it lives; the link stays.
-    let staged = repowire_files::stage(path, text.as_bytes(), repowire_files::Mode::Keep)
-        .with_context(|| format!("writing {}", path.display()))?;
-    let path = staged.target().to_path_buf();
-    let path = path.as_path();
-    if before.is_some() {
-        let stamp = crate::daemon::store::now_ms();
-        let backup = path.with_file_name(format!(
-            "{}.repowire-backup-{stamp}",
-            path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
-        ));
-        std::fs::copy(path, &backup).with_context(|| format!("backing up {}", path.display()))?;
-        prune_backups(path, KEPT_BACKUPS);
-    }
     // Claude Code rewrites ~/.claude.json while it runs: if the file changed since it was
-    // read, give up rather than drop its changes (dropping `staged` removes its file).
-    if read_json(path)?.as_ref() != before {
-        anyhow::bail!(
-            "{} changed while it was being updated (is Claude Code writing it?); nothing was changed — run the command again",
-            path.display()
-        );
-    }
-    staged
-        .commit()
-        .with_context(|| format!("replacing {}", path.display()))?;
+    // read, give up rather than drop its changes.
+    super::config_write::write_text(path, before.is_some(), &text, "Claude Code", |p| {
+        Ok(read_json(p)?.as_ref() == before)
+    })?;
     Ok(true)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Issue 35.9: every setup change left a backup and none was ever removed.
-    #[test]
-    fn only_the_newest_backups_are_kept() {
-        let dir = tempfile::tempdir().expect("dir");
-        let file = dir.path().join("settings.json");
-        std::fs::write(&file, "{}").expect("file");
-        for stamp in [5_u64, 1, 30, 4, 2, 100, 7] {
-            std::fs::write(
-                dir.path()
-                    .join(format!("settings.json.repowire-backup-{stamp}")),
-                "{}",
-            )
-            .expect("backup");
-        }
-        std::fs::write(dir.path().join("other.json.repowire-backup-1"), "{}").expect("other");
-        prune_backups(&file, 3);
-        let mut left: Vec<String> = std::fs::read_dir(dir.path())
-            .expect("dir")
-            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-            .collect();
-        left.sort();
-        assert_eq!(
-            left,
-            [
-                "other.json.repowire-backup-1",
-                "settings.json",
-                "settings.json.repowire-backup-100",
-                "settings.json.repowire-backup-30",
-                "settings.json.repowire-backup-7",
-            ]
-        );
-    }
 
     fn ours(event: &str) -> (&str, String) {
         ("Stop", format!("/usr/local/bin/repowire hook {event}"))

@@ -258,6 +258,26 @@ pub fn doctor(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
         "MCP server registered",
         "run `repowire setup`",
     );
+    // Codex, when setup wired it: its hooks run only once a person trusted them.
+    let codex = crate::runtimes::codex_config_path();
+    if let Ok(text) = std::fs::read_to_string(&codex) {
+        let ours = super::codex_config::trust(&text, &codex.to_string_lossy());
+        if !ours.is_empty() {
+            let untrusted: Vec<&str> = ours
+                .iter()
+                .filter(|(_, trusted)| !trusted)
+                .map(|(event, _)| event.as_str())
+                .collect();
+            c.check(
+                untrusted.is_empty(),
+                "Codex has trusted Repowire's hooks",
+                &format!(
+                    "Codex will not run the hooks for {} until you trust them: start `codex` and choose \"Trust all and continue\" (or review them)",
+                    untrusted.join(", ")
+                ),
+            );
+        }
+    }
     let settings_now = read_json(&settings_path())
         .ok()
         .flatten()

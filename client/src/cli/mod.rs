@@ -4,6 +4,8 @@ pub mod approvals;
 pub mod approvals_setup;
 pub mod check_relay;
 pub mod claude_settings;
+pub mod codex_config;
+mod config_write;
 pub mod daemon;
 pub mod dashboard;
 pub mod doctor;

@@ -18,6 +18,7 @@ use super::claude_settings::{
 use super::permissions;
 use crate::api::{HookEvent, Request};
 use crate::config::{Config, Environment, user_home};
+use crate::runtimes::Runtime;
 
 /// Options of setup.
 #[derive(Debug, Clone, Args)]
@@ -43,6 +44,10 @@ pub struct SetupArgs {
     /// (`file`). Given alone, moves the stored key there; left out, a stored key stays put.
     #[arg(long, value_enum)]
     pub key_store: Option<crate::apikey::KeyStoreChoice>,
+    /// Wire only these runtimes (repeatable): `claude-code`, `codex`. Left out: Claude Code,
+    /// and Codex when it is installed (`$CODEX_HOME`, `~/.codex` or `codex` on PATH).
+    #[arg(long = "runtime", value_enum)]
+    pub runtimes: Vec<Runtime>,
 }
 
 /// Options of uninstall.
@@ -187,16 +192,18 @@ pub(super) fn broken_hooks(env: &Environment) -> Vec<(String, String)> {
     broken
 }
 
-/// The command line a hook runs; `--home` only when the state directory is not the default.
-fn hook_command(exe: &str, config: &Config, event: &str) -> String {
-    match &config.home {
-        Some(home) => format!(
-            "{} --home {} hook {event}",
-            shell_quote(exe),
-            shell_quote(&home.to_string_lossy())
-        ),
-        None => format!("{} hook {event}", shell_quote(exe)),
-    }
+/// The command line a hook runs; `--home` only when the state directory is not the default,
+/// `--runtime` only for a runtime other than Claude Code (whose hooks predate the flag).
+fn hook_command(exe: &str, config: &Config, runtime: Runtime, event: &str) -> String {
+    let home = match &config.home {
+        Some(home) => format!(" --home {}", shell_quote(&home.to_string_lossy())),
+        None => String::new(),
+    };
+    let runtime = match runtime {
+        Runtime::ClaudeCode => String::new(),
+        other => format!(" --runtime {}", other.backend()),
+    };
+    format!("{}{home} hook{runtime} {event}", shell_quote(exe))
 }
 
 fn shell_quote(s: &str) -> String {
@@ -226,41 +233,152 @@ fn claude_present(env: &Environment) -> bool {
         || env.path_dirs().iter().any(|p| p.join("claude").is_file())
 }
 
-/// `repowire setup`.
-pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
-    // The relay first: a wrong URL or key stops setup before anything is written.
-    let relay = super::relay_setup::configure(config, args.key_store)?;
-    if !claude_present(&config.env) {
-        println!(
-            "Claude Code was not found (no ~/.claude, ~/.claude.json or `claude` on PATH); installing its configuration anyway."
-        );
+fn codex_present(env: &Environment) -> bool {
+    crate::runtimes::codex_home().is_dir()
+        || env.path_dirs().iter().any(|p| p.join("codex").is_file())
+}
+
+/// The runtimes setup wires: those named, else Claude Code and an installed Codex.
+fn chosen(args: &SetupArgs, env: &Environment) -> Vec<Runtime> {
+    if !args.runtimes.is_empty() {
+        return Runtime::ALL
+            .into_iter()
+            .filter(|r| args.runtimes.contains(r))
+            .collect();
     }
-    let exe = exe(&config.env)?;
+    let mut out = vec![Runtime::ClaudeCode];
+    if codex_present(env) {
+        out.push(Runtime::Codex);
+    }
+    out
+}
+
+/// Codex's config.toml as it is (`None`: no file) and as setup leaves it.
+struct CodexPlan {
+    path: PathBuf,
+    before: Option<String>,
+    after: String,
+}
+
+fn plan_codex(
+    exe: &str,
+    config: &Config,
+    approvals: &super::approvals_setup::Change,
+    allow: bool,
+) -> anyhow::Result<CodexPlan> {
+    use super::codex_config::{HookGroup, McpServer, merge};
+    let path = crate::runtimes::codex_config_path();
+    let before = match std::fs::read_to_string(&path) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let runtime = Runtime::Codex;
+    let mut hooks: Vec<HookGroup> = runtime
+        .events()
+        .into_iter()
+        .filter_map(|event| {
+            Some(HookGroup {
+                event: runtime.event_name(event)?,
+                command: hook_command(exe, config, runtime, event.name()),
+                // Codex clamps a SessionEnd hook to 3 s, with a warning at every start.
+                timeout: if event == HookEvent::SessionEnd {
+                    3
+                } else {
+                    15
+                },
+                matcher: None,
+            })
+        })
+        .collect();
+    let mut drop = Vec::new();
+    match approvals {
+        super::approvals_setup::Change::Enable(policy) => hooks.push(HookGroup {
+            event: "PreToolUse",
+            command: format!(
+                "{} --approval-timeout {}",
+                hook_command(exe, config, runtime, PRE_TOOL_USE.name()),
+                policy.timeout.as_secs()
+            ),
+            timeout: (policy.timeout + super::approvals_setup::HOOK_MARGIN).as_secs(),
+            matcher: Some(policy.tools.join("|")),
+        }),
+        super::approvals_setup::Change::Disable => drop.push("PreToolUse"),
+        super::approvals_setup::Change::Keep => {}
+    }
+    let mcp = McpServer {
+        command: exe.to_owned(),
+        home: config
+            .home
+            .as_ref()
+            .map(|h| h.to_string_lossy().into_owned()),
+        approve_tools: allow,
+    };
+    let after = merge(before.as_deref().unwrap_or(""), &hooks, &drop, &mcp)
+        .with_context(|| format!("updating {}", path.display()))?;
+    Ok(CodexPlan {
+        path,
+        before,
+        after,
+    })
+}
+
+/// Writes Codex's config when it changed; true when written.
+fn write_codex(plan: &CodexPlan) -> anyhow::Result<bool> {
+    if plan.before.as_deref() == Some(plan.after.as_str()) {
+        return Ok(false);
+    }
+    let before = plan.before.clone();
+    super::config_write::write_text(&plan.path, before.is_some(), &plan.after, "Codex", |p| {
+        Ok(match std::fs::read_to_string(p) {
+            Ok(now) => Some(now) == before,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => before.is_none(),
+            Err(e) => return Err(e.into()),
+        })
+    })?;
+    Ok(true)
+}
+
+/// Claude Code's two files as they are and as setup leaves them.
+struct ClaudePlan {
+    settings: PathBuf,
+    settings_before: Option<Value>,
+    settings_after: Value,
+    claude_json: PathBuf,
+    claude_before: Option<Value>,
+    claude_after: Value,
+    /// Our tools' permissions are added now.
+    allow: bool,
+    /// Our tools are allowed once this is written (added now, or there already).
+    allowed: bool,
+}
+
+fn plan_claude(
+    exe: &str,
+    config: &Config,
+    args: &SetupArgs,
+    approvals: &super::approvals_setup::Change,
+) -> anyhow::Result<ClaudePlan> {
     let commands: Vec<(&str, String)> = EVENTS
         .iter()
         .map(|event| {
             (
                 event.claude_name(),
-                hook_command(&exe, config, event.name()),
+                hook_command(exe, config, Runtime::ClaudeCode, event.name()),
             )
         })
         .collect();
-    // `[approvals]` is checked (and, with a flag, written) before anything else is.
-    let approvals = super::approvals_setup::configure(config, &args.approvals)?;
-
-    // Both files are read and their new content built before either is written: a file
-    // that cannot be updated (not JSON, not an object) stops setup with nothing changed.
     let settings = settings_path();
     let settings_before = read_json(&settings)?;
     let mut settings_after = merge_hooks(
         settings_before.clone().unwrap_or_else(|| json!({})),
         &commands,
     )?;
-    match &approvals {
+    match approvals {
         super::approvals_setup::Change::Enable(policy) => {
             let command = format!(
                 "{} --approval-timeout {}",
-                hook_command(&exe, config, PRE_TOOL_USE.name()),
+                hook_command(exe, config, Runtime::ClaudeCode, PRE_TOOL_USE.name()),
                 policy.timeout.as_secs()
             );
             let entry = super::approvals_setup::hook_entry(&command, policy);
@@ -288,31 +406,89 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
         .or_insert_with(|| Value::Object(Map::new()))
         .as_object_mut()
         .context("`mcpServers` in ~/.claude.json is not an object; nothing was changed")?
-        .insert("repowire".into(), mcp_entry(&exe, config));
-    let changed_settings = write_if_changed(&settings, settings_before.as_ref(), &settings_after)?;
-    let changed_mcp = write_if_changed(&claude_json, claude_before.as_ref(), &claude_after)?;
+        .insert("repowire".into(), mcp_entry(exe, config));
+    Ok(ClaudePlan {
+        settings,
+        settings_before,
+        settings_after,
+        claude_json,
+        claude_before,
+        claude_after,
+        allow,
+        allowed: allow || missing.is_empty(),
+    })
+}
 
-    report(
-        &settings,
-        changed_settings,
-        settings_before.is_some(),
-        if allow {
-            "hooks; Repowire's tools allowed"
-        } else {
-            "hooks"
-        },
-    );
-    if !allow && !missing.is_empty() {
+/// `repowire setup`.
+pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
+    // The relay first: a wrong URL or key stops setup before anything is written.
+    let relay = super::relay_setup::configure(config, args.key_store)?;
+    let runtimes = chosen(args, &config.env);
+    let claude = runtimes.contains(&Runtime::ClaudeCode);
+    if claude && !claude_present(&config.env) {
         println!(
-            "Repowire's MCP tools are not allowed in Claude Code: each call of ask, ack, answer… waits for a person to approve it. `repowire setup --allow-tools` allows them."
+            "Claude Code was not found (no ~/.claude, ~/.claude.json or `claude` on PATH); installing its configuration anyway."
         );
     }
-    report(
-        &claude_json,
-        changed_mcp,
-        claude_before.is_some(),
-        "MCP server `repowire`",
-    );
+    let exe = exe(&config.env)?;
+    // `[approvals]` is checked (and, with a flag, written) before anything else is.
+    let approvals = super::approvals_setup::configure(config, &args.approvals)?;
+
+    // Every file is read and its new content built before any is written: a file that cannot
+    // be updated (not JSON, not TOML, not an object) stops setup with nothing changed.
+    let claude = if claude {
+        Some(plan_claude(&exe, config, args, &approvals)?)
+    } else {
+        None
+    };
+    let codex = if runtimes.contains(&Runtime::Codex) {
+        let allowed = !args.no_allow_tools
+            && (args.allow_tools || claude.as_ref().is_some_and(|c| c.allowed));
+        Some(plan_codex(&exe, config, &approvals, allowed)?)
+    } else {
+        None
+    };
+    if let Some(c) = &claude {
+        let changed_settings =
+            write_if_changed(&c.settings, c.settings_before.as_ref(), &c.settings_after)?;
+        let changed_mcp =
+            write_if_changed(&c.claude_json, c.claude_before.as_ref(), &c.claude_after)?;
+        report(
+            &c.settings,
+            changed_settings,
+            c.settings_before.is_some(),
+            if c.allow {
+                "Claude Code hooks; Repowire's tools allowed"
+            } else {
+                "Claude Code hooks"
+            },
+        );
+        if !c.allowed {
+            println!(
+                "Repowire's MCP tools are not allowed in Claude Code: each call of ask, ack, answer… waits for a person to approve it. `repowire setup --allow-tools` allows them."
+            );
+        }
+        report(
+            &c.claude_json,
+            changed_mcp,
+            c.claude_before.is_some(),
+            "Claude Code's MCP server `repowire`",
+        );
+    }
+    if let Some(plan) = &codex {
+        let changed = write_codex(plan)?;
+        report(
+            &plan.path,
+            changed,
+            plan.before.is_some(),
+            "Codex hooks and MCP server `repowire`",
+        );
+        if changed {
+            println!(
+                "Codex runs new or changed hooks only once you trust them: at its next start choose \"Trust all and continue\" (`repowire doctor` says whether it has)."
+            );
+        }
+    }
     super::approvals_setup::report(&approvals);
     if args.service {
         let path = service_path(&config.env);
@@ -397,11 +573,22 @@ fn report(path: &Path, changed: bool, existed: bool, what: &str) {
 
 /// `repowire uninstall`.
 pub fn uninstall(config: &Config, _args: &UninstallArgs) -> anyhow::Result<ExitCode> {
-    // Both files are read before anything is changed (see `setup`).
+    // Every file is read before anything is changed (see `setup`).
     let settings = settings_path();
     let claude_json = claude_json_path();
     let settings_before = read_json(&settings)?;
     let claude_before = read_json(&claude_json)?;
+    let codex = crate::runtimes::codex_config_path();
+    let codex_before = match std::fs::read_to_string(&codex) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e).with_context(|| format!("reading {}", codex.display())),
+    };
+    if let Some(text) = &codex_before {
+        // Checked before anything is changed.
+        super::codex_config::remove(text)
+            .with_context(|| format!("updating {}", codex.display()))?;
+    }
     let unit = service_path(&config.env);
     if std::fs::read_to_string(&unit).is_ok_and(|u| u.starts_with(SERVICE_MARK)) {
         std::fs::remove_file(&unit).with_context(|| format!("removing {}", unit.display()))?;
@@ -434,6 +621,21 @@ pub fn uninstall(config: &Config, _args: &UninstallArgs) -> anyhow::Result<ExitC
             write_if_changed(&claude_json, Some(&before), &after)?,
             true,
             "MCP server removed",
+        );
+    }
+    if let Some(before) = codex_before {
+        let after = super::codex_config::remove(&before)
+            .with_context(|| format!("updating {}", codex.display()))?;
+        let plan = CodexPlan {
+            path: codex.clone(),
+            before: Some(before),
+            after,
+        };
+        report(
+            &codex,
+            write_codex(&plan)?,
+            true,
+            "Codex hooks and MCP server removed",
         );
     }
     Ok(ExitCode::SUCCESS)
