@@ -113,6 +113,12 @@ impl Tmux {
         self.run(&["send-keys", "-t", pane, "-l", "--", text]);
     }
 
+    /// Pastes text as a terminal does (bracketed paste; no Enter).
+    pub fn paste(&self, pane: &str, text: &str) {
+        self.run(&["set-buffer", "-b", "test-paste", "--", text]);
+        self.run(&["paste-buffer", "-p", "-d", "-b", "test-paste", "-t", pane]);
+    }
+
     /// Presses Enter.
     pub fn enter(&self, pane: &str) {
         self.run(&["send-keys", "-t", pane, "Enter"]);

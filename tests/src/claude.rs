@@ -1,7 +1,8 @@
-//! Two real Claude Code sessions, each on its own machine (HOME and daemon), both on one real
-//! relay process, driven offline by [`MockModel`] through one scripted ask/ack conversation.
-//! The CLI comes from npm (`@anthropic-ai/claude-code`); `scripts/test` and `scripts/bench`
-//! install it into a cache and name the binary in `REPOWIRE_CLAUDE_BIN`.
+//! Two real agent CLIs (Claude Code, or Codex beside it), each on its own machine (HOME and
+//! daemon), both on one real relay process, driven offline by [`MockModel`] through one
+//! scripted ask/ack conversation. The CLIs come from npm (`@anthropic-ai/claude-code`,
+//! `@openai/codex`); `scripts/test` and `scripts/bench` install them into a cache and name the
+//! binaries in `REPOWIRE_CLAUDE_BIN` and `REPOWIRE_CODEX_BIN`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -30,8 +31,65 @@ pub fn claude_bin() -> Result<PathBuf, String> {
     }
 }
 
-/// One agent: its machine and the pane its Claude Code runs in.
+/// An agent CLI and its binary.
+#[derive(Debug, Clone)]
+pub enum Cli {
+    /// Claude Code (`REPOWIRE_CLAUDE_BIN`).
+    Claude(PathBuf),
+    /// Codex (`REPOWIRE_CODEX_BIN`), against the same mock through its Responses API.
+    Codex(PathBuf),
+}
+
+impl Cli {
+    /// Whether `screen` shows the CLI's input box, ready for keys.
+    fn ready(&self, screen: &str) -> bool {
+        match self {
+            Cli::Claude(_) => screen.lines().any(|l| l.starts_with('❯')),
+            Cli::Codex(_) => screen.lines().any(|l| l.starts_with("› ")),
+        }
+    }
+}
+
+/// Codex's config before `repowire setup` adds to it: the mock as the model provider (its
+/// Responses API), and nothing that reaches the network (docs/agents/codex.md).
+fn prepare_codex(home: &Home, model_url: &str) -> anyhow::Result<()> {
+    let dir = home.path().join(".codex");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            r#"model = "mock-model"
+model_provider = "mock"
+check_for_update_on_startup = false
+
+[model_providers.mock]
+name = "Mock"
+base_url = "{model_url}/v1"
+env_key = "MOCK_API_KEY"
+wire_api = "responses"
+
+[features]
+plugins = false
+daemon_auto_start = false
+
+[analytics]
+enabled = false
+
+[feedback]
+enabled = false
+
+[otel]
+exporter = "none"
+"#
+        ),
+    )?;
+    Ok(())
+}
+
+/// One agent: its machine and the pane its CLI runs in.
 pub struct Member {
+    /// The CLI.
+    pub cli: Cli,
     /// The machine.
     pub home: Home,
     /// The pane.
@@ -94,6 +152,18 @@ impl ClaudeTeam {
         program: Option<PathBuf>,
         allow_tools: bool,
     ) -> anyhow::Result<Self> {
+        let claude = Cli::Claude(claude.to_owned());
+        Self::start_with([claude.clone(), claude], program, allow_tools).await
+    }
+
+    /// [`Self::start`] with any CLI for each of `[alpha, beta]`. A Codex session registers at
+    /// its first prompt (docs/agents/codex.md), so each Codex member is sent `hello` first, as
+    /// a person starting work would.
+    pub async fn start_with(
+        clis: [Cli; 2],
+        program: Option<PathBuf>,
+        allow_tools: bool,
+    ) -> anyhow::Result<Self> {
         let data = tempfile::tempdir()?;
         let data_dir = data.path().to_string_lossy().into_owned();
         let relay = RelayProcess::start(&relay_bin(), &["--data-dir", &data_dir], &[]).await;
@@ -104,7 +174,7 @@ impl ClaudeTeam {
         let model = MockModel::start().await?;
         let tmux = Tmux::start();
         let mut members = Vec::new();
-        for name in ["alpha", "beta"] {
+        for (name, cli) in ["alpha", "beta"].into_iter().zip(clis) {
             let mut home = Home::new(Some((relay.http.clone(), key.clone())));
             if let Some(p) = &program {
                 home = home.with_program(p.clone());
@@ -112,6 +182,9 @@ impl ClaudeTeam {
             let project = home.path().join(name);
             std::fs::create_dir_all(&project)?;
             prepare_claude_json(&home, &project)?;
+            if let Cli::Codex(_) = cli {
+                prepare_codex(&home, &model.url)?;
+            }
             if allow_tools {
                 home.ok(&["setup", "--non-interactive", "--allow-tools"]);
             } else {
@@ -126,8 +199,26 @@ impl ClaudeTeam {
                 ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
                 ("DISABLE_AUTOUPDATER", "1".into()),
             ]);
-            let pane = tmux.spawn(&project, &env, &[claude.to_string_lossy().into_owned()]);
+            let command: Vec<String> = match &cli {
+                Cli::Claude(bin) => vec![bin.to_string_lossy().into_owned()],
+                Cli::Codex(bin) => {
+                    env.push(("MOCK_API_KEY", "offline-mock".into()));
+                    // The hooks `repowire setup` wrote are trusted in a test by this flag; a
+                    // person trusts them once in the TUI.
+                    [
+                        &bin.to_string_lossy(),
+                        "--no-daemon",
+                        "--dangerously-bypass-hook-trust",
+                        "-s",
+                        "workspace-write",
+                    ]
+                    .map(|s| s.to_string())
+                    .to_vec()
+                }
+            };
+            let pane = tmux.spawn(&project, &env, &command);
             members.push(Member {
+                cli,
                 home,
                 pane,
                 name: name.into(),
@@ -143,6 +234,23 @@ impl ClaudeTeam {
             _relay: relay,
             _data: data,
         };
+        // Keys typed before the CLI draws its input box are lost.
+        team.until(Duration::from_secs(60), "both input boxes", |t| {
+            [&t.alpha, &t.beta]
+                .iter()
+                .all(|m| m.cli.ready(&t.tmux.capture(&m.pane)))
+        })
+        .await?;
+        for member in [&team.alpha, &team.beta] {
+            if let Cli::Codex(_) = member.cli {
+                team.tmux.paste(&member.pane, "hello");
+                team.until(Duration::from_secs(10), "hello in the composer", |t| {
+                    t.tmux.capture(&member.pane).contains("› hello")
+                })
+                .await?;
+                team.tmux.enter(&member.pane);
+            }
+        }
         // Each session registers at SessionStart; alpha must see beta to ask it.
         team.until(Duration::from_secs(60), "beta online for alpha", |t| {
             let peers = t.alpha.home.json(&["peer", "list"]);
@@ -153,11 +261,9 @@ impl ClaudeTeam {
             })
         })
         .await?;
-        // Keys typed before the CLI draws its input box are lost.
-        team.until(Duration::from_secs(60), "both input boxes", |t| {
-            [&t.alpha.pane, &t.beta.pane]
-                .iter()
-                .all(|p| t.tmux.capture(p).lines().any(|l| l.starts_with('❯')))
+        // And be between turns (a Codex member answers its `hello` first).
+        team.until(Duration::from_secs(60), "both sessions idle", |t| {
+            Self::idle(&t.alpha) && Self::idle(&t.beta)
         })
         .await?;
         Ok(team)

@@ -1,5 +1,8 @@
 //! A small stand-in for Anthropic's Messages API, so that the real Claude Code CLI runs offline
-//! (`ANTHROPIC_BASE_URL=http://127.0.0.1:PORT`). It plays one scripted conversation between two
+//! (`ANTHROPIC_BASE_URL=http://127.0.0.1:PORT`), and for OpenAI's Responses API (`POST
+//! /v1/responses`), so that the real Codex CLI does too ([`responses`]: each request is
+//! translated to the Messages shape, the same script answers, and the answer is translated
+//! back). It plays one scripted conversation between two
 //! agents through our MCP tools and records when each step reached it:
 //!
 //! - a prompt containing `BENCH-START <peer> <turns>` → call `ask` to `<peer>` with
@@ -18,9 +21,11 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
+
+mod responses;
 
 /// A step of the conversation as the model API saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,9 +92,9 @@ impl MockModel {
     pub async fn start() -> anyhow::Result<Self> {
         let state = Arc::new(Mutex::new(State::default()));
         let shared = state.clone();
-        let app = Router::new().fallback(move |headers: HeaderMap, body: Bytes| {
+        let app = Router::new().fallback(move |uri: Uri, headers: HeaderMap, body: Bytes| {
             let state = shared.clone();
-            async move { handle(&state, &headers, &body) }
+            async move { handle(&state, &uri, &headers, &body) }
         });
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
         let url = format!("http://{}", listener.local_addr()?);
@@ -108,11 +113,14 @@ impl MockModel {
     }
 }
 
-fn handle(state: &Mutex<State>, headers: &HeaderMap, body: &[u8]) -> Response {
+fn handle(state: &Mutex<State>, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Response {
     let Ok(request) = serde_json::from_slice::<Value>(body) else {
         // GETs and anything else that is not a model call: an empty JSON object.
         return (StatusCode::OK, axum::Json(json!({}))).into_response();
     };
+    if uri.path().ends_with("/responses") {
+        return responses::handle(state, headers, &request);
+    }
     if request.get("messages").is_none() {
         // count_tokens and the like.
         return axum::Json(json!({"input_tokens": 1})).into_response();
@@ -125,34 +133,14 @@ fn handle(state: &Mutex<State>, headers: &HeaderMap, body: &[u8]) -> Response {
     let Ok(mut state) = state.lock() else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
-    let (steps, reply) = decide(&request);
-    let now = Instant::now();
-    for step in steps {
-        state.seen.push(Seen {
-            at: now,
-            session: session.clone(),
-            step,
-            detail: String::new(),
-        });
-    }
-    state.next_id += 1;
-    let id = state.next_id;
-    let mut detail = String::new();
-    let (content, stop_reason, called) = match reply {
-        Reply::Text(t) => (json!({"type": "text", "text": t}), "end_turn", None),
-        Reply::NotReady => (
-            json!({"type": "text", "text": "the repowire tools are not there yet"}),
-            "end_turn",
-            Some(Step::NotReady),
+    let (id, reply) = state.answer(&session, &request);
+    let (content, stop_reason) = match &reply {
+        Reply::Text(t) => (json!({"type": "text", "text": t}), "end_turn"),
+        Reply::NotReady => (json!({"type": "text", "text": NOT_READY}), "end_turn"),
+        Reply::Tool { name, input, .. } => (
+            json!({"type": "tool_use", "id": format!("toolu_mock_{id}"), "name": name, "input": input}),
+            "tool_use",
         ),
-        Reply::Tool { name, input, step } => {
-            detail = input["correlation_id"].as_str().unwrap_or("").to_owned();
-            (
-                json!({"type": "tool_use", "id": format!("toolu_mock_{id}"), "name": name, "input": input}),
-                "tool_use",
-                step,
-            )
-        }
     };
     let response = if request["stream"].as_bool() == Some(true) {
         stream_body(&request, id, &content, stop_reason)
@@ -164,15 +152,51 @@ fn handle(state: &Mutex<State>, headers: &HeaderMap, body: &[u8]) -> Response {
         }))
         .into_response()
     };
-    if let Some(step) = called {
-        state.seen.push(Seen {
+    state.called(&session, reply);
+    response
+}
+
+/// What the model says when our tools are not offered yet.
+const NOT_READY: &str = "the repowire tools are not there yet";
+
+impl State {
+    /// Runs the script on `request` (Anthropic's Messages shape; other wire formats are
+    /// translated to it first) and records the steps it saw: the answer's id and the reply.
+    fn answer(&mut self, session: &str, request: &Value) -> (u64, Reply) {
+        let (steps, reply) = decide(request);
+        let now = Instant::now();
+        for step in steps {
+            self.seen.push(Seen {
+                at: now,
+                session: session.to_owned(),
+                step,
+                detail: String::new(),
+            });
+        }
+        self.next_id += 1;
+        (self.next_id, reply)
+    }
+
+    /// Records the step of a tool call (or of tools not offered yet) once its answer is built.
+    fn called(&mut self, session: &str, reply: Reply) {
+        let (step, detail) = match reply {
+            Reply::Text(_) => return,
+            Reply::NotReady => (Step::NotReady, String::new()),
+            Reply::Tool { input, step, .. } => match step {
+                Some(step) => (
+                    step,
+                    input["correlation_id"].as_str().unwrap_or("").to_owned(),
+                ),
+                None => return,
+            },
+        };
+        self.seen.push(Seen {
             at: Instant::now(),
-            session,
+            session: session.to_owned(),
             step,
             detail,
         });
     }
-    response
 }
 
 /// A whole Server-Sent-Events answer, as the streaming Messages API sends it.
@@ -284,16 +308,19 @@ fn correlation_id(text: &str) -> Option<String> {
     (id.len() > 4).then_some(id)
 }
 
-/// The working directory's last component, from Claude Code's environment section.
+/// The working directory's last component, from Claude Code's environment section (or
+/// Codex's `<cwd>`).
 fn my_name(request: &Value) -> String {
     let all = request.to_string();
-    let marker = "Primary working directory: ";
-    all.find(marker)
-        .map(|at| {
-            all[at + marker.len()..]
-                .chars()
-                .take_while(|c| !c.is_whitespace() && *c != '\\' && *c != '"')
-                .collect::<String>()
+    ["Primary working directory: ", "<cwd>"]
+        .iter()
+        .find_map(|marker| {
+            all.find(marker).map(|at| {
+                all[at + marker.len()..]
+                    .chars()
+                    .take_while(|c| !c.is_whitespace() && !matches!(c, '\\' | '"' | '<'))
+                    .collect::<String>()
+            })
         })
         .and_then(|p| p.rsplit('/').next().map(str::to_owned))
         .unwrap_or_default()

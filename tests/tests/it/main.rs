@@ -22,6 +22,7 @@ mod client_tenant_wall;
 mod client_typing;
 mod client_versions;
 mod codex_facts;
+mod codex_real;
 mod dashboard;
 mod dashboard_browser;
 mod dashboard_oidc_browser;
