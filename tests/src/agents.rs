@@ -353,6 +353,11 @@ impl Home {
 
     /// Starts a stand-in agent in a new pane, in `HOME/<project>`; returns the agent.
     pub fn agent(&self, tmux: &Tmux, project: &str) -> Agent {
+        self.agent_with(tmux, project, &[])
+    }
+
+    /// [`Self::agent`] with more stand-in arguments (`--runtime codex`).
+    pub fn agent_with(&self, tmux: &Tmux, project: &str, args: &[&str]) -> Agent {
         let cwd = self.path().join(project);
         std::fs::create_dir_all(&cwd).expect("project dir");
         let transcript = self.path().join(format!("{project}.jsonl"));
@@ -363,7 +368,10 @@ impl Home {
                 bin("repowire-standin").to_string_lossy().into_owned(),
                 "--transcript".into(),
                 transcript.to_string_lossy().into_owned(),
-            ],
+            ]
+            .into_iter()
+            .chain(args.iter().map(|a| a.to_string()))
+            .collect::<Vec<_>>(),
         );
         Agent { pane, transcript }
     }

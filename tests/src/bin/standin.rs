@@ -23,6 +23,15 @@
 //! Like Claude Code it is also an MCP client: `/mcp TOOL {json}` calls TOOL on the `repowire`
 //! MCP server configured in `~/.claude.json` (started on first use as this process's child,
 //! over stdio, with a real rmcp client) and records the result.
+//!
+//! `--runtime codex` plays the Codex CLI instead, as docs/agents/codex.md records: hooks and
+//! the MCP server come from `$CODEX_HOME/config.toml` (default `~/.codex`); the composer is a
+//! bold `›` line with a dim placeholder, a blank line and a `model · path` status line, and a
+//! running turn shows `• Working (… esc to interrupt)` above it; SessionStart fires with the
+//! first prompt, not at launch; there is no Notification event; a Stop `block` decision
+//! continues the turn (Stop `additionalContext` does not); Enter while a turn runs steers it
+//! (recorded as `steer`, no new prompt); `--version` says `codex-cli 0.171.0`; `resume ID`
+//! resumes. `/dialog` plays an approval dialog that hides the composer until a key answers it.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -32,13 +41,26 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Runtime {
+    Claude,
+    Codex,
+}
+
 struct Agent {
+    runtime: Runtime,
+    /// Codex: SessionStart has fired (it fires with the first prompt).
+    started: bool,
+    /// Codex: a dialog covers the composer.
+    dialog: bool,
     transcript: PathBuf,
     session_id: String,
     cwd: String,
     hooks: Value,
     input: mpsc::Receiver<u8>,
     mcp: Option<Mcp>,
+    /// SessionStart's `source`.
+    source: &'static str,
 }
 
 /// A connected MCP client.
@@ -47,16 +69,22 @@ struct Mcp {
     client: rmcp::service::RunningService<rmcp::RoleClient, ()>,
 }
 
-fn connect_mcp(transcript: &Path) -> Result<Mcp, String> {
+fn connect_mcp(runtime: Runtime, transcript: &Path) -> Result<Mcp, String> {
     use rmcp::ServiceExt;
-    let home = std::env::var("HOME").unwrap_or_default();
-    let config: Value = std::fs::read_to_string(Path::new(&home).join(".claude.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .ok_or("no ~/.claude.json")?;
+    let (config, pointer) = match runtime {
+        Runtime::Claude => {
+            let home = std::env::var("HOME").unwrap_or_default();
+            let config: Value = std::fs::read_to_string(Path::new(&home).join(".claude.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .ok_or("no ~/.claude.json")?;
+            (config, "/mcpServers/repowire")
+        }
+        Runtime::Codex => (codex_config(), "/mcp_servers/repowire"),
+    };
     let server = config
-        .pointer("/mcpServers/repowire")
-        .ok_or("no repowire MCP server in ~/.claude.json")?;
+        .pointer(pointer)
+        .ok_or("no repowire MCP server in the runtime's config")?;
     let mut cmd = tokio::process::Command::new(server["command"].as_str().ok_or("no command")?);
     for a in server["args"].as_array().into_iter().flatten() {
         cmd.arg(a.as_str().unwrap_or(""));
@@ -90,7 +118,18 @@ fn main() {
     let mut resume = None;
     // `--fork-session`, as Claude Code's: the resumed session gets a new id.
     let mut fork = false;
+    let mut runtime = Runtime::Claude;
     while let Some(a) = args.next() {
+        if a == "--runtime" {
+            runtime = match args.next().as_deref() {
+                Some("codex") => Runtime::Codex,
+                _ => Runtime::Claude,
+            };
+        }
+        if a == "--version" && runtime == Runtime::Codex {
+            println!("codex-cli 0.171.0");
+            return;
+        }
         if a == "--version" {
             // As `claude --version` answers. Another version is played with
             // REPOWIRE_STANDIN_VERSION, or by a copy of this binary named `…-X.Y.Z`.
@@ -110,7 +149,7 @@ fn main() {
         if a == "--transcript" {
             transcript = args.next().map(PathBuf::from);
         }
-        if a == "--resume" {
+        if a == "--resume" || (a == "resume" && runtime == Runtime::Codex) {
             resume = args.next();
         }
         if a == "--fork-session" {
@@ -122,7 +161,10 @@ fn main() {
         .expect("cwd")
         .to_string_lossy()
         .into_owned();
-    let hooks = load_hooks(&cwd);
+    let hooks = match runtime {
+        Runtime::Claude => load_hooks(&cwd),
+        Runtime::Codex => codex_config().get("hooks").cloned().unwrap_or(json!({})),
+    };
     let _ = Command::new("stty").args(["raw", "-echo"]).status();
     print!("\x1b[?2004h");
     let (tx, rx) = mpsc::channel();
@@ -136,6 +178,9 @@ fn main() {
         }
     });
     let mut agent = Agent {
+        runtime,
+        started: false,
+        dialog: false,
         transcript,
         session_id: resume
             .clone()
@@ -145,6 +190,7 @@ fn main() {
         hooks,
         input: rx,
         mcp: None,
+        source: "startup",
     };
     agent.record(
         json!({ "event": "start", "pid": std::process::id(), "session_id": agent.session_id }),
@@ -154,12 +200,27 @@ fn main() {
     } else {
         "startup"
     };
-    agent.hook(
-        "SessionStart",
-        json!({ "source": source, "model": "standin" }),
-    );
+    if runtime == Runtime::Claude {
+        agent.hook(
+            "SessionStart",
+            json!({ "source": source, "model": "standin" }),
+        );
+        agent.started = true;
+    }
+    agent.source = source;
     agent.run();
     let _ = Command::new("stty").arg("sane").status();
+}
+
+/// `$CODEX_HOME/config.toml` (default `~/.codex`) as JSON.
+fn codex_config() -> Value {
+    let home = std::env::var_os("CODEX_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(&std::env::var("HOME").unwrap_or_default()).join(".codex"));
+    std::fs::read_to_string(home.join("config.toml"))
+        .ok()
+        .and_then(|t| toml::from_str::<Value>(&t).ok())
+        .unwrap_or(json!({}))
 }
 
 fn load_hooks(cwd: &str) -> Value {
@@ -203,10 +264,39 @@ impl Agent {
     /// text between two rules — at the top of a cleared screen, so a redraw after every key
     /// is exact however the text wraps.
     fn draw_box(&self, line: &[u8]) {
-        let rule = "─".repeat(60);
         let text = String::from_utf8_lossy(line);
-        print!("\x1b[H\x1b[2J{rule}\r\n❯ {text}\r\n{rule}");
+        match (self.runtime, self.dialog) {
+            (Runtime::Claude, _) => {
+                let rule = "─".repeat(60);
+                print!("\x1b[H\x1b[2J{rule}\r\n❯ {text}\r\n{rule}");
+            }
+            (Runtime::Codex, true) => print!(
+                "\x1b[H\x1b[2JWould you like to run the following command?\r\n\r\n  $ touch x\r\n\r\n\x1b[1m›\x1b[0m 1. Yes, proceed (y)\r\n  2. No (esc)\r\n\r\n  Press enter to confirm"
+            ),
+            (Runtime::Codex, false) => {
+                let text = if line.is_empty() {
+                    "\x1b[2mAsk Codex to do anything\x1b[0m".to_owned()
+                } else {
+                    text.into_owned()
+                };
+                print!(
+                    "\x1b[H\x1b[2J\x1b[1m›\x1b[0m {text}\r\n\r\n  standin default · {}",
+                    self.cwd
+                );
+            }
+        }
         let _ = std::io::stdout().flush();
+    }
+
+    /// Codex draws its working line above the composer while a turn runs.
+    fn draw_busy(&self) {
+        if self.runtime == Runtime::Codex {
+            print!(
+                "\x1b[H\x1b[2J• \x1b[2mWorking (0s • esc to interrupt)\x1b[0m\r\n\r\n\x1b[1m›\x1b[0m \x1b[2mAsk Codex to do anything\x1b[0m\r\n\r\n  standin default · {}",
+                self.cwd
+            );
+            let _ = std::io::stdout().flush();
+        }
     }
 
     /// Runs every command configured for `event`; returns their parsed outputs.
@@ -265,10 +355,13 @@ impl Agent {
             .collect();
         for (command, timeout) in commands {
             let started = Instant::now();
-            let mut child = match Command::new("sh")
-                .args(["-c", &command])
+            let mut sh = Command::new("sh");
+            sh.args(["-c", &command]);
+            if self.runtime == Runtime::Claude {
                 // As Claude Code documents for hook commands.
-                .env("CLAUDE_PROJECT_DIR", &self.cwd)
+                sh.env("CLAUDE_PROJECT_DIR", &self.cwd);
+            }
+            let mut child = match sh
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -348,11 +441,22 @@ impl Agent {
                 line.push(b);
                 continue;
             }
+            if self.dialog {
+                // Any key answers the dialog; the composer comes back as it was.
+                self.record(json!({ "event": "dialog_key", "byte": b }));
+                self.dialog = false;
+                self.draw_box(&line);
+                continue;
+            }
             match b {
                 b'\r' => {
                     let text = String::from_utf8_lossy(&line).into_owned();
                     line.clear();
                     print!("\r\n");
+                    if !text.trim().is_empty() {
+                        // Codex empties its composer and shows the turn working.
+                        self.draw_busy();
+                    }
                     if !text.trim().is_empty() && !self.turn(text) {
                         return;
                     }
@@ -375,6 +479,14 @@ impl Agent {
     /// One submitted prompt; false when the session ends.
     fn turn(&mut self, prompt: String) -> bool {
         self.record(json!({ "event": "prompt", "text": prompt }));
+        if !self.started {
+            // Codex: the session starts with its first prompt.
+            self.hook(
+                "SessionStart",
+                json!({ "source": self.source, "model": "standin" }),
+            );
+            self.started = true;
+        }
         if prompt.trim() == "/clear" {
             // As Claude Code does: the session ends and a new one (new id) starts in-process.
             self.hook("SessionEnd", json!({ "reason": "clear" }));
@@ -401,6 +513,7 @@ impl Agent {
             );
             // Claude Code 2.1.331 continues the turn on either output: a `block` decision (its
             // reason reaches the model twice, once as an error) or Stop `additionalContext`.
+            let codex = self.runtime == Runtime::Codex;
             let Some((reason, form)) = outputs.iter().find_map(|o| {
                 if o.get("decision").and_then(Value::as_str) == Some("block") {
                     return Some((
@@ -411,7 +524,7 @@ impl Agent {
                         "block",
                     ));
                 }
-                let specific = o.get("hookSpecificOutput")?;
+                let specific = o.get("hookSpecificOutput").filter(|_| !codex)?;
                 (specific.get("hookEventName").and_then(Value::as_str) == Some("Stop")).then(|| {
                     (
                         specific
@@ -480,11 +593,20 @@ impl Agent {
         } else if let Some(call) = prompt.strip_prefix("/mcp ") {
             self.mcp_call(call);
             "called".to_owned()
+        } else if prompt.trim() == "/dialog" && self.runtime == Runtime::Codex {
+            self.dialog = true;
+            self.draw_box(&[]);
+            "asking".to_owned()
         } else if prompt.trim() == "/busy" {
             let release = PathBuf::from(format!("{}.release", self.transcript.display()));
             self.record(json!({ "event": "busy" }));
+            self.draw_busy();
             while !release.exists() {
                 while let Ok(b) = self.input.try_recv() {
+                    if b == b'\r' && self.runtime == Runtime::Codex {
+                        // Codex: Enter while a turn runs steers that turn.
+                        self.record(json!({ "event": "steer" }));
+                    }
                     self.record(json!({ "event": "input_while_busy", "byte": b }));
                 }
                 std::thread::sleep(Duration::from_millis(10));
@@ -494,8 +616,10 @@ impl Agent {
         } else {
             "ok".to_owned()
         };
-        print!("● {reply}\r\n");
-        let _ = std::io::stdout().flush();
+        if self.runtime == Runtime::Claude {
+            print!("● {reply}\r\n");
+            let _ = std::io::stdout().flush();
+        }
         self.record(json!({ "event": "reply", "text": reply }));
         reply
     }
@@ -507,7 +631,7 @@ impl Agent {
         let (tool, args) = call.split_once(' ').unwrap_or((call, "{}"));
         let args: serde_json::Map<String, Value> = serde_json::from_str(args).unwrap_or_default();
         if self.mcp.is_none() {
-            match connect_mcp(&self.transcript) {
+            match connect_mcp(self.runtime, &self.transcript) {
                 Ok(m) => self.mcp = Some(m),
                 Err(e) => {
                     self.record(json!({ "event": "mcp", "tool": tool, "connect_error": e }));

@@ -620,3 +620,83 @@ fn the_service_unit_names_the_binary_by_its_absolute_path_and_systemd_accepts_it
         String::from_utf8_lossy(&verify.stderr)
     );
 }
+
+/// Codex (docs/agents/codex.md): setup finds `~/.codex`, adds its hooks after the user's and
+/// its MCP server, keeps every byte of the user's file, changes nothing the second time, and
+/// uninstall gives the file back byte for byte. A config.toml that is not TOML stops setup
+/// before any file (Claude Code's included) is written; `--runtime claude-code` leaves Codex
+/// alone.
+#[test]
+fn setup_wires_codex_beside_the_users_config_and_uninstall_restores_it() {
+    let home = Home::new(None);
+    let codex = home.path().join(".codex");
+    std::fs::create_dir_all(&codex).expect("dir");
+    let config = codex.join("config.toml");
+    let user = "# mine\nmodel = \"gpt-5\"  # keep\n\n[[hooks.Stop]]\n[[hooks.Stop.hooks]]\ntype = \"command\"\ncommand = \"notify-send done\"\n\n[hooks.state.\"/x/config.toml:stop:0:0\"]\ntrusted_hash = \"sha256:1\"\n";
+
+    // Not TOML: nothing is written anywhere.
+    std::fs::write(&config, "model = \n").expect("write");
+    let out = home.repowire(&["setup", "--non-interactive"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not valid TOML"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!home.path().join(".claude/settings.json").exists());
+    assert_eq!(
+        std::fs::read_to_string(&config).expect("read"),
+        "model = \n"
+    );
+
+    // Named runtimes only.
+    std::fs::write(&config, user).expect("write");
+    home.ok(&["setup", "--non-interactive", "--runtime", "claude-code"]);
+    assert_eq!(std::fs::read_to_string(&config).expect("read"), user);
+
+    let said = home.ok(&["setup", "--non-interactive", "--allow-tools"]);
+    assert!(said.contains("Trust all and continue"), "{said}");
+    let wired = std::fs::read_to_string(&config).expect("read");
+    // The user's lines stay as written; ours come after theirs in each list.
+    let (head, state) = user.split_at(user.find("\n[hooks.state").expect("state"));
+    assert!(wired.starts_with(head), "{wired}");
+    assert!(wired.contains(state.trim()), "{wired}");
+    let doc: toml::Table = wired.parse().expect("toml");
+    let stops = doc["hooks"]["Stop"].as_array().expect("Stop groups");
+    assert_eq!(stops.len(), 2);
+    assert!(
+        stops[1]["hooks"][0]["command"]
+            .as_str()
+            .is_some_and(|c| c.ends_with("hook --runtime codex stop")),
+        "{wired}"
+    );
+    assert!(
+        doc["hooks"].get("Notification").is_none(),
+        "Codex has no Notification"
+    );
+    assert_eq!(
+        doc["mcp_servers"]["repowire"]["args"][0].as_str(),
+        Some("mcp")
+    );
+    assert_eq!(
+        doc["mcp_servers"]["repowire"]["default_tools_approval_mode"].as_str(),
+        Some("approve")
+    );
+    // Doctor says Codex has not trusted them yet.
+    let doctor = home.repowire(&["doctor"]);
+    let doctor = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        doctor.contains("✗ Codex has trusted Repowire's hooks"),
+        "{doctor}"
+    );
+
+    let again = home.ok(&["setup", "--non-interactive", "--allow-tools"]);
+    assert!(
+        again.contains(&format!("{} already up to date", config.display())),
+        "{again}"
+    );
+    assert_eq!(std::fs::read_to_string(&config).expect("read"), wired);
+
+    home.ok(&["uninstall"]);
+    assert_eq!(std::fs::read_to_string(&config).expect("read"), user);
+}

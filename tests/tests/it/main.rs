@@ -8,6 +8,7 @@ mod chart_render_run;
 mod claude_code_real;
 mod client_approvals;
 mod client_check_relay;
+mod client_codex;
 mod client_daemon;
 mod client_hostile;
 mod client_inbox;

@@ -1,0 +1,171 @@
+//! Codex beside Claude Code on one machine, with the Codex stand-in (`repowire-standin
+//! --runtime codex`, which plays docs/agents/codex.md): `repowire setup` wires Codex's
+//! config.toml, a Codex session registers at its first prompt with backend `codex`, is woken
+//! through its composer and handed its messages by its own hooks; a dialog over the composer
+//! is never typed into (the wake says it cannot), and a running turn is never steered by a
+//! wake's Enter. The real Codex CLI does the same in codex_real.rs.
+
+use repowire_e2e::agents::{Agent, Home, Tmux, bin, eventually};
+use serde_json::Value;
+
+fn session_id(agent: &Agent) -> String {
+    agent
+        .events()
+        .iter()
+        .find(|e| e["event"] == "start")
+        .and_then(|e| e["session_id"].as_str())
+        .expect("the stand-in recorded its session id")
+        .to_owned()
+}
+
+fn wake_of(home: &Home, session: &str) -> Option<Value> {
+    let wake = home.json(&["daemon", "status"])["wakes"][session].clone();
+    (!wake.is_null()).then_some(wake)
+}
+
+fn peer<'a>(peers: &'a Value, name: &str) -> Option<&'a Value> {
+    peers.as_array()?.iter().find(|p| p["name"] == name)
+}
+
+/// A machine with Codex installed (`~/.codex`), set up and running, with a Claude Code
+/// stand-in `alpha` and a Codex stand-in `beta` that has had its first prompt.
+async fn machine(tmux: &Tmux) -> (Home, Agent, Agent) {
+    let home = Home::new(None);
+    std::fs::create_dir_all(home.path().join(".codex")).expect("~/.codex");
+    home.install_and_start();
+    let config = std::fs::read_to_string(home.path().join(".codex/config.toml")).expect("config");
+    assert!(config.contains("hook --runtime codex stop"), "{config}");
+    let alpha = home.agent(tmux, "alpha");
+    let beta = home.agent_with(tmux, "beta", &["--runtime", "codex"]);
+    alpha.hook_done("SessionStart", 1).await;
+    // Codex registers nothing until its first prompt.
+    beta.wait("the composer drawn", |e| e["event"] == "start")
+        .await;
+    assert!(peer(&home.json(&["peer", "list"]), "beta").is_none());
+    beta.submit(tmux, "hello");
+    beta.hook_done("Stop", 1).await;
+    (home, alpha, beta)
+}
+
+/// Alpha's agent asks beta through the CLI (a tool call); returns the correlation id.
+async fn ask(tmux: &Tmux, alpha: &Agent, n: usize, question: &str) -> String {
+    let repowire = bin("repowire").to_string_lossy().into_owned();
+    alpha.submit(
+        tmux,
+        &format!("/run {repowire} peer ask beta '{question}' --json"),
+    );
+    let tool = alpha
+        .wait_nth(n, "the ask tool call", |e| e["event"] == "tool")
+        .await;
+    assert_eq!(tool["exit"], 0, "{tool}");
+    let sent: Value = serde_json::from_str(tool["stdout"].as_str().unwrap_or("")).expect("json");
+    sent["correlation_id"].as_str().expect("cid").to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codex_session_registers_as_codex_and_is_woken_through_its_composer() {
+    let tmux = Tmux::start();
+    let (home, alpha, beta) = machine(&tmux).await;
+    let peers = home.json(&["peer", "list"]);
+    assert_eq!(peer(&peers, "beta").expect("beta")["backend"], "codex");
+    assert_eq!(
+        peer(&peers, "alpha").expect("alpha")["backend"],
+        "claude-code"
+    );
+    // Its session start told it who it is, as Codex hands context over.
+    assert!(
+        beta.context().contains("You are @beta"),
+        "{}",
+        beta.context()
+    );
+
+    let cid = ask(&tmux, &alpha, 1, "is the build green?").await;
+    // Typed into the composer (a short fixed prompt), submitted, confirmed by the hook.
+    let prompt = beta
+        .wait_nth(2, "the wake prompt", |e| e["event"] == "prompt")
+        .await;
+    assert!(
+        prompt["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("[repowire] 1 new message from @alpha")),
+        "{prompt}"
+    );
+    home.reaches_state(&cid, "injected").await;
+    assert_eq!(
+        wake_of(&home, &session_id(&beta)).expect("a wake")["outcome"],
+        "woken"
+    );
+    assert!(beta.context().contains("is the build green?"));
+    assert_eq!(home.reason_of(&cid, "injected"), None);
+
+    // A broadcast reaches both runtimes.
+    home.ok(&["peer", "broadcast", "deploy at noon"]);
+    for agent in [&alpha, &beta] {
+        eventually("the broadcast handed over", || {
+            agent.context().contains("deploy at noon").then_some(())
+        })
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dialog_over_the_composer_is_never_typed_into_and_the_wake_says_it_cannot() {
+    let tmux = Tmux::start();
+    let (home, alpha, beta) = machine(&tmux).await;
+    beta.submit(&tmux, "/dialog");
+    beta.hook_done("Stop", 2).await;
+
+    let cid = ask(&tmux, &alpha, 1, "can you review?").await;
+    let wake = eventually("the wake gave up", || {
+        wake_of(&home, &session_id(&beta)).filter(|w| w["outcome"] == "cannot_wake")
+    })
+    .await;
+    assert!(
+        wake["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("no Codex input box")),
+        "{wake}"
+    );
+    // Not a key reached the dialog.
+    assert!(
+        !beta.events().iter().any(|e| e["event"] == "dialog_key"),
+        "the wake typed into the dialog"
+    );
+    // The person answers the dialog and sends a prompt: the message goes with it, and its
+    // sender is told why it waited.
+    tmux.run(&["send-keys", "-t", &beta.pane, "y"]);
+    beta.wait("the dialog answered", |e| e["event"] == "dialog_key")
+        .await;
+    beta.submit(&tmux, "next");
+    home.reaches_state(&cid, "injected").await;
+    let reason = home.reason_of(&cid, "injected").unwrap_or_default();
+    assert!(reason.contains("cannot_wake"), "{reason}");
+    assert!(beta.context().contains("can you review?"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_codex_turn_is_never_steered_and_gets_its_messages_at_its_end() {
+    let tmux = Tmux::start();
+    let (home, alpha, beta) = machine(&tmux).await;
+    beta.submit(&tmux, "/busy");
+    beta.wait("the busy turn", |e| e["event"] == "busy").await;
+
+    let cid = ask(&tmux, &alpha, 1, "status?").await;
+    home.reaches_state(&cid, "delivered").await;
+    beta.release();
+    // Codex continues the turn on Stop's `block` decision, with the message.
+    let cont = beta
+        .wait("the turn continued", |e| e["event"] == "continue")
+        .await;
+    assert_eq!(cont["form"], "block");
+    assert!(
+        cont["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("status?"))
+    );
+    home.reaches_state(&cid, "injected").await;
+    assert!(
+        !beta.events().iter().any(|e| e["event"] == "steer"),
+        "a wake pressed Enter into the running turn"
+    );
+}
