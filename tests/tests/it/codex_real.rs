@@ -8,11 +8,17 @@
 //! Skipped, with the reason printed, when `REPOWIRE_CODEX_BIN` or `REPOWIRE_CLAUDE_BIN` is
 //! unset and `REPOWIRE_REQUIRE_CODEX` is not (scripts/test sets them).
 
+use std::path::Path;
+use std::process::Output;
 use std::time::Duration;
 
+use repowire_e2e::agents::{Home, eventually};
 use repowire_e2e::claude::{ClaudeTeam, Cli, claude_bin, hops};
 use repowire_e2e::hookrun::cli_from_env;
 use repowire_e2e::mockmodel::Step;
+use repowire_e2e::process::{RelayProcess, TempDatabase};
+use repowire_e2e::responses::ResponsesMock;
+use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claude_code_session_asks_a_codex_session_and_gets_each_reply() {
@@ -83,5 +89,163 @@ async fn a_claude_code_session_asks_a_codex_session_and_gets_each_reply() {
     assert!(
         !wakes.is_empty() && wakes.values().all(|w| w["outcome"] == "woken"),
         "{status}"
+    );
+}
+
+/// `codex exec PROMPT` with `env` (a machine's user), in `project`, against the facts mock
+/// (whose `RUN-SHELL CMD` is a shell call); its output.
+async fn codex_exec_env(
+    codex: &Path,
+    env: &[(&'static str, String)],
+    project: &Path,
+    prompt: &str,
+) -> Output {
+    let mut command = tokio::process::Command::new(codex);
+    command
+        .args([
+            "exec",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-hook-trust",
+            "-s",
+            "workspace-write",
+            prompt,
+        ])
+        .current_dir(project)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .env("MOCK_API_KEY", "offline-mock")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    tokio::time::timeout(Duration::from_secs(120), command.output())
+        .await
+        .expect("codex exec finished within 120 s")
+        .expect("codex runs")
+}
+
+/// The open approvals `home` sees, once there are `n`.
+async fn waiting(home: &Home, n: usize) -> Vec<Value> {
+    eventually(&format!("{n} approval(s) waiting"), || {
+        let items = home
+            .json(&["approvals", "list"])
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        (items.len() == n).then_some(items)
+    })
+    .await
+}
+
+/// A real Codex on `laptop` (relay pod A) with approvals on: its shell call waits for a person
+/// on `desk` (pod B), runs when they allow it, and not when they deny it — and Codex tells its
+/// model who denied it and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codex_shell_call_is_approved_or_denied_by_a_person_on_another_machine() {
+    let Some(codex) = cli_from_env(
+        "REPOWIRE_CODEX_BIN",
+        "REPOWIRE_REQUIRE_CODEX",
+        "scripts/install-codex",
+    ) else {
+        return;
+    };
+    let db = TempDatabase::create("repowire_codex_approvals");
+    let redis = repowire_e2e::redis_url();
+    let prefix = repowire_e2e::redis_prefix();
+    let pod_a = RelayProcess::start_pod(&db.url(), &redis, &prefix, "pod-a", &[]).await;
+    let pod_b = RelayProcess::start_pod(&db.url(), &redis, &prefix, "pod-b", &[]).await;
+    let key = pod_a
+        .first_key
+        .clone()
+        .or(pod_b.first_key.clone())
+        .expect("key");
+    let model = ResponsesMock::start().await.expect("the mock model");
+    let laptop = Home::new(Some((pod_a.http.clone(), key.clone())));
+    let desk = Home::new(Some((pod_b.http.clone(), key)));
+    let codex_home = laptop.path().join(".codex");
+    std::fs::create_dir_all(&codex_home).expect("~/.codex");
+    std::fs::write(
+        codex_home.join("config.toml"),
+        format!(
+            "model = \"mock-model\"\nmodel_provider = \"mock\"\ncheck_for_update_on_startup = false\n\n\
+             [model_providers.mock]\nname = \"Mock\"\nbase_url = \"{}\"\nenv_key = \"MOCK_API_KEY\"\nwire_api = \"responses\"\n\n\
+             [features]\nplugins = false\ndaemon_auto_start = false\n",
+            model.base_url
+        ),
+    )
+    .expect("config");
+    laptop.ok(&[
+        "setup",
+        "--non-interactive",
+        "--runtime",
+        "codex",
+        "--approvals",
+        "--gated-tools",
+        "Bash",
+        "--approval-timeout",
+        "60",
+    ]);
+    laptop.ok(&["daemon", "start"]);
+    desk.install_and_start();
+    let project = laptop.path().join("app");
+    std::fs::create_dir_all(&project).expect("project");
+
+    let run = {
+        let (codex, project) = (codex.clone(), project.clone());
+        let laptop_env = laptop.env();
+        tokio::spawn(async move {
+            codex_exec_env(&codex, &laptop_env, &project, "RUN-SHELL touch allowed.txt").await
+        })
+    };
+    let q = waiting(&desk, 1).await.remove(0);
+    assert_eq!(q["from"]["name"], "app");
+    let peers = desk.json(&["peer", "list"]);
+    let app = peers
+        .as_array()
+        .and_then(|a| a.iter().find(|p| p["peer_id"] == q["from"]["peer_id"]))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(app["backend"], "codex", "{peers}");
+    assert!(
+        q["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Bash: touch allowed.txt\nin ")),
+        "{q}"
+    );
+    assert!(
+        !project.join("allowed.txt").exists(),
+        "ran before a decision"
+    );
+    let cid = q["correlation_id"].as_str().expect("cid").to_owned();
+    let allowed = desk.in_terminal(&["approvals", "allow", &cid]);
+    assert!(allowed.status.success(), "{allowed:?}");
+    let out = run.await.expect("the run");
+    assert!(out.status.success(), "{out:?}");
+    assert!(project.join("allowed.txt").exists(), "the allowed call ran");
+
+    let run = {
+        let (codex, project) = (codex.clone(), project.clone());
+        let laptop_env = laptop.env();
+        tokio::spawn(async move {
+            codex_exec_env(&codex, &laptop_env, &project, "RUN-SHELL touch denied.txt").await
+        })
+    };
+    let q = waiting(&desk, 1).await.remove(0);
+    let cid = q["correlation_id"].as_str().expect("cid").to_owned();
+    let denied = desk.in_terminal(&["approvals", "deny", &cid, "--reason", "not today"]);
+    assert!(denied.status.success(), "{denied:?}");
+    let out = run.await.expect("the run");
+    assert!(out.status.success(), "{out:?}");
+    assert!(!project.join("denied.txt").exists(), "the denied call ran");
+    // Codex told its model why.
+    let told = model
+        .requests()
+        .iter()
+        .flat_map(|r| r["input"].as_array().cloned().unwrap_or_default())
+        .filter(|i| i["type"] == "function_call_output")
+        .map(|i| i["output"].as_str().unwrap_or_default().to_owned())
+        .find(|o| o.contains("touch denied.txt"))
+        .unwrap_or_default();
+    assert!(
+        told.contains("Command blocked by PreToolUse hook: Repowire approvals:")
+            && told.contains("not today"),
+        "{told}"
     );
 }
