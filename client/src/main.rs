@@ -80,14 +80,14 @@ enum Command {
         /// The pane (`%N`).
         #[arg(long)]
         pane: String,
-        /// The agent runtime.
-        #[arg(long, default_value = "claude-code")]
-        backend: String,
+        /// The agent runtime (default: the one the pane runs, `claude` or `codex`).
+        #[arg(long, value_enum)]
+        backend: Option<repowire::runtimes::Runtime>,
         /// JSON output.
         #[arg(long)]
         json: bool,
     },
-    /// Install the Claude Code hooks and MCP server entry.
+    /// Install the hooks and MCP server entry of Claude Code, and of Codex when it is installed.
     Setup(cli::setup::SetupArgs),
     /// Remove what `setup` installed, keeping everything else.
     Uninstall(cli::setup::UninstallArgs),

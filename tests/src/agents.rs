@@ -358,6 +358,18 @@ impl Home {
 
     /// [`Self::agent`] with more stand-in arguments (`--runtime codex`).
     pub fn agent_with(&self, tmux: &Tmux, project: &str, args: &[&str]) -> Agent {
+        self.agent_program(tmux, project, &bin("repowire-standin"), args)
+    }
+
+    /// [`Self::agent_with`] running the stand-in from `program` (a copy named as the runtime's
+    /// own binary, so its process looks like one).
+    pub fn agent_program(
+        &self,
+        tmux: &Tmux,
+        project: &str,
+        program: &Path,
+        args: &[&str],
+    ) -> Agent {
         let cwd = self.path().join(project);
         std::fs::create_dir_all(&cwd).expect("project dir");
         let transcript = self.path().join(format!("{project}.jsonl"));
@@ -365,7 +377,7 @@ impl Home {
             &cwd,
             &self.env(),
             &[
-                bin("repowire-standin").to_string_lossy().into_owned(),
+                program.to_string_lossy().into_owned(),
                 "--transcript".into(),
                 transcript.to_string_lossy().into_owned(),
             ]

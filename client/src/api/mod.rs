@@ -323,8 +323,9 @@ pub enum Request {
     Link {
         /// `%N`.
         pane: String,
-        /// Agent runtime.
-        backend: String,
+        /// Agent runtime (`claude-code`, `codex`); left out, the one the pane runs.
+        #[serde(default)]
+        backend: Option<crate::runtimes::Runtime>,
         /// `TMUX` of the caller.
         #[serde(default)]
         tmux: Option<String>,

@@ -103,8 +103,10 @@ pub struct WakeRecord {
     /// When it ended, milliseconds since the Unix epoch.
     pub at_ms: i64,
     /// `woken`, `refused` (the pane may not be typed into), `deferred` (a person is typing or
-    /// has a draft in the input box: the messages wait for the agent's next turn boundary),
-    /// `unconfirmed` (no prompt-submit followed) or `failed` (tmux failed).
+    /// has a draft in the input box, or Codex is working: the messages wait for the agent's
+    /// next turn boundary), `cannot_wake` (the screen shows no input box of the agent's runtime
+    /// the wake can read: nothing was typed), `unconfirmed` (no prompt-submit followed) or
+    /// `failed` (tmux failed).
     pub outcome: String,
     /// Why, for anything but `woken`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::Context;
 
 /// Backups of one file kept beside it; older ones are removed when a new one is made.
-pub(super) const KEPT_BACKUPS: usize = 5;
+const KEPT_BACKUPS: usize = 5;
 
 /// Removes all but the `keep` newest `<file>.repowire-backup-<ms>` files beside `path` (best
 /// effort: a backup that cannot be removed stays).

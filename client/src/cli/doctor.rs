@@ -268,6 +268,15 @@ pub fn doctor(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
                 .filter(|(_, trusted)| !trusted)
                 .map(|(event, _)| event.as_str())
                 .collect();
+            if let Ok(policy) = config.approvals()
+                && policy.enabled
+            {
+                c.check(
+                    ours.iter().any(|(event, _)| event == "PreToolUse"),
+                    "Codex gates tool calls as config.toml's [approvals] says",
+                    "config.toml turns approvals on, but Codex has no Repowire PreToolUse hook, so its tool calls run unasked: run `repowire setup --approvals`, then restart running agents",
+                );
+            }
             c.check(
                 untrusted.is_empty(),
                 "Codex has trusted Repowire's hooks",

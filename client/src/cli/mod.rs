@@ -18,6 +18,8 @@ pub mod question;
 pub mod relay_setup;
 pub mod session;
 pub mod setup;
+mod setup_claude;
+mod setup_codex;
 
 use std::time::Duration;
 

@@ -199,7 +199,7 @@ pub fn run(config: &Config, command: SessionCommand) -> anyhow::Result<ExitCode>
 pub fn link(
     config: &Config,
     pane: String,
-    backend: String,
+    backend: Option<crate::runtimes::Runtime>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let row: crate::api::LocalSession = super::call_as(

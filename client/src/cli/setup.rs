@@ -1,7 +1,8 @@
-//! `repowire setup` / `uninstall` / `status` / `doctor`: merge our hook entries (and, when
-//! allowed, our tools' permissions) into `~/.claude/settings.json` and our MCP server into
-//! `~/.claude.json`, keeping every other key and entry; write atomically with a timestamped
-//! backup; change nothing when nothing differs.
+//! `repowire setup` / `uninstall`: for each runtime wired ([`super::setup_claude`],
+//! [`super::setup_codex`]) merge our hook entries (and, when allowed, our tools' permissions)
+//! and our MCP server into its files, keeping every other key and entry; read and plan every
+//! file before writing any; write atomically with a timestamped backup; change nothing when
+//! nothing differs.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -9,16 +10,17 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
-use super::claude_settings::{
-    is_ours, merge_entries, merge_hooks, read_json, remove_event, remove_hooks, split_program,
-    write_if_changed,
-};
+use super::claude_settings::{read_json, remove_hooks, write_if_changed};
 use super::permissions;
+use super::setup_claude::{claude_present, plan_claude};
+use super::setup_codex::{CodexPlan, codex_present};
 use crate::api::{HookEvent, Request};
 use crate::config::{Config, Environment, user_home};
 use crate::runtimes::Runtime;
+
+pub(super) use super::setup_claude::{broken_hooks, claude_json_path, settings_path};
 
 /// Options of setup.
 #[derive(Debug, Clone, Args)]
@@ -110,15 +112,7 @@ fn install_service(exe: &str, config: &Config) -> anyhow::Result<bool> {
 
 /// The hook events every setup installs (the shared table in [`HookEvent`]).
 pub(super) const EVENTS: [HookEvent; 5] = HookEvent::ALWAYS;
-const PRE_TOOL_USE: HookEvent = HookEvent::PreToolUse;
-
-pub(super) fn settings_path() -> PathBuf {
-    user_home().join(".claude").join("settings.json")
-}
-
-pub(super) fn claude_json_path() -> PathBuf {
-    user_home().join(".claude.json")
-}
+pub(super) const PRE_TOOL_USE: HookEvent = HookEvent::PreToolUse;
 
 /// The absolute path of this binary for a program that does not search the user's PATH (a
 /// systemd user service: `~/.cargo/bin` is not on its search path): the PATH entry that runs
@@ -147,7 +141,7 @@ fn exe(env: &Environment) -> anyhow::Result<String> {
 }
 
 /// The executable file a program name resolves to: itself if it has a `/`, else through PATH.
-fn find_on_path(env: &Environment, program: &str) -> Option<PathBuf> {
+pub(super) fn find_on_path(env: &Environment, program: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let runnable = |p: &Path| {
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -162,39 +156,9 @@ fn find_on_path(env: &Environment, program: &str) -> Option<PathBuf> {
         .find(|p| runnable(p))
 }
 
-/// The programs of our hook commands in settings.json that do not resolve to an executable
-/// (a moved checkout, a `cargo clean`): `(event, program)`.
-pub(super) fn broken_hooks(env: &Environment) -> Vec<(String, String)> {
-    let Ok(Some(settings)) = read_json(&settings_path()) else {
-        return Vec::new();
-    };
-    let mut broken = Vec::new();
-    for event in EVENTS.iter().chain(std::iter::once(&PRE_TOOL_USE)) {
-        let entries = settings
-            .get("hooks")
-            .and_then(|h| h.get(event.claude_name()))
-            .and_then(Value::as_array);
-        for entry in entries.into_iter().flatten().filter(|e| is_ours(e)) {
-            for h in entry
-                .get("hooks")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let (program, _) =
-                    split_program(h.get("command").and_then(Value::as_str).unwrap_or(""));
-                if find_on_path(env, &program).is_none() {
-                    broken.push((event.claude_name().to_owned(), program));
-                }
-            }
-        }
-    }
-    broken
-}
-
 /// The command line a hook runs; `--home` only when the state directory is not the default,
 /// `--runtime` only for a runtime other than Claude Code (whose hooks predate the flag).
-fn hook_command(exe: &str, config: &Config, runtime: Runtime, event: &str) -> String {
+pub(super) fn hook_command(exe: &str, config: &Config, runtime: Runtime, event: &str) -> String {
     let home = match &config.home {
         Some(home) => format!(" --home {}", shell_quote(&home.to_string_lossy())),
         None => String::new(),
@@ -216,28 +180,6 @@ fn shell_quote(s: &str) -> String {
     }
 }
 
-fn mcp_entry(exe: &str, config: &Config) -> Value {
-    let mut env = Map::new();
-    if let Some(home) = &config.home {
-        env.insert(
-            "REPOWIRE_HOME".into(),
-            Value::String(home.to_string_lossy().into_owned()),
-        );
-    }
-    json!({ "type": "stdio", "command": exe, "args": ["mcp"], "env": env })
-}
-
-fn claude_present(env: &Environment) -> bool {
-    user_home().join(".claude").is_dir()
-        || claude_json_path().exists()
-        || env.path_dirs().iter().any(|p| p.join("claude").is_file())
-}
-
-fn codex_present(env: &Environment) -> bool {
-    crate::runtimes::codex_home().is_dir()
-        || env.path_dirs().iter().any(|p| p.join("codex").is_file())
-}
-
 /// The runtimes setup wires: those named, else Claude Code and an installed Codex.
 fn chosen(args: &SetupArgs, env: &Environment) -> Vec<Runtime> {
     if !args.runtimes.is_empty() {
@@ -251,172 +193,6 @@ fn chosen(args: &SetupArgs, env: &Environment) -> Vec<Runtime> {
         out.push(Runtime::Codex);
     }
     out
-}
-
-/// Codex's config.toml as it is (`None`: no file) and as setup leaves it.
-struct CodexPlan {
-    path: PathBuf,
-    before: Option<String>,
-    after: String,
-}
-
-fn plan_codex(
-    exe: &str,
-    config: &Config,
-    approvals: &super::approvals_setup::Change,
-    allow: bool,
-) -> anyhow::Result<CodexPlan> {
-    use super::codex_config::{HookGroup, McpServer, merge};
-    let path = crate::runtimes::codex_config_path();
-    let before = match std::fs::read_to_string(&path) {
-        Ok(text) => Some(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-    };
-    let runtime = Runtime::Codex;
-    let mut hooks: Vec<HookGroup> = runtime
-        .events()
-        .into_iter()
-        .filter_map(|event| {
-            Some(HookGroup {
-                event: runtime.event_name(event)?,
-                command: hook_command(exe, config, runtime, event.name()),
-                // Codex clamps a SessionEnd hook to 3 s, with a warning at every start.
-                timeout: if event == HookEvent::SessionEnd {
-                    3
-                } else {
-                    15
-                },
-                matcher: None,
-            })
-        })
-        .collect();
-    let mut drop = Vec::new();
-    match approvals {
-        super::approvals_setup::Change::Enable(policy) => hooks.push(HookGroup {
-            event: "PreToolUse",
-            command: format!(
-                "{} --approval-timeout {}",
-                hook_command(exe, config, runtime, PRE_TOOL_USE.name()),
-                policy.timeout.as_secs()
-            ),
-            timeout: (policy.timeout + super::approvals_setup::HOOK_MARGIN).as_secs(),
-            matcher: Some(policy.tools.join("|")),
-        }),
-        super::approvals_setup::Change::Disable => drop.push("PreToolUse"),
-        super::approvals_setup::Change::Keep => {}
-    }
-    let mcp = McpServer {
-        command: exe.to_owned(),
-        home: config
-            .home
-            .as_ref()
-            .map(|h| h.to_string_lossy().into_owned()),
-        approve_tools: allow,
-    };
-    let after = merge(before.as_deref().unwrap_or(""), &hooks, &drop, &mcp)
-        .with_context(|| format!("updating {}", path.display()))?;
-    Ok(CodexPlan {
-        path,
-        before,
-        after,
-    })
-}
-
-/// Writes Codex's config when it changed; true when written.
-fn write_codex(plan: &CodexPlan) -> anyhow::Result<bool> {
-    if plan.before.as_deref() == Some(plan.after.as_str()) {
-        return Ok(false);
-    }
-    let before = plan.before.clone();
-    super::config_write::write_text(&plan.path, before.is_some(), &plan.after, "Codex", |p| {
-        Ok(match std::fs::read_to_string(p) {
-            Ok(now) => Some(now) == before,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => before.is_none(),
-            Err(e) => return Err(e.into()),
-        })
-    })?;
-    Ok(true)
-}
-
-/// Claude Code's two files as they are and as setup leaves them.
-struct ClaudePlan {
-    settings: PathBuf,
-    settings_before: Option<Value>,
-    settings_after: Value,
-    claude_json: PathBuf,
-    claude_before: Option<Value>,
-    claude_after: Value,
-    /// Our tools' permissions are added now.
-    allow: bool,
-    /// Our tools are allowed once this is written (added now, or there already).
-    allowed: bool,
-}
-
-fn plan_claude(
-    exe: &str,
-    config: &Config,
-    args: &SetupArgs,
-    approvals: &super::approvals_setup::Change,
-) -> anyhow::Result<ClaudePlan> {
-    let commands: Vec<(&str, String)> = EVENTS
-        .iter()
-        .map(|event| {
-            (
-                event.claude_name(),
-                hook_command(exe, config, Runtime::ClaudeCode, event.name()),
-            )
-        })
-        .collect();
-    let settings = settings_path();
-    let settings_before = read_json(&settings)?;
-    let mut settings_after = merge_hooks(
-        settings_before.clone().unwrap_or_else(|| json!({})),
-        &commands,
-    )?;
-    match approvals {
-        super::approvals_setup::Change::Enable(policy) => {
-            let command = format!(
-                "{} --approval-timeout {}",
-                hook_command(exe, config, Runtime::ClaudeCode, PRE_TOOL_USE.name()),
-                policy.timeout.as_secs()
-            );
-            let entry = super::approvals_setup::hook_entry(&command, policy);
-            settings_after = merge_entries(settings_after, &[(PRE_TOOL_USE.claude_name(), entry)])?;
-        }
-        super::approvals_setup::Change::Disable => {
-            settings_after = remove_event(settings_after, PRE_TOOL_USE.claude_name());
-        }
-        super::approvals_setup::Change::Keep => {}
-    }
-    let missing = permissions::missing(&settings_after);
-    let allow = !missing.is_empty() && allow_tools(args, &missing)?;
-    let settings_after = if allow {
-        permissions::merge(settings_after)?
-    } else {
-        settings_after
-    };
-    let claude_json = claude_json_path();
-    let claude_before = read_json(&claude_json)?;
-    let mut claude_after = claude_before.clone().unwrap_or_else(|| json!({}));
-    claude_after
-        .as_object_mut()
-        .context("~/.claude.json is not a JSON object; nothing was changed")?
-        .entry("mcpServers")
-        .or_insert_with(|| Value::Object(Map::new()))
-        .as_object_mut()
-        .context("`mcpServers` in ~/.claude.json is not an object; nothing was changed")?
-        .insert("repowire".into(), mcp_entry(exe, config));
-    Ok(ClaudePlan {
-        settings,
-        settings_before,
-        settings_after,
-        claude_json,
-        claude_before,
-        claude_after,
-        allow,
-        allowed: allow || missing.is_empty(),
-    })
 }
 
 /// `repowire setup`.
@@ -443,8 +219,19 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
     };
     let codex = if runtimes.contains(&Runtime::Codex) {
         let allowed = !args.no_allow_tools
-            && (args.allow_tools || claude.as_ref().is_some_and(|c| c.allowed));
-        Some(plan_codex(&exe, config, &approvals, allowed)?)
+            && (args.allow_tools
+                || match &claude {
+                    Some(c) => c.allowed,
+                    // Codex alone: asked as for Claude Code (a terminal and no flag).
+                    None => super::setup_claude::allow_tools(
+                        args,
+                        &[
+                            "[mcp_servers.repowire] default_tools_approval_mode = \"approve\""
+                                .into(),
+                        ],
+                    )?,
+                });
+        Some(CodexPlan::install(&exe, config, &approvals, allowed)?)
     } else {
         None
     };
@@ -476,13 +263,18 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
         );
     }
     if let Some(plan) = &codex {
-        let changed = write_codex(plan)?;
+        let changed = plan.write()?;
         report(
             &plan.path,
             changed,
             plan.before.is_some(),
             "Codex hooks and MCP server `repowire`",
         );
+        if !plan.approves_tools() {
+            println!(
+                "Repowire's MCP tools are not allowed in Codex: each call of ask, ack, answer… waits for a person to approve it (and `codex exec` fails it). `repowire setup --allow-tools` allows them."
+            );
+        }
         if changed {
             println!(
                 "Codex runs new or changed hooks only once you trust them: at its next start choose \"Trust all and continue\" (`repowire doctor` says whether it has)."
@@ -531,33 +323,6 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Whether to allow our tools: the flags say, or the person at the terminal does (shown the
-/// entries); without a terminal or with `--non-interactive`, no.
-fn allow_tools(args: &SetupArgs, entries: &[String]) -> anyhow::Result<bool> {
-    use std::io::{BufRead, IsTerminal, Write};
-    if args.allow_tools || args.no_allow_tools {
-        return Ok(args.allow_tools);
-    }
-    if args.non_interactive || !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
-        return Ok(false);
-    }
-    println!(
-        "Claude Code asks a person before each call of an MCP tool it was not told to allow, so an agent could not ask, ack or answer on its own. Add these to `permissions.allow` in {}?",
-        settings_path().display()
-    );
-    for e in entries {
-        println!("  {e}");
-    }
-    print!("Allow them? [Y/n] ");
-    std::io::stdout().flush()?;
-    let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line)?;
-    Ok(matches!(
-        line.trim().to_ascii_lowercase().as_str(),
-        "" | "y" | "yes"
-    ))
-}
-
 fn report(path: &Path, changed: bool, existed: bool, what: &str) {
     if changed && existed {
         println!(
@@ -578,17 +343,7 @@ pub fn uninstall(config: &Config, _args: &UninstallArgs) -> anyhow::Result<ExitC
     let claude_json = claude_json_path();
     let settings_before = read_json(&settings)?;
     let claude_before = read_json(&claude_json)?;
-    let codex = crate::runtimes::codex_config_path();
-    let codex_before = match std::fs::read_to_string(&codex) {
-        Ok(text) => Some(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e).with_context(|| format!("reading {}", codex.display())),
-    };
-    if let Some(text) = &codex_before {
-        // Checked before anything is changed.
-        super::codex_config::remove(text)
-            .with_context(|| format!("updating {}", codex.display()))?;
-    }
+    let codex = CodexPlan::uninstall()?;
     let unit = service_path(&config.env);
     if std::fs::read_to_string(&unit).is_ok_and(|u| u.starts_with(SERVICE_MARK)) {
         std::fs::remove_file(&unit).with_context(|| format!("removing {}", unit.display()))?;
@@ -623,17 +378,10 @@ pub fn uninstall(config: &Config, _args: &UninstallArgs) -> anyhow::Result<ExitC
             "MCP server removed",
         );
     }
-    if let Some(before) = codex_before {
-        let after = super::codex_config::remove(&before)
-            .with_context(|| format!("updating {}", codex.display()))?;
-        let plan = CodexPlan {
-            path: codex.clone(),
-            before: Some(before),
-            after,
-        };
+    if let Some(plan) = codex {
         report(
-            &codex,
-            write_codex(&plan)?,
+            &plan.path,
+            plan.write()?,
             true,
             "Codex hooks and MCP server removed",
         );

@@ -5,6 +5,7 @@
 use super::store::SessionRow;
 use super::{Daemon, errors};
 use crate::api::{ApiError, LocalSession, Pane, PaneState};
+use crate::runtimes::Runtime;
 use crate::tmux;
 
 /// Program names of agent runtimes, for spotting unregistered agent panes.
@@ -65,15 +66,9 @@ impl Daemon {
     pub async fn link(
         &self,
         pane: &str,
-        backend: &str,
+        backend: Option<Runtime>,
         socket: Option<&str>,
     ) -> Result<LocalSession, ApiError> {
-        if !repowire_protocol::validate::is_valid_name(backend) {
-            return Err(ApiError::new(
-                repowire_protocol::ErrorCode::InvalidRequest,
-                format!("`{backend}` is not a valid backend name"),
-            ));
-        }
         let info = tmux::pane(socket, pane).await.map_err(|e| {
             ApiError::new(
                 crate::api::DaemonCode::UnknownPane,
@@ -86,16 +81,43 @@ impl Daemon {
                 format!("pane {pane} is dead"),
             ));
         }
-        let agent = crate::procinfo::program_in(info.pid).ok_or_else(|| {
-            ApiError::new(
-                crate::api::DaemonCode::NotAnAgent,
-                format!(
-                    "pane {pane} runs only a shell (`{}`): nothing to link",
-                    info.command
-                ),
-            )
-            .hint("start the agent in the pane first, or let its SessionStart hook register it")
-        })?;
+        // The runtime's own process, as its hooks find it (Codex's native `codex`, not the
+        // `node` launcher above it); else the first program that is not a shell.
+        let runtime_in = crate::procinfo::tree(info.pid).into_iter().find_map(|p| {
+            let comm = crate::procinfo::comm(p)?;
+            Runtime::ALL
+                .into_iter()
+                .find(|r| r.program() == comm)
+                .map(|r| (p, r))
+        });
+        let backend = match (backend, runtime_in) {
+            (Some(asked), Some((_, found))) if asked != found => {
+                return Err(ApiError::new(
+                    repowire_protocol::ErrorCode::InvalidRequest,
+                    format!(
+                        "pane {pane} runs {}, not {}: nothing was linked",
+                        found.display(),
+                        asked.display()
+                    ),
+                ));
+            }
+            (Some(asked), _) => asked,
+            (None, Some((_, found))) => found,
+            (None, None) => Runtime::ClaudeCode,
+        };
+        let agent = runtime_in
+            .map(|(p, _)| p)
+            .or_else(|| crate::procinfo::program_in(info.pid))
+            .ok_or_else(|| {
+                ApiError::new(
+                    crate::api::DaemonCode::NotAnAgent,
+                    format!(
+                        "pane {pane} runs only a shell (`{}`): nothing to link",
+                        info.command
+                    ),
+                )
+                .hint("start the agent in the pane first, or let its SessionStart hook register it")
+            })?;
         let sessions = self
             .store
             .active_sessions()
@@ -124,7 +146,7 @@ impl Daemon {
             handoff: true,
             ..SessionRow::new(
                 format!("linked-{}-{agent}", pane.trim_start_matches('%')),
-                backend,
+                backend.backend(),
                 "agent",
                 &self.settings.circle,
             )

@@ -271,7 +271,7 @@ async fn handle(
         } => daemon
             .link(
                 &pane,
-                &backend,
+                backend,
                 tmux.as_deref().and_then(crate::tmux::socket_of).as_deref(),
             )
             .await

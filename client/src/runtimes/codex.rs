@@ -34,32 +34,40 @@ pub(super) fn mcp_registered() -> bool {
 /// SGR "dim": Codex draws its composer's placeholder dim, typed text plain.
 const DIM: &str = "\x1b[2m";
 
-/// Codex's composer: a line starting with a bold `›` at the left edge, the lines wrapped
-/// under it indented by two spaces, then a blank line and the status line (`model · path`,
-/// which no dialog's `› 1. Yes` option has under it). A turn in progress
-/// shows `esc to interrupt` above it: then the wake must not press Enter (it would steer the
-/// running turn), so the box counts as busy.
+/// Codex's composer, at the bottom of the screen: a line starting with `›` at the left edge,
+/// the lines wrapped under it indented by two spaces, a blank line, the status line (`model ·
+/// path`, which no dialog's `› 1. Yes` option has under it), and at most two footer lines
+/// before the end of the screen. A turn in progress shows `esc to interrupt` on the nearest
+/// line above it: then the wake must not press Enter (it would steer the running turn), so the
+/// box counts as busy.
 pub(super) fn input_box(screen: &str) -> InputBox {
     let raw: Vec<&str> = screen.lines().collect();
     let lines: Vec<String> = raw.iter().map(|l| plain(l)).collect();
-    let Some(at) = lines.iter().rposition(|l| l.starts_with("› ") || l == "›") else {
+    // The screen's last line with something on it.
+    let Some(last) = lines.iter().rposition(|l| !l.trim().is_empty()) else {
+        return InputBox::Unknown;
+    };
+    let Some(at) = lines[..=last]
+        .iter()
+        .rposition(|l| l.starts_with("› ") || l == "›")
+    else {
         return InputBox::Unknown;
     };
     // The block under the prompt line: wrapped text, up to the blank line.
     let mut end = at + 1;
-    while end < lines.len() && lines[end].starts_with("  ") && !lines[end].trim().is_empty() {
+    while end <= last && lines[end].starts_with("  ") && !lines[end].trim().is_empty() {
         end += 1;
     }
-    // A blank line, then the status line (indented): anything else is not the composer (a
-    // dialog's `› 1. Yes` option, say).
     let status = lines.get(end + 1).map(String::as_str).unwrap_or_default();
     if lines.get(end).is_none_or(|l| !l.trim().is_empty())
         || !status.starts_with("  ")
         || !status.contains(" · ")
+        || last > end + 3
     {
         return InputBox::Unknown;
     }
-    if lines[..at].iter().any(|l| l.contains("esc to interrupt")) {
+    let above = lines[..at].iter().rev().find(|l| !l.trim().is_empty());
+    if above.is_some_and(|l| l.contains("esc to interrupt")) {
         return InputBox::Busy;
     }
     let first_raw = raw[at].split_once('›').map(|(_, r)| r).unwrap_or_default();
@@ -109,8 +117,17 @@ mod tests {
     }
 
     #[test]
-    fn a_running_turn_is_busy() {
+    fn a_running_turn_is_busy_old_output_is_not() {
         assert_eq!(input_box(BUSY), InputBox::Busy);
+        let history = format!("• said: press esc to interrupt\n• done\n\n{IDLE}");
+        assert_eq!(input_box(&history), InputBox::Text(String::new()));
+    }
+
+    #[test]
+    fn the_composer_must_be_at_the_bottom() {
+        // Output under an old composer line: not the composer.
+        let scrolled = format!("{IDLE}• more output\n• and more\n• and more\n");
+        assert_eq!(input_box(&scrolled), InputBox::Unknown);
     }
 
     #[test]

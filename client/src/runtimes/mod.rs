@@ -70,8 +70,9 @@ impl Runtime {
         }
     }
 
-    /// The program name (`comm`) of the runtime's process: the process a hook's nearest
-    /// non-shell ancestor is.
+    /// The program name (`comm`) of the runtime's own process (the one its hooks descend
+    /// from; for Codex the native binary under its `node` launcher), and the program
+    /// `repowire session resume` runs.
     pub fn program(self) -> &'static str {
         match self {
             Runtime::ClaudeCode => "claude",
@@ -127,6 +128,17 @@ impl Runtime {
         match self {
             Runtime::ClaudeCode => claude::input_box(screen),
             Runtime::Codex => codex::input_box(screen),
+        }
+    }
+
+    /// Whether a wake may paste after text already in the box and take its prompt back
+    /// (Backspace) when it lands after a person's draft. Claude Code's box is read exactly;
+    /// Codex's composer is typed into only while it shows its placeholder, since a dialog
+    /// could pass for it and a draft there is left alone.
+    pub fn pastes_after_drafts(self) -> bool {
+        match self {
+            Runtime::ClaudeCode => true,
+            Runtime::Codex => false,
         }
     }
 

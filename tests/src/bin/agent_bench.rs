@@ -1,5 +1,6 @@
-//! `repowire-agent-bench`: the cost of one hop between two real Claude Code sessions (issue 22).
-//! Two machines (HOME + daemon each) on one relay process, each running the real CLI in tmux
+//! `repowire-agent-bench`: the cost of one hop between two real agent sessions (issue 22; Codex
+//! beside Claude Code, issue 37: `--pair claude,codex`). Two machines (HOME + daemon each) on
+//! one relay process, each running a real CLI in tmux
 //! against the scripted model API of `repowire_e2e::mockmodel`; alpha asks beta TURNS times and
 //! beta acks each. Reported per hop, both directions:
 //! - `ask/ack returned → peer's model request`: the tool's result reaches the model API (so the
@@ -14,7 +15,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use repowire_e2e::claude::{ClaudeTeam, claude_bin, hops, percentile};
+use repowire_e2e::claude::{ClaudeTeam, Cli, claude_bin, hops, percentile};
 
 #[derive(Parser)]
 struct Args {
@@ -27,6 +28,22 @@ struct Args {
     /// Copy both daemons' logs into this directory (`alpha.log`, `beta.log`) at the end.
     #[arg(long)]
     logs: Option<PathBuf>,
+    /// The asker's and the answerer's CLI: `claude,claude` or `claude,codex` (Codex from
+    /// `REPOWIRE_CODEX_BIN`).
+    #[arg(long, default_value = "claude,claude")]
+    pair: String,
+}
+
+fn cli(name: &str, claude: &std::path::Path) -> anyhow::Result<Cli> {
+    match name {
+        "claude" => Ok(Cli::Claude(claude.to_owned())),
+        "codex" => Ok(Cli::Codex(
+            std::env::var_os("REPOWIRE_CODEX_BIN")
+                .map(PathBuf::from)
+                .ok_or_else(|| anyhow::anyhow!("REPOWIRE_CODEX_BIN is not set"))?,
+        )),
+        other => anyhow::bail!("unknown CLI `{other}`: claude or codex"),
+    }
 }
 
 fn line(name: &str, v: &[f64]) {
@@ -47,15 +64,27 @@ async fn main() -> anyhow::Result<()> {
     let version = std::process::Command::new(&claude)
         .arg("--version")
         .output()?;
+    let (a, b) = args
+        .pair
+        .split_once(',')
+        .ok_or_else(|| anyhow::anyhow!("--pair is ASKER,ANSWERER"))?;
+    let clis = [cli(a, &claude)?, cli(b, &claude)?];
+    if let Cli::Codex(codex) = &clis[1] {
+        let v = std::process::Command::new(codex)
+            .arg("--version")
+            .output()?;
+        println!("codex: {}", String::from_utf8_lossy(&v.stdout).trim());
+    }
     println!(
-        "claude: {}; repowire: {}; turns: {}",
+        "pair: {}; claude: {}; repowire: {}; turns: {}",
+        args.pair,
         String::from_utf8_lossy(&version.stdout).trim(),
         args.repowire
             .as_deref()
             .map_or("beside this binary".into(), |p| p.display().to_string()),
         args.turns
     );
-    let team = ClaudeTeam::start(&claude, args.repowire, true).await?;
+    let team = ClaudeTeam::start_with(clis, args.repowire, true).await?;
     let seen = team
         .converse(
             args.turns,
@@ -65,6 +94,18 @@ async fn main() -> anyhow::Result<()> {
     let h = hops(&seen, args.turns)?;
     line("ask/ack returned → peer's model request", &h.from_return);
     line("tool call → peer's model request", &h.from_call);
+    // The hops alternate: alpha's ask reaching beta, beta's reply reaching alpha.
+    let side = |v: &[f64], first: usize| -> Vec<f64> {
+        v.iter().skip(first).step_by(2).copied().collect()
+    };
+    line(
+        &format!("  of which to beta ({b})"),
+        &side(&h.from_return, 0),
+    );
+    line(
+        &format!("  of which to alpha ({a})"),
+        &side(&h.from_return, 1),
+    );
     let other: Vec<_> = seen
         .iter()
         .filter(|s| matches!(s.step, repowire_e2e::mockmodel::Step::Other(_)))

@@ -423,6 +423,16 @@ impl Agent {
         let mut pasting = false;
         let mut escape: Vec<u8> = Vec::new();
         while let Ok(b) = self.input.recv() {
+            if self.dialog {
+                // Any key answers the dialog, pasted ones too; the composer comes back as it
+                // was.
+                self.record(json!({ "event": "dialog_key", "byte": b }));
+                self.dialog = false;
+                pasting = false;
+                escape.clear();
+                self.draw_box(&line);
+                continue;
+            }
             if !escape.is_empty() || b == 0x1b {
                 escape.push(b);
                 match classify_escape(&escape) {
@@ -439,13 +449,6 @@ impl Agent {
             }
             if pasting {
                 line.push(b);
-                continue;
-            }
-            if self.dialog {
-                // Any key answers the dialog; the composer comes back as it was.
-                self.record(json!({ "event": "dialog_key", "byte": b }));
-                self.dialog = false;
-                self.draw_box(&line);
                 continue;
             }
             match b {

@@ -169,3 +169,50 @@ async fn a_running_codex_turn_is_never_steered_and_gets_its_messages_at_its_end(
         "a wake pressed Enter into the running turn"
     );
 }
+
+/// `repowire link` on a Codex pane that has not registered yet (Codex registers at its first
+/// prompt): the runtime is the one the pane runs, found by its process, and a `--backend` that
+/// contradicts it is refused. Its first prompt then takes the linked peer over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn link_finds_codex_in_its_pane_and_its_first_prompt_takes_the_link_over() {
+    let tmux = Tmux::start();
+    let home = Home::new(None);
+    std::fs::create_dir_all(home.path().join(".codex")).expect("~/.codex");
+    home.install_and_start();
+    // The stand-in under Codex's own program name.
+    let dir = tempfile::tempdir().expect("dir");
+    let codex = dir.path().join("codex");
+    std::fs::copy(bin("repowire-standin"), &codex).expect("copy");
+    let beta = home.agent_program(&tmux, "beta", &codex, &["--runtime", "codex"]);
+    beta.wait("the composer drawn", |e| e["event"] == "start")
+        .await;
+
+    let refused = home.repowire_in(
+        Some(&tmux),
+        &["link", "--pane", &beta.pane, "--backend", "claude-code"],
+    );
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("runs Codex, not Claude Code"), "{said}");
+
+    let out = home.repowire_in(Some(&tmux), &["link", "--pane", &beta.pane, "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let linked: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(linked["backend"], "codex", "{linked}");
+    let pid = beta
+        .events()
+        .iter()
+        .find(|e| e["event"] == "start")
+        .and_then(|e| e["pid"].as_i64())
+        .expect("pid");
+    assert_eq!(linked["agent_pid"], pid, "{linked}");
+    let peer_id = linked["peer_id"].clone();
+
+    // Its first prompt's hooks take the linked session over: the same peer.
+    beta.submit(&tmux, "hello");
+    beta.hook_done("Stop", 1).await;
+    let peers = home.json(&["peer", "list"]);
+    let row = peer(&peers, "beta").expect("beta");
+    assert_eq!(row["peer_id"], peer_id, "{peers}");
+    assert_eq!(row["backend"], "codex");
+}

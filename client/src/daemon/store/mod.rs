@@ -69,12 +69,12 @@ impl From<SessionRow> for crate::api::LocalSession {
 }
 
 impl SessionRow {
-    /// A new, active session with nothing known yet but who it is.
     /// The agent runtime the session runs on (Claude Code for a backend we do not know).
     pub fn runtime(&self) -> crate::runtimes::Runtime {
         crate::runtimes::Runtime::from_backend(&self.backend).unwrap_or_default()
     }
 
+    /// A new, active session with nothing known yet but who it is.
     pub fn new(session_id: String, backend: &str, role: &str, circle: &str) -> Self {
         Self {
             session_id,

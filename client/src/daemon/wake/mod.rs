@@ -226,7 +226,7 @@ impl Daemon {
             "[repowire] {} new message{} from {} - read them in your context and respond.",
             queued.len(),
             if queued.len() == 1 { "" } else { "s" },
-            dedup(senders).join(", ")
+            senders_text(dedup(senders))
         ));
         // Nothing is typed into a screen whose input box the wake cannot read: it could
         // not tell a person's draft from its prompt, nor see that the prompt landed.
@@ -256,6 +256,14 @@ impl Daemon {
                 ));
             }
         };
+        if !now.is_empty() && !runtime.pastes_after_drafts() {
+            return Some((
+                "deferred",
+                Some(format!(
+                    "pane {pane} has unsent text in its input box; {LATER}"
+                )),
+            ));
+        }
         if draft.as_deref() == Some(now.as_str()) {
             return Some((
                 "deferred",
@@ -449,6 +457,21 @@ async fn take_back(
 
 /// Where deferred messages go instead.
 const LATER: &str = "the messages are handed over at the agent's next turn";
+
+/// The senders a wake prompt names: the first three, then how many more, so the prompt stays
+/// one short line (Codex shows a paste of over 1 000 characters as a placeholder, which the
+/// wake would not recognise).
+fn senders_text(senders: Vec<String>) -> String {
+    const NAMED: usize = 3;
+    if senders.len() <= NAMED + 1 {
+        return senders.join(", ");
+    }
+    format!(
+        "{} and {} others",
+        senders[..NAMED].join(", "),
+        senders.len() - NAMED
+    )
+}
 
 fn dedup(mut v: Vec<String>) -> Vec<String> {
     let mut seen = std::collections::HashSet::new();

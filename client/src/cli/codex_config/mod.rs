@@ -97,16 +97,83 @@ fn is_ours(group: &dyn toml_edit::TableLike) -> bool {
         })
 }
 
-/// The groups of one event, as table-likes, whichever form.
-fn groups(item: &Item) -> Vec<&dyn toml_edit::TableLike> {
+/// The groups of one event, as table-likes with their index in the list (which is what
+/// Codex's trust keys count), whichever form.
+fn groups(item: &Item) -> Vec<(usize, &dyn toml_edit::TableLike)> {
     match item {
-        Item::ArrayOfTables(a) => a.iter().map(|t| t as &dyn toml_edit::TableLike).collect(),
+        Item::ArrayOfTables(a) => a
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (i, t as &dyn toml_edit::TableLike))
+            .collect(),
         Item::Value(Value::Array(a)) => a
             .iter()
-            .filter_map(|v| v.as_inline_table())
-            .map(|t| t as &dyn toml_edit::TableLike)
+            .enumerate()
+            .filter_map(|(i, v)| Some((i, v.as_inline_table()? as &dyn toml_edit::TableLike)))
             .collect(),
         _ => Vec::new(),
+    }
+}
+
+/// The indices of our groups in one event's list.
+fn ours_at(item: &Item) -> Vec<usize> {
+    groups(item)
+        .into_iter()
+        .filter(|(_, g)| is_ours(*g))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Codex's trust entries (`[hooks.state."<file>:<event>:<group>:<hook>"]`) of this file for
+/// one event, with the group index they name.
+fn trust_keys(doc: &DocumentMut, path: &str, event: &str) -> Vec<(String, usize)> {
+    let prefix = format!("{path}:{}:", snake(event));
+    doc.get("hooks")
+        .and_then(|h| h.get("state"))
+        .and_then(Item::as_table_like)
+        .map(|state| {
+            state
+                .iter()
+                .filter_map(|(k, _)| {
+                    let (group, _hook) = k.strip_prefix(&prefix)?.split_once(':')?;
+                    Some((k.to_owned(), group.parse().ok()?))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Removes the group at `index` of one event, with the trust Codex recorded for it; the
+/// trust of the groups after it moves down with them, so a user's hook stays trusted.
+fn remove_group(doc: &mut DocumentMut, path: &str, event: &str, index: usize) {
+    let keys = trust_keys(doc, path, event);
+    let Some(hooks) = doc.get_mut("hooks").and_then(Item::as_table_like_mut) else {
+        return;
+    };
+    match hooks.get_mut(event) {
+        Some(Item::ArrayOfTables(list)) if index < list.len() => {
+            list.remove(index);
+        }
+        Some(Item::Value(Value::Array(list))) if index < list.len() => {
+            list.remove(index);
+        }
+        _ => return,
+    }
+    let Some(state) = hooks.get_mut("state").and_then(Item::as_table_like_mut) else {
+        return;
+    };
+    let prefix = format!("{path}:{}:", snake(event));
+    for (key, group) in keys {
+        if group < index {
+            continue;
+        }
+        let Some(item) = state.remove(&key) else {
+            continue;
+        };
+        if group > index {
+            let hook = key.rsplit(':').next().unwrap_or("0");
+            state.insert(&format!("{prefix}{}:{hook}", group - 1), item);
+        }
     }
 }
 
@@ -142,63 +209,76 @@ fn group_inline(group: &HookGroup) -> InlineTable {
 
 /// The config with our hook groups and MCP server merged in, and with our groups for the
 /// events in `drop` removed (approvals turned off). `text` is the file as it is (empty when
-/// missing).
+/// missing); `path` is where it lives, as Codex names it in its trust keys.
 pub fn merge(
     text: &str,
+    path: &str,
     ours: &[HookGroup],
     drop: &[&str],
     mcp: &McpServer,
 ) -> anyhow::Result<String> {
     let mut doc = parse(text)?;
-    let hooks = doc
-        .entry("hooks")
-        .or_insert_with(|| {
-            let mut t = Table::new();
-            t.set_implicit(true);
-            Item::Table(t)
-        })
-        .as_table_like_mut()
-        .ok_or_else(|| {
-            anyhow::anyhow!("`hooks` in the Codex config is not a table; nothing was changed")
-        })?;
+    for key in ["hooks", "mcp_servers"] {
+        if matches!(doc.get(key), Some(Item::Value(Value::InlineTable(_)))) {
+            anyhow::bail!(
+                "`{key}` in the Codex config is an inline table; write it as `[{key}]` tables first (nothing was changed)"
+            );
+        }
+    }
     for group in ours {
+        let hooks = doc
+            .entry("hooks")
+            .or_insert_with(|| {
+                let mut t = Table::new();
+                t.set_implicit(true);
+                Item::Table(t)
+            })
+            .as_table_like_mut()
+            .ok_or_else(|| {
+                anyhow::anyhow!("`hooks` in the Codex config is not a table; nothing was changed")
+            })?;
         let item = hooks
             .entry(group.event)
             .or_insert(Item::ArrayOfTables(ArrayOfTables::new()));
-        let at = groups(item).iter().position(|g| is_ours(*g));
-        let same = at.is_some_and(|i| {
-            let g = groups(item)[i];
-            commands(g) == [group.command.clone()]
-                && g.get("matcher").and_then(Item::as_str) == group.matcher.as_deref()
-                && g.get("hooks")
-                    .is_some_and(|h| timeout_of(h) == Some(group.timeout))
+        let at = ours_at(item);
+        let same = at.first().is_some_and(|&i| {
+            groups(item).into_iter().any(|(j, g)| {
+                j == i
+                    && commands(g) == [group.command.clone()]
+                    && g.get("matcher").and_then(Item::as_str) == group.matcher.as_deref()
+                    && g.get("hooks")
+                        .is_some_and(|h| timeout_of(h) == Some(group.timeout))
+            })
         });
-        if same {
-            continue;
-        }
-        match item {
-            Item::ArrayOfTables(list) => match at {
-                Some(i) => {
-                    if let Some(t) = list.get_mut(i) {
-                        *t = group_table(group);
+        if !same {
+            match item {
+                Item::ArrayOfTables(list) => match at.first() {
+                    Some(&i) => {
+                        if let Some(t) = list.get_mut(i) {
+                            *t = group_table(group);
+                        }
                     }
-                }
-                None => list.push(group_table(group)),
-            },
-            Item::Value(Value::Array(list)) => match at {
-                Some(i) => {
-                    list.replace(i, group_inline(group));
-                }
-                None => list.push(group_inline(group)),
-            },
-            _ => anyhow::bail!(
-                "`hooks.{}` in the Codex config is not a list of hook groups; nothing was changed",
-                group.event
-            ),
+                    None => list.push(group_table(group)),
+                },
+                Item::Value(Value::Array(list)) => match at.first() {
+                    Some(&i) => {
+                        list.replace(i, group_inline(group));
+                    }
+                    None => list.push(group_inline(group)),
+                },
+                _ => anyhow::bail!(
+                    "`hooks.{}` in the Codex config is not a list of hook groups; nothing was changed",
+                    group.event
+                ),
+            }
+        }
+        // A second group of ours (an older install under another home) would run twice.
+        for &extra in at.iter().skip(1).rev() {
+            remove_group(&mut doc, path, group.event, extra);
         }
     }
     for event in drop {
-        remove_ours(&mut doc, event);
+        remove_ours(&mut doc, path, event);
     }
     set_mcp(&mut doc, mcp)?;
     Ok(doc.to_string())
@@ -280,58 +360,34 @@ fn set_mcp(doc: &mut DocumentMut, mcp: &McpServer) -> anyhow::Result<()> {
 }
 
 /// Removes our groups of one event (and the trust Codex recorded for them); an event left
-/// empty goes too.
-fn remove_ours(doc: &mut DocumentMut, event: &str) {
-    let mut removed: Vec<usize> = Vec::new();
+/// empty by that goes too, and so do `[hooks.state]` and `[hooks]` when that emptied them.
+fn remove_ours(doc: &mut DocumentMut, path: &str, event: &str) {
+    let at = doc
+        .get("hooks")
+        .and_then(|h| h.get(event))
+        .map(ours_at)
+        .unwrap_or_default();
+    if at.is_empty() {
+        return;
+    }
+    for &i in at.iter().rev() {
+        remove_group(doc, path, event, i);
+    }
     if let Some(hooks) = doc.get_mut("hooks").and_then(Item::as_table_like_mut) {
-        if let Some(item) = hooks.get_mut(event) {
-            removed = groups(item)
-                .iter()
-                .enumerate()
-                .filter(|(_, g)| is_ours(**g))
-                .map(|(i, _)| i)
-                .collect();
-            for &i in removed.iter().rev() {
-                match item {
-                    Item::ArrayOfTables(list) => {
-                        list.remove(i);
-                    }
-                    Item::Value(Value::Array(list)) => {
-                        list.remove(i);
-                    }
-                    _ => {}
-                }
-            }
-            let empty = match item {
-                Item::ArrayOfTables(list) => list.is_empty(),
-                Item::Value(Value::Array(list)) => list.is_empty(),
-                _ => false,
-            };
-            if empty && !removed.is_empty() {
-                hooks.remove(event);
-            }
+        let empty = match hooks.get(event) {
+            Some(Item::ArrayOfTables(list)) => list.is_empty(),
+            Some(Item::Value(Value::Array(list))) => list.is_empty(),
+            _ => false,
+        };
+        if empty {
+            hooks.remove(event);
         }
-        // The trust of a removed group: `<file>:<event>:<group>:<hook>`.
-        if let Some(state) = hooks.get_mut("state").and_then(Item::as_table_like_mut) {
-            let snake = snake(event);
-            let stale: Vec<String> = state
-                .iter()
-                .map(|(k, _)| k.to_owned())
-                .filter(|k| {
-                    let mut parts = k.rsplitn(4, ':');
-                    let (_hook, group, ev) = (parts.next(), parts.next(), parts.next());
-                    ev == Some(snake.as_str())
-                        && group
-                            .and_then(|g| g.parse::<usize>().ok())
-                            .is_some_and(|g| removed.contains(&g))
-                })
-                .collect();
-            for k in stale {
-                state.remove(&k);
-            }
-            if state.is_empty() {
-                hooks.remove("state");
-            }
+        if hooks
+            .get("state")
+            .and_then(Item::as_table_like)
+            .is_some_and(|s| s.is_empty())
+        {
+            hooks.remove("state");
         }
     }
     drop_if_empty(doc, "hooks");
@@ -348,7 +404,7 @@ fn drop_if_empty(doc: &mut DocumentMut, key: &str) {
 }
 
 /// The config without anything of ours: our hook groups (and their trust) and our MCP server.
-pub fn remove(text: &str) -> anyhow::Result<String> {
+pub fn remove(text: &str, path: &str) -> anyhow::Result<String> {
     let mut doc = parse(text)?;
     let events: Vec<String> = doc
         .get("hooks")
@@ -361,12 +417,16 @@ pub fn remove(text: &str) -> anyhow::Result<String> {
         })
         .unwrap_or_default();
     for event in events {
-        remove_ours(&mut doc, &event);
+        remove_ours(&mut doc, path, &event);
     }
-    if let Some(servers) = doc.get_mut("mcp_servers").and_then(Item::as_table_like_mut) {
-        servers.remove("repowire");
+    let removed = doc
+        .get_mut("mcp_servers")
+        .and_then(Item::as_table_like_mut)
+        .and_then(|servers| servers.remove("repowire"))
+        .is_some();
+    if removed {
+        drop_if_empty(&mut doc, "mcp_servers");
     }
-    drop_if_empty(&mut doc, "mcp_servers");
     Ok(doc.to_string())
 }
 
@@ -383,8 +443,8 @@ pub fn trust(text: &str, config_path: &str) -> Vec<(String, bool)> {
     let state = hooks.get("state").and_then(Item::as_table_like);
     let mut out = Vec::new();
     for (event, item) in hooks.iter().filter(|(k, _)| *k != "state") {
-        for (i, g) in groups(item).iter().enumerate() {
-            if is_ours(*g) {
+        for (i, g) in groups(item) {
+            if is_ours(g) {
                 let key = format!("{config_path}:{}:{i}:0", snake(event));
                 let trusted = state.is_some_and(|s| {
                     s.get(&key)
@@ -399,155 +459,4 @@ pub fn trust(text: &str, config_path: &str) -> Vec<(String, bool)> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ours(event: &'static str, command: &str) -> HookGroup {
-        HookGroup {
-            event,
-            command: command.into(),
-            timeout: 15,
-            matcher: None,
-        }
-    }
-
-    fn mcp() -> McpServer {
-        McpServer {
-            command: "repowire".into(),
-            home: None,
-            approve_tools: true,
-        }
-    }
-
-    const USER: &str = r#"# my Codex settings
-model = "gpt-5"   # the model
-
-[[hooks.Stop]]
-[[hooks.Stop.hooks]]
-type = "command"
-command = "notify-send done"
-
-[hooks.state."/home/u/.codex/config.toml:stop:0:0"]
-trusted_hash = "sha256:abc"
-
-[mcp_servers.docs]
-command = "docs-mcp"
-"#;
-
-    #[test]
-    fn merging_keeps_the_users_bytes_and_appends_after_them() {
-        let hooks = [
-            ours("Stop", "repowire hook --runtime codex stop"),
-            ours(
-                "SessionStart",
-                "repowire hook --runtime codex session-start",
-            ),
-        ];
-        let once = merge(USER, &hooks, &[], &mcp()).expect("merge");
-        assert!(once.starts_with("# my Codex settings\nmodel = \"gpt-5\"   # the model\n"));
-        let doc: DocumentMut = once.parse().expect("toml");
-        let stops = doc["hooks"]["Stop"].as_array_of_tables().expect("aot");
-        assert_eq!(stops.len(), 2);
-        assert_eq!(
-            stops.get(0).expect("test")["hooks"][0]["command"].as_str(),
-            Some("notify-send done")
-        );
-        assert_eq!(
-            stops.get(1).expect("test")["hooks"][0]["command"].as_str(),
-            Some("repowire hook --runtime codex stop")
-        );
-        assert_eq!(
-            doc["mcp_servers"]["repowire"]["args"][0].as_str(),
-            Some("mcp")
-        );
-        assert_eq!(
-            doc["mcp_servers"]["repowire"]["default_tools_approval_mode"].as_str(),
-            Some("approve")
-        );
-        // Twice: not a byte changes.
-        assert_eq!(merge(&once, &hooks, &[], &mcp()).expect("merge"), once);
-        // The user's trust is where it was; removal gives the file back as it was.
-        assert_eq!(remove(&once).expect("remove"), USER);
-    }
-
-    #[test]
-    fn an_update_rewrites_our_group_in_place() {
-        let old = merge(
-            USER,
-            &[ours("Stop", "/old/repowire hook stop")],
-            &[],
-            &mcp(),
-        )
-        .expect("test");
-        let new = merge(
-            &old,
-            &[ours("Stop", "repowire hook --runtime codex stop")],
-            &[],
-            &mcp(),
-        )
-        .expect("test");
-        let doc: DocumentMut = new.parse().expect("test");
-        let stops = doc["hooks"]["Stop"].as_array_of_tables().expect("test");
-        assert_eq!(stops.len(), 2);
-        assert_eq!(
-            stops.get(1).expect("test")["hooks"][0]["command"].as_str(),
-            Some("repowire hook --runtime codex stop")
-        );
-    }
-
-    #[test]
-    fn removal_takes_our_trust_with_it_and_leaves_the_users() {
-        let merged = merge(USER, &[ours("Stop", "repowire hook stop")], &[], &mcp()).expect("test");
-        let trusted = merged.replace(
-            "[mcp_servers.docs]",
-            "[hooks.state.\"/home/u/.codex/config.toml:stop:1:0\"]\ntrusted_hash = \"sha256:def\"\n\n[mcp_servers.docs]",
-        );
-        assert_eq!(
-            trust(&trusted, "/home/u/.codex/config.toml"),
-            [("Stop".to_owned(), true)]
-        );
-        assert_eq!(
-            trust(&merged, "/home/u/.codex/config.toml"),
-            [("Stop".to_owned(), false)]
-        );
-        let removed = remove(&trusted).expect("test");
-        assert!(removed.contains("stop:0:0"), "{removed}");
-        assert!(!removed.contains("stop:1:0"), "{removed}");
-        assert!(!removed.contains("repowire"), "{removed}");
-    }
-
-    #[test]
-    fn inline_groups_and_an_empty_file_work_and_bad_toml_is_refused() {
-        let inline = "hooks.Stop = [{ hooks = [{ type = \"command\", command = \"say hi\" }] }]\n";
-        let merged =
-            merge(inline, &[ours("Stop", "repowire hook stop")], &[], &mcp()).expect("test");
-        let doc: DocumentMut = merged.parse().expect("test");
-        assert_eq!(doc["hooks"]["Stop"].as_array().map(Array::len), Some(2));
-        assert_eq!(remove(&merged).expect("test"), inline);
-        let fresh = merge("", &[ours("Stop", "repowire hook stop")], &[], &mcp()).expect("test");
-        assert!(fresh.contains("[[hooks.Stop]]"), "{fresh}");
-        assert_eq!(remove(&fresh).expect("test").trim(), "");
-        assert!(merge("model = ", &[], &[], &mcp()).is_err());
-        assert!(
-            merge(
-                "hooks = 3",
-                &[ours("Stop", "repowire hook stop")],
-                &[],
-                &mcp()
-            )
-            .is_err()
-        );
-    }
-
-    #[test]
-    fn dropping_an_event_removes_only_our_group() {
-        let pre = HookGroup {
-            matcher: Some("Bash".into()),
-            ..ours("PreToolUse", "repowire hook --runtime codex pre-tool-use")
-        };
-        let with = merge(USER, &[pre], &[], &mcp()).expect("test");
-        assert!(with.contains("matcher = \"Bash\""));
-        let without = merge(&with, &[], &["PreToolUse"], &mcp()).expect("test");
-        assert!(!without.contains("PreToolUse"), "{without}");
-    }
-}
+mod tests;
