@@ -39,6 +39,7 @@ fn cli(name: &str, claude: &std::path::Path) -> anyhow::Result<Cli> {
         "claude" => Ok(Cli::Claude(claude.to_owned())),
         "codex" => Ok(Cli::Codex(
             std::env::var_os("REPOWIRE_CODEX_BIN")
+                .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
                 .ok_or_else(|| anyhow::anyhow!("REPOWIRE_CODEX_BIN is not set"))?,
         )),

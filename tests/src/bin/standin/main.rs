@@ -41,6 +41,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+mod keys;
+mod mcp;
+mod screen;
+
+use keys::{Escape, classify_escape};
+use mcp::Mcp;
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Runtime {
     Claude,
@@ -61,54 +68,6 @@ struct Agent {
     mcp: Option<Mcp>,
     /// SessionStart's `source`.
     source: &'static str,
-}
-
-/// A connected MCP client.
-struct Mcp {
-    runtime: tokio::runtime::Runtime,
-    client: rmcp::service::RunningService<rmcp::RoleClient, ()>,
-}
-
-fn connect_mcp(runtime: Runtime, transcript: &Path) -> Result<Mcp, String> {
-    use rmcp::ServiceExt;
-    let (config, pointer) = match runtime {
-        Runtime::Claude => {
-            let home = std::env::var("HOME").unwrap_or_default();
-            let config: Value = std::fs::read_to_string(Path::new(&home).join(".claude.json"))
-                .ok()
-                .and_then(|t| serde_json::from_str(&t).ok())
-                .ok_or("no ~/.claude.json")?;
-            (config, "/mcpServers/repowire")
-        }
-        Runtime::Codex => (codex_config(), "/mcp_servers/repowire"),
-    };
-    let server = config
-        .pointer(pointer)
-        .ok_or("no repowire MCP server in the runtime's config")?;
-    let mut cmd = tokio::process::Command::new(server["command"].as_str().ok_or("no command")?);
-    for a in server["args"].as_array().into_iter().flatten() {
-        cmd.arg(a.as_str().unwrap_or(""));
-    }
-    for (k, v) in server["env"].as_object().into_iter().flatten() {
-        cmd.env(k, v.as_str().unwrap_or(""));
-    }
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(format!("{}.mcp.log", transcript.display()))
-        .map_err(|e| e.to_string())?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    let client = runtime.block_on(async {
-        let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
-            .stderr(log)
-            .spawn()
-            .map_err(|e| e.to_string())?;
-        ().serve(transport).await.map_err(|e| e.to_string())
-    })?;
-    Ok(Mcp { runtime, client })
 }
 
 fn main() {
@@ -258,45 +217,6 @@ impl Agent {
             .open(&self.transcript)
             .expect("transcript");
         let _ = writeln!(f, "{event}");
-    }
-
-    /// Draws the input box as Claude Code does — a `❯` line holding the typed (or pasted)
-    /// text between two rules — at the top of a cleared screen, so a redraw after every key
-    /// is exact however the text wraps.
-    fn draw_box(&self, line: &[u8]) {
-        let text = String::from_utf8_lossy(line);
-        match (self.runtime, self.dialog) {
-            (Runtime::Claude, _) => {
-                let rule = "─".repeat(60);
-                print!("\x1b[H\x1b[2J{rule}\r\n❯ {text}\r\n{rule}");
-            }
-            (Runtime::Codex, true) => print!(
-                "\x1b[H\x1b[2JWould you like to run the following command?\r\n\r\n  $ touch x\r\n\r\n\x1b[1m›\x1b[0m 1. Yes, proceed (y)\r\n  2. No (esc)\r\n\r\n  Press enter to confirm"
-            ),
-            (Runtime::Codex, false) => {
-                let text = if line.is_empty() {
-                    "\x1b[2mAsk Codex to do anything\x1b[0m".to_owned()
-                } else {
-                    text.into_owned()
-                };
-                print!(
-                    "\x1b[H\x1b[2J\x1b[1m›\x1b[0m {text}\r\n\r\n  standin default · {}",
-                    self.cwd
-                );
-            }
-        }
-        let _ = std::io::stdout().flush();
-    }
-
-    /// Codex draws its working line above the composer while a turn runs.
-    fn draw_busy(&self) {
-        if self.runtime == Runtime::Codex {
-            print!(
-                "\x1b[H\x1b[2J• \x1b[2mWorking (0s • esc to interrupt)\x1b[0m\r\n\r\n\x1b[1m›\x1b[0m \x1b[2mAsk Codex to do anything\x1b[0m\r\n\r\n  standin default · {}",
-                self.cwd
-            );
-            let _ = std::io::stdout().flush();
-        }
     }
 
     /// Runs every command configured for `event`; returns their parsed outputs.
@@ -625,64 +545,5 @@ impl Agent {
         }
         self.record(json!({ "event": "reply", "text": reply }));
         reply
-    }
-}
-
-impl Agent {
-    /// `TOOL {json}`: one MCP tool call, recorded as an `mcp` event.
-    fn mcp_call(&mut self, call: &str) {
-        let (tool, args) = call.split_once(' ').unwrap_or((call, "{}"));
-        let args: serde_json::Map<String, Value> = serde_json::from_str(args).unwrap_or_default();
-        if self.mcp.is_none() {
-            match connect_mcp(self.runtime, &self.transcript) {
-                Ok(m) => self.mcp = Some(m),
-                Err(e) => {
-                    self.record(json!({ "event": "mcp", "tool": tool, "connect_error": e }));
-                    return;
-                }
-            }
-        }
-        let Some(mcp) = &self.mcp else { return };
-        let params = rmcp::model::CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
-        let result = mcp.runtime.block_on(mcp.client.call_tool(params));
-        let event = match result {
-            Ok(r) => {
-                let text: Vec<String> = r
-                    .content
-                    .iter()
-                    .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-                    .collect();
-                json!({
-                    "event": "mcp", "tool": tool, "is_error": r.is_error.unwrap_or(false),
-                    "text": text.join("\n"), "structured": r.structured_content,
-                })
-            }
-            Err(e) => json!({ "event": "mcp", "tool": tool, "call_error": e.to_string() }),
-        };
-        self.record(event);
-    }
-}
-
-enum Escape {
-    Incomplete,
-    PasteStart,
-    PasteEnd,
-    Other,
-}
-
-fn classify_escape(seq: &[u8]) -> Escape {
-    match seq {
-        [0x1b] => Escape::Incomplete,
-        [0x1b, b'['] => Escape::Incomplete,
-        [0x1b, b'[', rest @ ..] => match rest.last() {
-            Some(&c) if (0x40..=0x7e).contains(&c) => match rest {
-                b"200~" => Escape::PasteStart,
-                b"201~" => Escape::PasteEnd,
-                _ => Escape::Other,
-            },
-            _ if rest.len() > 16 => Escape::Other,
-            _ => Escape::Incomplete,
-        },
-        _ => Escape::Other,
     }
 }
