@@ -300,11 +300,25 @@ impl ClaudeTeam {
         )
     }
 
-    /// Types `BENCH-START beta TURNS` into alpha's prompt.
-    pub fn begin(&self, turns: u32) {
+    /// Types `BENCH-START beta TURNS` into alpha's prompt. Into Codex it is pasted, and Enter
+    /// waits until the composer shows it: typed text with Enter right behind it is taken for a
+    /// paste whose Enter is a newline (docs/agents/codex.md).
+    pub async fn begin(&self, turns: u32) -> anyhow::Result<()> {
         let start = format!("BENCH-START {} {turns}", self.beta.name);
-        self.tmux.type_text(&self.alpha.pane, &start);
+        match self.alpha.cli {
+            Cli::Claude(_) => self.tmux.type_text(&self.alpha.pane, &start),
+            Cli::Codex(_) => {
+                self.tmux.paste(&self.alpha.pane, &start);
+                self.until(Duration::from_secs(10), "the prompt in the composer", |t| {
+                    t.tmux
+                        .capture(&t.alpha.pane)
+                        .contains(&format!("› {start}"))
+                })
+                .await?;
+            }
+        }
         self.tmux.enter(&self.alpha.pane);
+        Ok(())
     }
 
     /// Whether `member`'s daemon reports its session between turns.
@@ -341,7 +355,7 @@ impl ClaudeTeam {
         what: &str,
         done: impl Fn(&[Seen]) -> bool,
     ) -> anyhow::Result<Vec<Seen>> {
-        self.begin(turns);
+        self.begin(turns).await?;
         let mut not_ready = 0;
         let deadline = Instant::now() + within;
         loop {
@@ -367,7 +381,7 @@ impl ClaudeTeam {
                         Self::idle(&t.alpha)
                     })
                     .await?;
-                    self.begin(turns);
+                    self.begin(turns).await?;
                 }
             }
             if Instant::now() > deadline {

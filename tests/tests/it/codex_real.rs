@@ -92,6 +92,48 @@ async fn a_claude_code_session_asks_a_codex_session_and_gets_each_reply() {
     );
 }
 
+/// The other way round: a Codex session asks a Claude Code session through our MCP `ask`, and
+/// each reply reaches Codex (handed over at its turn end, or by a wake into its composer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codex_session_asks_a_claude_code_session_and_gets_each_reply() {
+    let Some(codex) = cli_from_env(
+        "REPOWIRE_CODEX_BIN",
+        "REPOWIRE_REQUIRE_CODEX",
+        "scripts/install-codex",
+    ) else {
+        return;
+    };
+    let claude = match claude_bin() {
+        Ok(p) => p,
+        Err(why) => {
+            eprintln!("skipped: the real Claude Code CLI is not available: {why}");
+            return;
+        }
+    };
+    let team = ClaudeTeam::start_with([Cli::Codex(codex), Cli::Claude(claude)], None, true)
+        .await
+        .unwrap();
+    let turns = 3;
+    let seen = team
+        .converse(turns, Duration::from_secs(120))
+        .await
+        .unwrap();
+    hops(&seen, turns).unwrap();
+    let asked: Vec<&str> = seen
+        .iter()
+        .filter(|s| matches!(s.step, Step::AckCalled(_)))
+        .map(|s| s.detail.as_str())
+        .collect();
+    assert_eq!(asked.len(), turns as usize, "{asked:?}");
+    for id in asked {
+        let states = team.alpha.home.states(id);
+        assert!(
+            states.iter().any(|s| s == "injected") && states.iter().any(|s| s == "acked"),
+            "{id}: {states:?}"
+        );
+    }
+}
+
 /// `codex exec PROMPT` with `env` (a machine's user), in `project`, against the facts mock
 /// (whose `RUN-SHELL CMD` is a shell call); its output.
 async fn codex_exec_env(
