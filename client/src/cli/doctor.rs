@@ -12,6 +12,7 @@ use super::permissions;
 use super::setup::{EVENTS, broken_hooks, claude_json_path, settings_path};
 use crate::api::{LinkState, Request};
 use crate::config::Config;
+use crate::runtimes::Runtime;
 
 /// doctor's findings, printed at the end as a list or as JSON.
 struct Checks {
@@ -128,6 +129,11 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
     let drift = daemon.as_ref().and_then(|d| super::relay_drift(config, d));
     let version_drift = daemon.as_ref().and_then(super::version_drift);
     let approvals = approvals_line(config);
+    let codex_path = crate::runtimes::codex_config_path();
+    let codex = std::fs::read_to_string(&codex_path)
+        .ok()
+        .map(|text| super::codex_config::trust(&text, &codex_path.to_string_lossy()))
+        .filter(|ours| !ours.is_empty());
     if json {
         let report = json!({
             "hooks": {
@@ -137,6 +143,11 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
                 "broken": broken.iter().map(|(event, program)| json!({"event": event, "program": program})).collect::<Vec<_>>(),
             },
             "mcp_registered": mcp,
+            "codex": codex.as_ref().map(|ours| json!({
+                "config": codex_path,
+                "hooks": ours.iter().map(|(event, trusted)| json!({"event": event, "trusted": trusted})).collect::<Vec<_>>(),
+                "mcp_registered": Runtime::Codex.mcp_registered(),
+            })),
             "daemon": daemon.as_ref().map(|d| json!({
                 "pid": d.pid,
                 "relay": d.relay_label(),
@@ -170,6 +181,24 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
             "not registered"
         }
     );
+    if let Some(ours) = &codex {
+        let untrusted = ours.iter().filter(|(_, trusted)| !trusted).count();
+        println!(
+            "codex    {} hooks in {}{}; MCP server {}",
+            ours.len(),
+            codex_path.display(),
+            if untrusted == 0 {
+                String::new()
+            } else {
+                format!(" ({untrusted} not yet trusted in Codex)")
+            },
+            if Runtime::Codex.mcp_registered() {
+                "registered"
+            } else {
+                "not registered"
+            }
+        );
+    }
     let (approvals, fix) = approvals;
     println!("{approvals}");
     if let Some(fix) = fix {

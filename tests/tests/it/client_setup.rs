@@ -682,6 +682,12 @@ fn setup_wires_codex_beside_the_users_config_and_uninstall_restores_it() {
         doc["mcp_servers"]["repowire"]["default_tools_approval_mode"].as_str(),
         Some("approve")
     );
+    let status = home.ok(&["status"]);
+    assert!(
+        status.contains("codex    4 hooks in")
+            && status.contains("(4 not yet trusted in Codex); MCP server registered"),
+        "{status}"
+    );
     // Doctor says Codex has not trusted them yet.
     let doctor = home.repowire(&["doctor"]);
     let doctor = String::from_utf8_lossy(&doctor.stdout);
