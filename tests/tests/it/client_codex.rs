@@ -216,3 +216,84 @@ async fn link_finds_codex_in_its_pane_and_its_first_prompt_takes_the_link_over()
     assert_eq!(row["peer_id"], peer_id, "{peers}");
     assert_eq!(row["backend"], "codex");
 }
+
+/// `repowire session resume` of a Codex session runs `codex resume ID` (here the stand-in under
+/// `--command`): the same runtime session and Repowire session, and a message that waited for
+/// it is handed over — at its first prompt, since a Codex session registers only then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codex_session_resumes_with_codex_resume_and_gets_what_waited() {
+    let tmux = Tmux::start();
+    let (home, _alpha, beta) = machine(&tmux).await;
+    let runtime = session_id(&beta);
+    let listed = eventually("beta's session", || {
+        home.json(&["session", "list"])
+            .as_array()?
+            .iter()
+            .find(|s| s["executor"]["name"] == "beta")
+            .cloned()
+    })
+    .await;
+    let id = listed["session_id"].as_str().expect("id").to_owned();
+    beta.submit(&tmux, "/exit");
+    beta.wait("exit", |e| e["event"] == "exit").await;
+    eventually("beta's session detached", || {
+        home.json(&["session", "list"])
+            .as_array()?
+            .iter()
+            .find(|s| s["session_id"] == id.as_str() && s["status"] == "detached")
+            .cloned()
+    })
+    .await;
+    let sent = home.json(&["session", "notify", &id, "while you were away"]);
+    let message = sent["message_id"].as_str().expect("id").to_owned();
+
+    let transcript = home.path().join("beta-resumed.jsonl");
+    let standin = format!(
+        "{} --runtime codex --transcript {}",
+        bin("repowire-standin").display(),
+        transcript.display()
+    );
+    let dry = home.json(&["session", "resume", &id, "--dry-run", "--command", &standin]);
+    assert_eq!(
+        dry["command"].as_str(),
+        Some(format!("{standin} resume {runtime}").as_str()),
+        "{dry}"
+    );
+    let out = home.repowire_in(
+        Some(&tmux),
+        &["session", "resume", &id, "--command", &standin, "--json"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let started: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let resumed = Agent {
+        pane: started["pane"].as_str().expect("the new pane").to_owned(),
+        transcript,
+    };
+    let start = resumed
+        .wait("the resumed Codex", |e| e["event"] == "start")
+        .await;
+    assert_eq!(start["session_id"], runtime.as_str());
+    resumed.submit(&tmux, "continue");
+    let session_start = resumed
+        .wait("SessionStart at the first prompt", |e| {
+            e["event"] == "hook" && e["hook"] == "SessionStart"
+        })
+        .await;
+    assert_eq!(session_start["exit"], 0);
+    eventually("the waiting message handed over", || {
+        resumed
+            .context()
+            .contains("while you were away")
+            .then_some(())
+    })
+    .await;
+    home.reaches_state(&message, "injected").await;
+    let again = home.json(&["session", "list"]);
+    let row = again
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["session_id"] == id.as_str()))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(row["status"], "active", "{again}");
+    assert_eq!(row["executor"]["name"], "beta", "{again}");
+}
