@@ -137,12 +137,64 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
+        // Some agents outlive their tmux server (Gemini CLI's node processes ignore the
+        // hang-up): every process of every pane goes first.
+        let pids = self
+            .command()
+            .args(["list-panes", "-a", "-F", "#{pane_pid}"])
+            .stdin(Stdio::null())
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        for pid in pids.lines().filter_map(|p| p.trim().parse::<u32>().ok()) {
+            for p in descendants(pid).into_iter().rev() {
+                let _ = Command::new("kill").args(["-9", &p.to_string()]).output();
+            }
+        }
         let _ = self
             .command()
             .arg("kill-server")
             .stdin(Stdio::null())
             .output();
     }
+}
+
+/// `pid` and every process under it, parents first (from /proc).
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(p) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`: comm may hold spaces and parentheses.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|pp| pp.parse::<u32>().ok());
+        if let Some(pp) = ppid {
+            parents.push((p, pp));
+        }
+    }
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        let parent = out[i];
+        out.extend(
+            parents
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    out
 }
 
 /// One user's machine: a HOME with `~/.repowire` and `~/.claude`, and its daemon.

@@ -38,6 +38,8 @@ pub enum Cli {
     Claude(PathBuf),
     /// Codex (`REPOWIRE_CODEX_BIN`), against the same mock through its Responses API.
     Codex(PathBuf),
+    /// Gemini CLI (`REPOWIRE_GEMINI_BIN`), against the same mock through the Gemini API.
+    Gemini(PathBuf),
 }
 
 impl Cli {
@@ -46,6 +48,7 @@ impl Cli {
         match self {
             Cli::Claude(_) => screen.lines().any(|l| l.starts_with('❯')),
             Cli::Codex(_) => screen.lines().any(|l| l.starts_with("› ")),
+            Cli::Gemini(_) => screen.contains("Type your message"),
         }
     }
 }
@@ -82,6 +85,31 @@ enabled = false
 exporter = "none"
 "#
         ),
+    )?;
+    Ok(())
+}
+
+/// Gemini CLI's settings before `repowire setup` adds to it: API-key auth against the mock,
+/// nothing that reaches the network, and the project a trusted folder
+/// (docs/agents/gemini-cli.md).
+fn prepare_gemini(home: &Home, project: &Path) -> anyhow::Result<()> {
+    let dir = home.path().join(".gemini");
+    std::fs::create_dir_all(&dir)?;
+    let settings = serde_json::json!({
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false},
+        "privacy": {"usageStatisticsEnabled": false},
+        "telemetry": {"enabled": false},
+        "ide": {"enabled": false},
+        "model": {"name": "gemini-2.5-flash"}
+    });
+    std::fs::write(
+        dir.join("settings.json"),
+        serde_json::to_vec_pretty(&settings)?,
+    )?;
+    std::fs::write(
+        dir.join("trustedFolders.json"),
+        serde_json::to_vec(&serde_json::json!({ project.to_string_lossy(): "TRUST_FOLDER" }))?,
     )?;
     Ok(())
 }
@@ -182,8 +210,10 @@ impl ClaudeTeam {
             let project = home.path().join(name);
             std::fs::create_dir_all(&project)?;
             prepare_claude_json(&home, &project)?;
-            if let Cli::Codex(_) = cli {
-                prepare_codex(&home, &model.url)?;
+            match cli {
+                Cli::Codex(_) => prepare_codex(&home, &model.url)?,
+                Cli::Gemini(_) => prepare_gemini(&home, &project)?,
+                Cli::Claude(_) => {}
             }
             if allow_tools {
                 home.ok(&["setup", "--non-interactive", "--allow-tools"]);
@@ -214,6 +244,11 @@ impl ClaudeTeam {
                     ]
                     .map(|s| s.to_string())
                     .to_vec()
+                }
+                Cli::Gemini(bin) => {
+                    env.push(("GEMINI_API_KEY", "offline-mock".into()));
+                    env.push(("GOOGLE_GEMINI_BASE_URL", model.url.clone()));
+                    vec![bin.to_string_lossy().into_owned()]
                 }
             };
             let pane = tmux.spawn(&project, &env, &command);
@@ -307,12 +342,10 @@ impl ClaudeTeam {
         let start = format!("BENCH-START {} {turns}", self.beta.name);
         match self.alpha.cli {
             Cli::Claude(_) => self.tmux.type_text(&self.alpha.pane, &start),
-            Cli::Codex(_) => {
+            Cli::Codex(_) | Cli::Gemini(_) => {
                 self.tmux.paste(&self.alpha.pane, &start);
-                self.until(Duration::from_secs(10), "the prompt in the composer", |t| {
-                    t.tmux
-                        .capture(&t.alpha.pane)
-                        .contains(&format!("› {start}"))
+                self.until(Duration::from_secs(10), "the prompt in the box", |t| {
+                    t.tmux.capture(&t.alpha.pane).contains(&start)
                 })
                 .await?;
             }

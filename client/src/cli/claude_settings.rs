@@ -1,4 +1,4 @@
-//! Claude Code's JSON files as `setup` edits them: recognising our hook entries, merging them
+//! The runtimes' JSON settings (Claude Code's, Gemini CLI's) as `setup` edits them: recognising our hook entries, merging them
 //! beside the user's own (kept in place, with every unknown key), removing exactly ours, and
 //! writing a file only when it changed — atomically, after a timestamped backup, and never over
 //! a change made meanwhile (Claude Code rewrites `~/.claude.json` while it runs).
@@ -143,15 +143,16 @@ pub(super) fn write_if_changed(
     path: &Path,
     before: Option<&Value>,
     value: &Value,
+    runtime: &str,
 ) -> anyhow::Result<bool> {
     if before == Some(value) {
         return Ok(false);
     }
     let mut text = serde_json::to_string_pretty(value)?;
     text.push('\n');
-    // Claude Code rewrites ~/.claude.json while it runs: if the file changed since it was
-    // read, give up rather than drop its changes.
-    super::config_write::write_text(path, before.is_some(), &text, "Claude Code", |p| {
+    // Claude Code rewrites ~/.claude.json while it runs (`runtime` is who may write it): if
+    // the file changed since it was read, give up rather than drop its changes.
+    super::config_write::write_text(path, before.is_some(), &text, runtime, |p| {
         Ok(read_json(p)?.as_ref() == before)
     })?;
     Ok(true)

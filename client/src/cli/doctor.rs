@@ -134,6 +134,7 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
         .ok()
         .map(|text| super::codex_config::trust(&text, &codex_path.to_string_lossy()))
         .filter(|ours| !ours.is_empty());
+    let gemini = super::setup_gemini::installed();
     if json {
         let report = json!({
             "hooks": {
@@ -147,6 +148,11 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
                 "config": codex_path,
                 "hooks": ours.iter().map(|(event, trusted)| json!({"event": event, "trusted": trusted})).collect::<Vec<_>>(),
                 "mcp_registered": Runtime::Codex.mcp_registered(),
+            })),
+            "gemini": gemini.as_ref().map(|(path, hooks)| json!({
+                "settings": path,
+                "hooks": hooks,
+                "mcp_registered": Runtime::Gemini.mcp_registered(),
             })),
             "daemon": daemon.as_ref().map(|d| json!({
                 "pid": d.pid,
@@ -181,6 +187,17 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
             "not registered"
         }
     );
+    if let Some((path, hooks)) = &gemini {
+        println!(
+            "gemini   {hooks} hooks in {}; MCP server {}",
+            path.display(),
+            if Runtime::Gemini.mcp_registered() {
+                "registered"
+            } else {
+                "not registered"
+            }
+        );
+    }
     if let Some(ours) = &codex {
         let untrusted = ours.iter().filter(|(_, trusted)| !trusted).count();
         println!(
@@ -287,6 +304,17 @@ pub fn doctor(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
         "MCP server registered",
         "run `repowire setup`",
     );
+    // Gemini CLI, when setup wired it: approvals do not gate its tool calls yet.
+    if super::setup_gemini::installed().is_some()
+        && let Ok(policy) = config.approvals()
+        && policy.enabled
+    {
+        c.check(
+            false,
+            "Gemini CLI gates tool calls as config.toml's [approvals] says",
+            "approvals do not gate Gemini CLI's tool calls yet (docs/client.md): its sessions run their tools without asking anyone. Run gated work in Claude Code or Codex, or turn approvals off with `repowire setup --no-approvals`",
+        );
+    }
     // Codex, when setup wired it: its hooks run only once a person trusted them.
     let codex = crate::runtimes::codex_config_path();
     if let Ok(text) = std::fs::read_to_string(&codex) {

@@ -20,6 +20,7 @@ pub mod session;
 pub mod setup;
 mod setup_claude;
 mod setup_codex;
+mod setup_gemini;
 
 use std::time::Duration;
 

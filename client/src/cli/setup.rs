@@ -16,6 +16,7 @@ use super::claude_settings::{read_json, remove_hooks, write_if_changed};
 use super::permissions;
 use super::setup_claude::{claude_present, plan_claude};
 use super::setup_codex::{CodexPlan, codex_present};
+use super::setup_gemini::{GeminiPlan, gemini_present};
 use crate::api::{HookEvent, Request};
 use crate::config::{Config, Environment, user_home};
 use crate::runtimes::Runtime;
@@ -46,8 +47,9 @@ pub struct SetupArgs {
     /// (`file`). Given alone, moves the stored key there; left out, a stored key stays put.
     #[arg(long, value_enum)]
     pub key_store: Option<crate::apikey::KeyStoreChoice>,
-    /// Wire only these runtimes (repeatable): `claude-code`, `codex`. Left out: Claude Code,
-    /// and Codex when it is installed (`$CODEX_HOME`, `~/.codex` or `codex` on PATH).
+    /// Wire only these runtimes (repeatable): `claude-code`, `codex`, `gemini`. Left out: Claude
+    /// Code, and Codex and Gemini CLI when installed (`$CODEX_HOME` or `~/.codex`, `~/.gemini`,
+    /// or `codex`/`gemini` on PATH).
     #[arg(long = "runtime", value_enum)]
     pub runtimes: Vec<Runtime>,
 }
@@ -180,7 +182,7 @@ fn shell_quote(s: &str) -> String {
     }
 }
 
-/// The runtimes setup wires: those named, else Claude Code and an installed Codex.
+/// The runtimes setup wires: those named, else Claude Code and an installed Codex or Gemini CLI.
 fn chosen(args: &SetupArgs, env: &Environment) -> Vec<Runtime> {
     if !args.runtimes.is_empty() {
         return Runtime::ALL
@@ -191,6 +193,9 @@ fn chosen(args: &SetupArgs, env: &Environment) -> Vec<Runtime> {
     let mut out = vec![Runtime::ClaudeCode];
     if codex_present(env) {
         out.push(Runtime::Codex);
+    }
+    if gemini_present(env) {
+        out.push(Runtime::Gemini);
     }
     out
 }
@@ -235,11 +240,28 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
+    let gemini = if runtimes.contains(&Runtime::Gemini) {
+        let allowed = !args.no_allow_tools
+            && (args.allow_tools
+                || claude.as_ref().is_some_and(|c| c.allowed)
+                || codex.as_ref().is_some_and(CodexPlan::approves_tools));
+        Some(GeminiPlan::install(&exe, config, allowed)?)
+    } else {
+        None
+    };
     if let Some(c) = &claude {
-        let changed_settings =
-            write_if_changed(&c.settings, c.settings_before.as_ref(), &c.settings_after)?;
-        let changed_mcp =
-            write_if_changed(&c.claude_json, c.claude_before.as_ref(), &c.claude_after)?;
+        let changed_settings = write_if_changed(
+            &c.settings,
+            c.settings_before.as_ref(),
+            &c.settings_after,
+            "Claude Code",
+        )?;
+        let changed_mcp = write_if_changed(
+            &c.claude_json,
+            c.claude_before.as_ref(),
+            &c.claude_after,
+            "Claude Code",
+        )?;
         report(
             &c.settings,
             changed_settings,
@@ -278,6 +300,24 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
         if changed {
             println!(
                 "Codex runs new or changed hooks only once you trust them: at its next start choose \"Trust all and continue\" (`repowire doctor` says whether it has)."
+            );
+        }
+    }
+    if let Some(plan) = &gemini {
+        report(
+            &plan.path,
+            plan.write()?,
+            plan.before.is_some(),
+            "Gemini CLI hooks and MCP server `repowire`",
+        );
+        if !plan.trusts_tools() {
+            println!(
+                "Repowire's MCP tools are not trusted in Gemini CLI: each call of ask, ack, answer… waits for a person to approve it (and `gemini -p` does not offer them). `repowire setup --allow-tools` trusts them."
+            );
+        }
+        if approvals_on(config, &approvals) {
+            println!(
+                "Approvals do not gate Gemini CLI's tool calls yet: its sessions run their tools without asking anyone (docs/client.md)."
             );
         }
     }
@@ -323,6 +363,15 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Whether tool calls are gated once setup is done.
+fn approvals_on(config: &Config, change: &super::approvals_setup::Change) -> bool {
+    match change {
+        super::approvals_setup::Change::Enable(_) => true,
+        super::approvals_setup::Change::Disable => false,
+        super::approvals_setup::Change::Keep => config.approvals().is_ok_and(|p| p.enabled),
+    }
+}
+
 fn report(path: &Path, changed: bool, existed: bool, what: &str) {
     if changed && existed {
         println!(
@@ -344,6 +393,7 @@ pub fn uninstall(config: &Config, _args: &UninstallArgs) -> anyhow::Result<ExitC
     let settings_before = read_json(&settings)?;
     let claude_before = read_json(&claude_json)?;
     let codex = CodexPlan::uninstall()?;
+    let gemini = GeminiPlan::uninstall()?;
     let unit = service_path(&config.env);
     if std::fs::read_to_string(&unit).is_ok_and(|u| u.starts_with(SERVICE_MARK)) {
         std::fs::remove_file(&unit).with_context(|| format!("removing {}", unit.display()))?;
@@ -356,7 +406,7 @@ pub fn uninstall(config: &Config, _args: &UninstallArgs) -> anyhow::Result<ExitC
         let after = permissions::remove(remove_hooks(before.clone()));
         report(
             &settings,
-            write_if_changed(&settings, Some(&before), &after)?,
+            write_if_changed(&settings, Some(&before), &after, "Claude Code")?,
             true,
             "hooks and Repowire's tool permissions removed",
         );
@@ -373,7 +423,7 @@ pub fn uninstall(config: &Config, _args: &UninstallArgs) -> anyhow::Result<ExitC
         }
         report(
             &claude_json,
-            write_if_changed(&claude_json, Some(&before), &after)?,
+            write_if_changed(&claude_json, Some(&before), &after, "Claude Code")?,
             true,
             "MCP server removed",
         );
@@ -384,6 +434,14 @@ pub fn uninstall(config: &Config, _args: &UninstallArgs) -> anyhow::Result<ExitC
             plan.write()?,
             true,
             "Codex hooks and MCP server removed",
+        );
+    }
+    if let Some(plan) = gemini {
+        report(
+            &plan.path,
+            plan.write()?,
+            true,
+            "Gemini CLI hooks and MCP server removed",
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -141,11 +141,13 @@ impl Daemon {
                 Ok((None, None))
             }
             HookEvent::SessionEnd => {
+                // Gemini CLI fires SessionEnd two or three times: once ends the session.
                 if let Some(session) = self
                     .store
                     .session(&session_id)
                     .await
                     .map_err(errors::store_error)?
+                    .filter(|s| s.active)
                 {
                     if field(call.payload, "reason") == Some("clear") {
                         // `/clear` starts a new session id in the same process: it keeps the

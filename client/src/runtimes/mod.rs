@@ -15,8 +15,10 @@ use crate::api::HookEvent;
 
 pub mod claude;
 mod codex;
+mod gemini;
 
 pub use codex::{codex_home, config_path as codex_config_path};
+pub use gemini::{gemini_dir, settings_path as gemini_settings_path};
 
 /// An agent runtime. Serialized (the local API, the `backend` a peer registers with) and
 /// parsed (`--runtime`) in kebab-case.
@@ -30,6 +32,8 @@ pub enum Runtime {
     ClaudeCode,
     /// OpenAI's Codex CLI (`codex`).
     Codex,
+    /// Google's Gemini CLI (`gemini`).
+    Gemini,
 }
 
 /// What a wake may type into a runtime's pane, read off the screen.
@@ -47,13 +51,14 @@ pub enum InputBox {
 
 impl Runtime {
     /// Every runtime, in the order setup reports them.
-    pub const ALL: [Runtime; 2] = [Runtime::ClaudeCode, Runtime::Codex];
+    pub const ALL: [Runtime; 3] = [Runtime::ClaudeCode, Runtime::Codex, Runtime::Gemini];
 
     /// The `backend` string a peer registers with, and the `--runtime` spelling.
     pub fn backend(self) -> &'static str {
         match self {
             Runtime::ClaudeCode => "claude-code",
             Runtime::Codex => "codex",
+            Runtime::Gemini => "gemini",
         }
     }
 
@@ -67,6 +72,7 @@ impl Runtime {
         match self {
             Runtime::ClaudeCode => "Claude Code",
             Runtime::Codex => "Codex",
+            Runtime::Gemini => "Gemini CLI",
         }
     }
 
@@ -77,6 +83,9 @@ impl Runtime {
         match self {
             Runtime::ClaudeCode => "claude",
             Runtime::Codex => "codex",
+            // Its process is `node` (it even relaunches itself as a child `node`): `link`
+            // finds it only by the first program in the pane.
+            Runtime::Gemini => "gemini",
         }
     }
 
@@ -85,6 +94,11 @@ impl Runtime {
     pub fn event_name(self, event: HookEvent) -> Option<&'static str> {
         match (self, event) {
             (Runtime::Codex, HookEvent::Notification) => None,
+            // Gemini's Notification is not an idle signal, and approvals are not wired for it
+            // yet (its BeforeTool answers another shape, and its tools have other names).
+            (Runtime::Gemini, HookEvent::Notification | HookEvent::PreToolUse) => None,
+            (Runtime::Gemini, HookEvent::PromptSubmit) => Some("BeforeAgent"),
+            (Runtime::Gemini, HookEvent::Stop) => Some("AfterAgent"),
             (_, HookEvent::SessionStart) => Some("SessionStart"),
             (_, HookEvent::PromptSubmit) => Some("UserPromptSubmit"),
             (_, HookEvent::Stop) => Some("Stop"),
@@ -119,6 +133,9 @@ impl Runtime {
             // Codex continues the turn with the reason as a `<hook_prompt>` user message
             // (docs/agents/codex.md, checked on every test run).
             Runtime::Codex => json!({ "decision": "block", "reason": text }),
+            // Gemini's AfterAgent `deny` makes the reason the next prompt
+            // (docs/agents/gemini-cli.md, checked on every test run).
+            Runtime::Gemini => json!({ "decision": "deny", "reason": text }),
         }
     }
 
@@ -128,6 +145,7 @@ impl Runtime {
         match self {
             Runtime::ClaudeCode => claude::input_box(screen),
             Runtime::Codex => codex::input_box(screen),
+            Runtime::Gemini => gemini::input_box(screen),
         }
     }
 
@@ -138,14 +156,14 @@ impl Runtime {
     pub fn pastes_after_drafts(self) -> bool {
         match self {
             Runtime::ClaudeCode => true,
-            Runtime::Codex => false,
+            Runtime::Codex | Runtime::Gemini => false,
         }
     }
 
     /// The argument list that resumes runtime session `id` (after the program).
     pub fn resume_args(self, id: &str) -> Vec<String> {
         match self {
-            Runtime::ClaudeCode => vec!["--resume".into(), id.into()],
+            Runtime::ClaudeCode | Runtime::Gemini => vec!["--resume".into(), id.into()],
             Runtime::Codex => vec!["resume".into(), id.into()],
         }
     }
@@ -155,6 +173,7 @@ impl Runtime {
         match self {
             Runtime::ClaudeCode => claude::mcp_registered(),
             Runtime::Codex => codex::mcp_registered(),
+            Runtime::Gemini => gemini::mcp_registered(),
         }
     }
 }

@@ -25,6 +25,7 @@ use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+mod gemini;
 mod responses;
 
 /// A step of the conversation as the model API saw it.
@@ -120,6 +121,9 @@ fn handle(state: &Mutex<State>, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> 
     };
     if uri.path().ends_with("/responses") {
         return responses::handle(state, headers, &request);
+    }
+    if uri.path().contains(":streamGenerateContent") || uri.path().contains(":generateContent") {
+        return gemini::handle(state, uri.path().contains(":stream"), &request);
     }
     if request.get("messages").is_none() {
         // count_tokens and the like.

@@ -706,3 +706,75 @@ fn setup_wires_codex_beside_the_users_config_and_uninstall_restores_it() {
     home.ok(&["uninstall"]);
     assert_eq!(std::fs::read_to_string(&config).expect("read"), user);
 }
+
+/// Gemini CLI (docs/agents/gemini-cli.md): setup finds `~/.gemini`, adds one hook group per
+/// event with no matcher (a matcher keeps SessionStart and SessionEnd from firing) and
+/// timeouts in milliseconds, and the MCP server, trusted only when our tools are allowed;
+/// keeps the user's keys; says that approvals do not gate Gemini yet; uninstall restores it.
+#[test]
+fn setup_wires_gemini_beside_the_users_settings_and_uninstall_restores_them() {
+    let home = Home::new(None);
+    let dir = home.path().join(".gemini");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let settings = dir.join("settings.json");
+    let user = json!({
+        "model": {"name": "gemini-2.5-pro"},
+        "hooks": {"AfterAgent": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]},
+        "mcpServers": {"docs": {"command": "docs-mcp"}}
+    });
+    std::fs::write(&settings, serde_json::to_vec_pretty(&user).expect("json")).expect("write");
+
+    let said = home.ok(&["setup", "--non-interactive", "--approvals"]);
+    assert!(said.contains("not trusted in Gemini CLI"), "{said}");
+    assert!(said.contains("Approvals do not gate Gemini CLI"), "{said}");
+    let (_, wired) = read(&settings);
+    assert_eq!(wired["model"], user["model"]);
+    assert_eq!(wired["mcpServers"]["docs"], user["mcpServers"]["docs"]);
+    let after = wired["hooks"]["AfterAgent"].as_array().expect("AfterAgent");
+    assert_eq!(after.len(), 2);
+    assert_eq!(after[0], user["hooks"]["AfterAgent"][0]);
+    for event in ["SessionStart", "BeforeAgent", "AfterAgent", "SessionEnd"] {
+        let ours = wired["hooks"][event]
+            .as_array()
+            .and_then(|a| a.last())
+            .unwrap_or_else(|| panic!("no {event}: {wired}"));
+        assert!(ours.get("matcher").is_none(), "{event}: {ours}");
+        assert_eq!(ours["hooks"][0]["timeout"], 15_000, "{event}");
+        assert!(
+            ours["hooks"][0]["command"]
+                .as_str()
+                .is_some_and(|c| c.contains("hook --runtime gemini ")),
+            "{ours}"
+        );
+    }
+    assert!(wired["hooks"].get("BeforeTool").is_none(), "{wired}");
+    assert!(wired["hooks"].get("Notification").is_none(), "{wired}");
+    assert!(wired["mcpServers"]["repowire"].get("trust").is_none());
+
+    let status = home.ok(&["status"]);
+    assert!(status.contains("gemini   4 hooks in"), "{status}");
+    let doctor = home.repowire(&["doctor"]);
+    let doctor = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        doctor.contains("✗ Gemini CLI gates tool calls as config.toml's [approvals] says"),
+        "{doctor}"
+    );
+
+    home.ok(&["setup", "--non-interactive", "--allow-tools"]);
+    let (_, trusted) = read(&settings);
+    assert_eq!(trusted["mcpServers"]["repowire"]["trust"], true);
+    let again = home.ok(&["setup", "--non-interactive"]);
+    assert!(
+        again.contains(&format!("{} already up to date", settings.display())),
+        "{again}"
+    );
+
+    home.ok(&["uninstall"]);
+    let (_, restored) = read(&settings);
+    assert_eq!(restored, user);
+    assert!(
+        !std::fs::read_to_string(&settings)
+            .expect("read")
+            .contains("repowire")
+    );
+}

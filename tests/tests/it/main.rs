@@ -28,6 +28,7 @@ mod dashboard;
 mod dashboard_browser;
 mod dashboard_oidc_browser;
 mod gemini_facts;
+mod gemini_real;
 mod mcp;
 mod relay_check;
 mod relay_cluster;

@@ -1,0 +1,131 @@
+//! What `repowire setup` plans for Gemini CLI (docs/agents/gemini-cli.md): our hooks and MCP
+//! server in `~/.gemini/settings.json` (`$GEMINI_CLI_HOME/.gemini` when set), merged beside the
+//! user's own like Claude Code's settings.
+//!
+//! Each event gets one group of ours with no `matcher`: a matcher on SessionStart or
+//! SessionEnd, even `.*`, keeps Gemini from firing them. Timeouts are in milliseconds. The MCP
+//! server is `trust`ed only when our tools are allowed: untrusted, Gemini asks a person before
+//! each call (and `gemini -p` does not offer the tools at all).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use serde_json::{Map, Value, json};
+
+use super::claude_settings::{merge_entries, read_json, remove_hooks, write_if_changed};
+use super::setup::hook_command;
+use crate::config::{Config, Environment};
+use crate::runtimes::Runtime;
+
+/// Gemini CLI is installed: its settings directory exists, or `gemini` is on PATH.
+pub(super) fn gemini_present(env: &Environment) -> bool {
+    crate::runtimes::gemini_dir().is_dir()
+        || env.path_dirs().iter().any(|p| p.join("gemini").is_file())
+}
+
+/// How many hook groups of ours Gemini's settings.json holds, and where it is; `None` when it
+/// holds none (or cannot be read).
+pub(super) fn installed() -> Option<(PathBuf, usize)> {
+    let path = crate::runtimes::gemini_settings_path();
+    let settings = read_json(&path).ok()??;
+    let count = settings["hooks"]
+        .as_object()?
+        .values()
+        .filter_map(Value::as_array)
+        .flatten()
+        .filter(|e| super::claude_settings::is_ours(e))
+        .count();
+    (count > 0).then_some((path, count))
+}
+
+/// Gemini's settings.json as it is (`None`: no file) and as setup leaves it.
+pub(super) struct GeminiPlan {
+    pub(super) path: PathBuf,
+    pub(super) before: Option<Value>,
+    pub(super) after: Value,
+}
+
+impl GeminiPlan {
+    /// Our hooks and MCP server merged in; `allow`: our tools run without asking a person.
+    pub(super) fn install(exe: &str, config: &Config, allow: bool) -> anyhow::Result<Self> {
+        let path = crate::runtimes::gemini_settings_path();
+        let before = read_json(&path)?;
+        let runtime = Runtime::Gemini;
+        let entries: Vec<(&str, Value)> = runtime
+            .events()
+            .into_iter()
+            .filter_map(|event| {
+                let command = hook_command(exe, config, runtime, event.name());
+                Some((
+                    runtime.event_name(event)?,
+                    json!({ "hooks": [{ "name": "repowire", "type": "command", "command": command, "timeout": 15_000 }] }),
+                ))
+            })
+            .collect();
+        let mut after = merge_entries(before.clone().unwrap_or_else(|| json!({})), &entries)
+            .with_context(|| format!("updating {}", path.display()))?;
+        let mut env = Map::new();
+        if let Some(home) = &config.home {
+            env.insert(
+                "REPOWIRE_HOME".into(),
+                Value::String(home.to_string_lossy().into_owned()),
+            );
+        }
+        let servers = after
+            .as_object_mut()
+            .context("Gemini's settings.json is not a JSON object; nothing was changed")?
+            .entry("mcpServers")
+            .or_insert_with(|| Value::Object(Map::new()))
+            .as_object_mut()
+            .context(
+                "`mcpServers` in Gemini's settings.json is not an object; nothing was changed",
+            )?;
+        let trusted = allow
+            || servers
+                .get("repowire")
+                .and_then(|s| s.get("trust"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+        let mut server = json!({ "command": exe, "args": ["mcp"], "env": env });
+        if trusted {
+            server["trust"] = json!(true);
+        }
+        servers.insert("repowire".into(), server);
+        Ok(Self {
+            path,
+            before,
+            after,
+        })
+    }
+
+    /// The file without anything of ours (`None`: no file).
+    pub(super) fn uninstall() -> anyhow::Result<Option<Self>> {
+        let path = crate::runtimes::gemini_settings_path();
+        let Some(before) = read_json(&path)? else {
+            return Ok(None);
+        };
+        let mut after = remove_hooks(before.clone());
+        if let Some(servers) = after.get_mut("mcpServers").and_then(Value::as_object_mut)
+            && servers.remove("repowire").is_some()
+            && servers.is_empty()
+            && let Some(root) = after.as_object_mut()
+        {
+            root.remove("mcpServers");
+        }
+        Ok(Some(Self {
+            path,
+            before: Some(before),
+            after,
+        }))
+    }
+
+    /// Whether our MCP server is trusted (its tools run without asking).
+    pub(super) fn trusts_tools(&self) -> bool {
+        self.after["mcpServers"]["repowire"]["trust"] == json!(true)
+    }
+
+    /// Writes the file when it changed; true when written.
+    pub(super) fn write(&self) -> anyhow::Result<bool> {
+        write_if_changed(&self.path, self.before.as_ref(), &self.after, "Gemini CLI")
+    }
+}

@@ -1,0 +1,70 @@
+//! The real Gemini CLI (npm `@google/gemini-cli`) as an agent beside the real Claude Code CLI,
+//! both offline against the scripted model of `repowire_e2e::mockmodel` (its Gemini API side
+//! for Gemini): a Claude Code session asks a Gemini CLI session on another machine, through one
+//! relay, and gets each reply. Gemini runs in tmux with the hooks and MCP server that
+//! `repowire setup` wrote into its settings.json; it is woken through its input box, handed
+//! the ask through its BeforeAgent hook, and continued with the next one through AfterAgent.
+//!
+//! Skipped, with the reason printed, when `REPOWIRE_GEMINI_BIN` or `REPOWIRE_CLAUDE_BIN` is
+//! unset and `REPOWIRE_REQUIRE_GEMINI` is not (scripts/test sets them).
+
+use std::time::Duration;
+
+use repowire_e2e::claude::{ClaudeTeam, Cli, claude_bin, hops};
+use repowire_e2e::hookrun::cli_from_env;
+use repowire_e2e::mockmodel::Step;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claude_code_session_asks_a_gemini_session_and_gets_each_reply() {
+    let Some(gemini) = cli_from_env(
+        "REPOWIRE_GEMINI_BIN",
+        "REPOWIRE_REQUIRE_GEMINI",
+        "scripts/install-gemini-cli",
+    ) else {
+        return;
+    };
+    let claude = match claude_bin() {
+        Ok(p) => p,
+        Err(why) => {
+            eprintln!("skipped: the real Claude Code CLI is not available: {why}");
+            return;
+        }
+    };
+    let team = ClaudeTeam::start_with([Cli::Claude(claude), Cli::Gemini(gemini)], None, true)
+        .await
+        .unwrap();
+    let peers = team.alpha.home.json(&["peer", "list"]);
+    let beta = peers
+        .as_array()
+        .and_then(|a| a.iter().find(|p| p["name"] == "beta"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(beta["backend"], "gemini", "{peers}");
+
+    let turns = 3;
+    let seen = team
+        .converse(turns, Duration::from_secs(120))
+        .await
+        .unwrap();
+    hops(&seen, turns).unwrap();
+    let acked: Vec<&str> = seen
+        .iter()
+        .filter(|s| matches!(s.step, Step::AckCalled(_)))
+        .map(|s| s.detail.as_str())
+        .collect();
+    assert_eq!(acked.len(), turns as usize, "{acked:?}");
+    for id in acked {
+        let states = team.alpha.home.states(id);
+        assert!(
+            states.iter().any(|s| s == "injected") && states.iter().any(|s| s == "acked"),
+            "{id}: {states:?}"
+        );
+    }
+    // Gemini was woken through its input box, each time confirmed by its hook.
+    let status = team.beta.home.json(&["daemon", "status"]);
+    let wakes = status["wakes"].as_object().cloned().unwrap_or_default();
+    assert!(
+        !wakes.is_empty() && wakes.values().all(|w| w["outcome"] == "woken"),
+        "{status}"
+    );
+}
