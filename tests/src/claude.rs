@@ -343,11 +343,18 @@ impl ClaudeTeam {
         match self.alpha.cli {
             Cli::Claude(_) => self.tmux.type_text(&self.alpha.pane, &start),
             Cli::Codex(_) | Cli::Gemini(_) => {
+                let pasted = Instant::now();
                 self.tmux.paste(&self.alpha.pane, &start);
                 self.until(Duration::from_secs(10), "the prompt in the box", |t| {
                     t.tmux.capture(&t.alpha.pane).contains(&start)
                 })
                 .await?;
+                // As the daemon's wake does: Gemini CLI takes an Enter within about 100 ms of
+                // a paste as part of it (docs/agents/gemini-cli.md).
+                let settle = repowire::runtimes::Runtime::Gemini.paste_settle();
+                if matches!(self.alpha.cli, Cli::Gemini(_)) && pasted.elapsed() < settle {
+                    tokio::time::sleep(settle - pasted.elapsed()).await;
+                }
             }
         }
         self.tmux.enter(&self.alpha.pane);

@@ -160,6 +160,16 @@ impl Runtime {
         }
     }
 
+    /// How long after a paste an Enter is taken as Enter. Gemini CLI 0.61.0 took an Enter that
+    /// came less than about 100 ms after a bracketed paste as part of it (the prompt stayed in
+    /// the box; from 130 ms on it was submitted every time: docs/agents/gemini-cli.md).
+    pub fn paste_settle(self) -> std::time::Duration {
+        match self {
+            Runtime::ClaudeCode | Runtime::Codex => std::time::Duration::ZERO,
+            Runtime::Gemini => std::time::Duration::from_millis(250),
+        }
+    }
+
     /// The argument list that resumes runtime session `id` (after the program).
     pub fn resume_args(self, id: &str) -> Vec<String> {
         match self {

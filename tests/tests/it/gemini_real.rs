@@ -68,3 +68,44 @@ async fn a_claude_code_session_asks_a_gemini_session_and_gets_each_reply() {
         "{status}"
     );
 }
+
+/// The other way round: a Gemini session asks a Claude Code session through our MCP `ask`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gemini_session_asks_a_claude_code_session_and_gets_each_reply() {
+    let Some(gemini) = cli_from_env(
+        "REPOWIRE_GEMINI_BIN",
+        "REPOWIRE_REQUIRE_GEMINI",
+        "scripts/install-gemini-cli",
+    ) else {
+        return;
+    };
+    let claude = match claude_bin() {
+        Ok(p) => p,
+        Err(why) => {
+            eprintln!("skipped: the real Claude Code CLI is not available: {why}");
+            return;
+        }
+    };
+    let team = ClaudeTeam::start_with([Cli::Gemini(gemini), Cli::Claude(claude)], None, true)
+        .await
+        .unwrap();
+    let turns = 3;
+    let seen = team
+        .converse(turns, Duration::from_secs(120))
+        .await
+        .unwrap();
+    hops(&seen, turns).unwrap();
+    let acked: Vec<&str> = seen
+        .iter()
+        .filter(|s| matches!(s.step, Step::AckCalled(_)))
+        .map(|s| s.detail.as_str())
+        .collect();
+    assert_eq!(acked.len(), turns as usize, "{acked:?}");
+    for id in acked {
+        let states = team.alpha.home.states(id);
+        assert!(
+            states.iter().any(|s| s == "injected") && states.iter().any(|s| s == "acked"),
+            "{id}: {states:?}"
+        );
+    }
+}

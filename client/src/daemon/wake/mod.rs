@@ -297,6 +297,26 @@ impl Daemon {
             Ok(other) => return Some(take_back(socket, &pane, &prompt, other, draft).await),
             Err(error) => return Some(("failed", Some(error.to_string()))),
         }
+        // A runtime that takes an Enter right behind a paste for part of it (Gemini CLI) gets
+        // it once that window has passed — and only if the box still holds just the prompt.
+        let settle = runtime.paste_settle();
+        if pasted.elapsed() < settle {
+            tokio::time::sleep(settle - pasted.elapsed()).await;
+            match box_now(runtime, socket, &pane, &prompt).await {
+                Some(Landed::Exact) => {}
+                Some(other) => {
+                    return Some(take_back(socket, &pane, &prompt, other, draft).await);
+                }
+                None => {
+                    return Some((
+                        "unconfirmed",
+                        Some(format!(
+                            "pane {pane}'s input box was gone after the paste; no Enter was pressed"
+                        )),
+                    ));
+                }
+            }
+        }
         let entered = Instant::now();
         let _entering = self.entering(&session.session_id);
         for attempt in 1..=ATTEMPTS {
