@@ -10,6 +10,7 @@ mod client_approvals;
 mod client_check_relay;
 mod client_codex;
 mod client_daemon;
+mod client_gemini;
 mod client_hostile;
 mod client_inbox;
 mod client_keyring;

@@ -32,6 +32,13 @@
 //! continues the turn (Stop `additionalContext` does not); Enter while a turn runs steers it
 //! (recorded as `steer`, no new prompt); `--version` says `codex-cli 0.171.0`; `resume ID`
 //! resumes. `/dialog` plays an approval dialog that hides the composer until a key answers it.
+//!
+//! `--runtime gemini` plays Gemini CLI (docs/agents/gemini-cli.md): hooks and the MCP server
+//! from `~/.gemini/settings.json` (`$GEMINI_CLI_HOME/.gemini`), events named `BeforeAgent`,
+//! `AfterAgent` and `BeforeTool`; SessionStart at launch; AfterAgent `deny` makes its reason
+//! the next prompt (BeforeAgent fires for it); SessionEnd fires twice; an Enter less than
+//! 100 ms after a paste is part of it (a newline, recorded as `enter_in_paste`); its box, its
+//! working line and `/dialog` as Gemini draws them; `--version` says `0.61.0`.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -52,6 +59,7 @@ use mcp::Mcp;
 enum Runtime {
     Claude,
     Codex,
+    Gemini,
 }
 
 struct Agent {
@@ -82,11 +90,16 @@ fn main() {
         if a == "--runtime" {
             runtime = match args.next().as_deref() {
                 Some("codex") => Runtime::Codex,
+                Some("gemini") => Runtime::Gemini,
                 _ => Runtime::Claude,
             };
         }
         if a == "--version" && runtime == Runtime::Codex {
             println!("codex-cli 0.171.0");
+            return;
+        }
+        if a == "--version" && runtime == Runtime::Gemini {
+            println!("0.61.0");
             return;
         }
         if a == "--version" {
@@ -123,6 +136,7 @@ fn main() {
     let hooks = match runtime {
         Runtime::Claude => load_hooks(&cwd),
         Runtime::Codex => codex_config().get("hooks").cloned().unwrap_or(json!({})),
+        Runtime::Gemini => gemini_settings().get("hooks").cloned().unwrap_or(json!({})),
     };
     let _ = Command::new("stty").args(["raw", "-echo"]).status();
     print!("\x1b[?2004h");
@@ -159,7 +173,7 @@ fn main() {
     } else {
         "startup"
     };
-    if runtime == Runtime::Claude {
+    if runtime != Runtime::Codex {
         agent.hook(
             "SessionStart",
             json!({ "source": source, "model": "standin" }),
@@ -179,6 +193,17 @@ fn codex_config() -> Value {
     std::fs::read_to_string(home.join("config.toml"))
         .ok()
         .and_then(|t| toml::from_str::<Value>(&t).ok())
+        .unwrap_or(json!({}))
+}
+
+/// `$GEMINI_CLI_HOME/.gemini/settings.json` (default `~/.gemini`).
+fn gemini_settings() -> Value {
+    let home = std::env::var_os("GEMINI_CLI_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap_or_default()));
+    std::fs::read_to_string(home.join(".gemini/settings.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or(json!({}))
 }
 
@@ -221,6 +246,13 @@ impl Agent {
 
     /// Runs every command configured for `event`; returns their parsed outputs.
     fn hook(&self, event: &str, specific: Value) -> Vec<Value> {
+        // Gemini CLI's names for Claude Code's events.
+        let event = match (self.runtime, event) {
+            (Runtime::Gemini, "UserPromptSubmit") => "BeforeAgent",
+            (Runtime::Gemini, "Stop") => "AfterAgent",
+            (Runtime::Gemini, "PreToolUse") => "BeforeTool",
+            _ => event,
+        };
         let mut payload = json!({
             "session_id": self.session_id,
             "transcript_path": self.transcript.to_string_lossy(),
@@ -341,6 +373,8 @@ impl Agent {
         self.draw_box(&[]);
         let mut line: Vec<u8> = Vec::new();
         let mut pasting = false;
+        // Gemini CLI takes an Enter that comes within about 100 ms of a paste as part of it.
+        let mut pasted_at: Option<Instant> = None;
         let mut escape: Vec<u8> = Vec::new();
         while let Ok(b) = self.input.recv() {
             if self.dialog {
@@ -360,6 +394,7 @@ impl Agent {
                     Escape::PasteStart => pasting = true,
                     Escape::PasteEnd => {
                         pasting = false;
+                        pasted_at = Some(Instant::now());
                         self.draw_box(&line);
                     }
                     Escape::Other => {}
@@ -372,6 +407,14 @@ impl Agent {
                 continue;
             }
             match b {
+                b'\r'
+                    if self.runtime == Runtime::Gemini
+                        && pasted_at.is_some_and(|t| t.elapsed() < Duration::from_millis(100)) =>
+                {
+                    self.record(json!({ "event": "enter_in_paste" }));
+                    line.push(b'\n');
+                    self.draw_box(&line);
+                }
                 b'\r' => {
                     let text = String::from_utf8_lossy(&line).into_owned();
                     line.clear();
@@ -423,6 +466,10 @@ impl Agent {
         }
         if prompt.trim() == "/exit" {
             self.hook("SessionEnd", json!({ "reason": "prompt_input_exit" }));
+            if self.runtime == Runtime::Gemini {
+                // Gemini CLI fires SessionEnd more than once.
+                self.hook("SessionEnd", json!({ "reason": "exit" }));
+            }
             self.record(json!({ "event": "exit" }));
             return false;
         }
@@ -437,7 +484,17 @@ impl Agent {
             // Claude Code 2.1.331 continues the turn on either output: a `block` decision (its
             // reason reaches the model twice, once as an error) or Stop `additionalContext`.
             let codex = self.runtime == Runtime::Codex;
+            let gemini = self.runtime == Runtime::Gemini;
             let Some((reason, form)) = outputs.iter().find_map(|o| {
+                if gemini {
+                    // Gemini: AfterAgent `deny` makes the reason the next prompt.
+                    return (o.get("decision").and_then(Value::as_str) == Some("deny")).then(
+                        || {
+                            let reason = o.get("reason").and_then(Value::as_str).unwrap_or("");
+                            (reason.to_owned(), "deny")
+                        },
+                    );
+                }
                 if o.get("decision").and_then(Value::as_str) == Some("block") {
                     return Some((
                         o.get("reason")
@@ -462,6 +519,9 @@ impl Agent {
                 break;
             };
             self.record(json!({ "event": "continue", "reason": reason, "form": form }));
+            if gemini {
+                self.hook("UserPromptSubmit", json!({ "prompt": reason }));
+            }
             continuing = true;
             reply = "ok".to_owned();
             self.record(json!({ "event": "reply", "text": reply }));
@@ -516,7 +576,7 @@ impl Agent {
         } else if let Some(call) = prompt.strip_prefix("/mcp ") {
             self.mcp_call(call);
             "called".to_owned()
-        } else if prompt.trim() == "/dialog" && self.runtime == Runtime::Codex {
+        } else if prompt.trim() == "/dialog" && self.runtime != Runtime::Claude {
             self.dialog = true;
             self.draw_box(&[]);
             "asking".to_owned()
@@ -526,7 +586,7 @@ impl Agent {
             self.draw_busy();
             while !release.exists() {
                 while let Ok(b) = self.input.try_recv() {
-                    if b == b'\r' && self.runtime == Runtime::Codex {
+                    if b == b'\r' && self.runtime != Runtime::Claude {
                         // Codex: Enter while a turn runs steers that turn.
                         self.record(json!({ "event": "steer" }));
                     }

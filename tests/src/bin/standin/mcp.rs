@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::{Agent, Runtime, codex_config};
+use super::{Agent, Runtime, codex_config, gemini_settings};
 
 /// A connected MCP client.
 pub(super) struct Mcp {
@@ -25,6 +25,7 @@ pub(super) fn connect_mcp(runtime: Runtime, transcript: &Path) -> Result<Mcp, St
             (config, "/mcpServers/repowire")
         }
         Runtime::Codex => (codex_config(), "/mcp_servers/repowire"),
+        Runtime::Gemini => (gemini_settings(), "/mcpServers/repowire"),
     };
     let server = config
         .pointer(pointer)

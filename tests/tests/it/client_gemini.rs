@@ -1,0 +1,139 @@
+//! Gemini CLI beside Claude Code on one machine, with the Gemini stand-in (`repowire-standin
+//! --runtime gemini`, which plays docs/agents/gemini-cli.md): `repowire setup` wires
+//! ~/.gemini/settings.json, a Gemini session registers at launch with backend `gemini`, is
+//! woken through its box — Enter only once Gemini's paste window has passed — and handed its
+//! messages by its BeforeAgent hook; a busy turn gets them at its end through AfterAgent's
+//! `deny`; a dialog is never typed into. The real Gemini CLI does the same in gemini_real.rs.
+
+use repowire_e2e::agents::{Agent, Home, Tmux, bin, eventually};
+use serde_json::Value;
+
+fn session_id(agent: &Agent) -> String {
+    agent
+        .events()
+        .iter()
+        .find(|e| e["event"] == "start")
+        .and_then(|e| e["session_id"].as_str())
+        .expect("the stand-in recorded its session id")
+        .to_owned()
+}
+
+fn wake_of(home: &Home, session: &str) -> Option<Value> {
+    let wake = home.json(&["daemon", "status"])["wakes"][session].clone();
+    (!wake.is_null()).then_some(wake)
+}
+
+/// A machine with Gemini CLI installed (`~/.gemini`), set up and running, with a Claude Code
+/// stand-in `alpha` and a Gemini stand-in `beta`.
+async fn machine(tmux: &Tmux) -> (Home, Agent, Agent) {
+    let home = Home::new(None);
+    std::fs::create_dir_all(home.path().join(".gemini")).expect("~/.gemini");
+    home.install_and_start();
+    let alpha = home.agent(tmux, "alpha");
+    let beta = home.agent_with(tmux, "beta", &["--runtime", "gemini"]);
+    alpha.hook_done("SessionStart", 1).await;
+    beta.hook_done("SessionStart", 1).await;
+    (home, alpha, beta)
+}
+
+/// Alpha's agent asks beta through the CLI (a tool call); returns the correlation id.
+async fn ask(tmux: &Tmux, alpha: &Agent, n: usize, question: &str) -> String {
+    let repowire = bin("repowire").to_string_lossy().into_owned();
+    alpha.submit(
+        tmux,
+        &format!("/run {repowire} peer ask beta '{question}' --json"),
+    );
+    let tool = alpha
+        .wait_nth(n, "the ask tool call", |e| e["event"] == "tool")
+        .await;
+    assert_eq!(tool["exit"], 0, "{tool}");
+    let sent: Value = serde_json::from_str(tool["stdout"].as_str().unwrap_or("")).expect("json");
+    sent["correlation_id"].as_str().expect("cid").to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gemini_session_registers_at_launch_and_is_woken_after_its_paste_window() {
+    let tmux = Tmux::start();
+    let (home, alpha, beta) = machine(&tmux).await;
+    let peers = home.json(&["peer", "list"]);
+    let row = peers
+        .as_array()
+        .and_then(|a| a.iter().find(|p| p["name"] == "beta"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(row["backend"], "gemini", "{peers}");
+    assert!(
+        beta.context().contains("You are @beta"),
+        "{}",
+        beta.context()
+    );
+
+    let cid = ask(&tmux, &alpha, 1, "is the build green?").await;
+    let prompt = beta
+        .wait("the wake prompt", |e| e["event"] == "prompt")
+        .await;
+    assert!(
+        prompt["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("[repowire] 1 new message from @alpha")),
+        "{prompt}"
+    );
+    home.reaches_state(&cid, "injected").await;
+    assert!(beta.context().contains("is the build green?"));
+    let wake = wake_of(&home, &session_id(&beta)).expect("a wake");
+    assert_eq!(wake["outcome"], "woken", "{wake}");
+    // Enter came after Gemini's paste window: it was never taken as part of the paste.
+    assert!(
+        !beta.events().iter().any(|e| e["event"] == "enter_in_paste"),
+        "an Enter landed inside the paste"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_gemini_turn_gets_its_messages_at_its_end_and_a_dialog_is_never_typed_into() {
+    let tmux = Tmux::start();
+    let (home, alpha, beta) = machine(&tmux).await;
+
+    // Busy: the message goes at the turn's end, as AfterAgent's `deny` (the next prompt).
+    beta.submit(&tmux, "/busy");
+    beta.wait("the busy turn", |e| e["event"] == "busy").await;
+    let cid = ask(&tmux, &alpha, 1, "status?").await;
+    home.reaches_state(&cid, "delivered").await;
+    beta.release();
+    let cont = beta
+        .wait("the turn continued", |e| e["event"] == "continue")
+        .await;
+    assert_eq!(cont["form"], "deny");
+    assert!(
+        cont["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("status?"))
+    );
+    home.reaches_state(&cid, "injected").await;
+
+    // A dialog over the box: the wake types nothing and says it cannot.
+    beta.submit(&tmux, "/dialog");
+    beta.wait("the dialog", |e| {
+        e["event"] == "reply" && e["text"] == "asking"
+    })
+    .await;
+    let cid = ask(&tmux, &alpha, 2, "can you review?").await;
+    let wake = eventually("the wake gave up", || {
+        wake_of(&home, &session_id(&beta)).filter(|w| w["outcome"] == "cannot_wake")
+    })
+    .await;
+    assert!(
+        wake["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("no Gemini CLI input box")),
+        "{wake}"
+    );
+    assert!(!beta.events().iter().any(|e| e["event"] == "dialog_key"));
+    // The person answers the dialog and sends a prompt: the message goes with it.
+    tmux.run(&["send-keys", "-t", &beta.pane, "y"]);
+    beta.wait("the dialog answered", |e| e["event"] == "dialog_key")
+        .await;
+    beta.submit(&tmux, "next");
+    home.reaches_state(&cid, "injected").await;
+    assert!(beta.context().contains("can you review?"));
+}
