@@ -28,8 +28,8 @@ struct Args {
     /// Copy both daemons' logs into this directory (`alpha.log`, `beta.log`) at the end.
     #[arg(long)]
     logs: Option<PathBuf>,
-    /// The asker's and the answerer's CLI: `claude,claude` or `claude,codex` (Codex from
-    /// `REPOWIRE_CODEX_BIN`).
+    /// The asker's and the answerer's CLI: `claude`, `codex` or `gemini` each, e.g.
+    /// `claude,codex` (Codex from `REPOWIRE_CODEX_BIN`, Gemini CLI from `REPOWIRE_GEMINI_BIN`).
     #[arg(long, default_value = "claude,claude")]
     pair: String,
 }
@@ -43,7 +43,13 @@ fn cli(name: &str, claude: &std::path::Path) -> anyhow::Result<Cli> {
                 .map(PathBuf::from)
                 .ok_or_else(|| anyhow::anyhow!("REPOWIRE_CODEX_BIN is not set"))?,
         )),
-        other => anyhow::bail!("unknown CLI `{other}`: claude or codex"),
+        "gemini" => Ok(Cli::Gemini(
+            std::env::var_os("REPOWIRE_GEMINI_BIN")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .ok_or_else(|| anyhow::anyhow!("REPOWIRE_GEMINI_BIN is not set"))?,
+        )),
+        other => anyhow::bail!("unknown CLI `{other}`: claude, codex or gemini"),
     }
 }
 
