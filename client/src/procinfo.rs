@@ -130,6 +130,17 @@ pub fn program_in(pid: u32) -> Option<u32> {
         .find(|&p| comm(p).is_some_and(|c| !SHELLS.contains(&c.as_str())))
 }
 
+/// The command line of `pid` (its arguments), if it is readable.
+pub fn cmdline(pid: u32) -> Option<Vec<String>> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    Some(
+        raw.split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect(),
+    )
+}
+
 /// True if `ancestor` is `pid` or one of its ancestors.
 pub fn is_self_or_ancestor(ancestor: u32, pid: u32) -> bool {
     ancestor == pid || ancestors(pid).contains(&ancestor)

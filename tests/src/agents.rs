@@ -69,6 +69,11 @@ impl Tmux {
     fn command(&self) -> Command {
         let mut c = Command::new("tmux");
         c.arg("-S").arg(&self.socket);
+        // The agents in its panes use the test's HOME, never the developer's own runtime
+        // homes (the server keeps the environment of the command that started it).
+        for var in RUNTIME_HOMES {
+            c.env_remove(var);
+        }
         c
     }
 
@@ -197,6 +202,9 @@ fn descendants(pid: u32) -> Vec<u32> {
     out
 }
 
+/// Variables that would point a runtime's settings outside a test's HOME.
+const RUNTIME_HOMES: [&str; 2] = ["CODEX_HOME", "GEMINI_CLI_HOME"];
+
 /// One user's machine: a HOME with `~/.repowire` and `~/.claude`, and its daemon.
 pub struct Home {
     dir: tempfile::TempDir,
@@ -293,6 +301,9 @@ impl Home {
             .stderr(Stdio::piped())
             .env_remove("TMUX")
             .env_remove("TMUX_PANE");
+        for var in RUNTIME_HOMES {
+            c.env_remove(var);
+        }
         for (k, v) in self.env() {
             c.env(k, v);
         }
@@ -312,6 +323,9 @@ impl Home {
             .stdin(Stdio::null())
             .env_remove("TMUX")
             .env_remove("TMUX_PANE");
+        for var in RUNTIME_HOMES {
+            c.env_remove(var);
+        }
         for (k, v) in self.env() {
             c.env(k, v);
         }
@@ -327,6 +341,9 @@ impl Home {
             .stdin(Stdio::null())
             .env_remove("TMUX")
             .env_remove("TMUX_PANE");
+        for var in RUNTIME_HOMES {
+            c.env_remove(var);
+        }
         for (k, v) in self.env() {
             c.env(k, v);
         }

@@ -278,12 +278,7 @@ impl ClaudeTeam {
         .await?;
         for member in [&team.alpha, &team.beta] {
             if let Cli::Codex(_) = member.cli {
-                team.tmux.paste(&member.pane, "hello");
-                team.until(Duration::from_secs(10), "hello in the composer", |t| {
-                    t.tmux.capture(&member.pane).contains("› hello")
-                })
-                .await?;
-                team.tmux.enter(&member.pane);
+                team.submit(member, "hello").await?;
             }
         }
         // Each session registers at SessionStart; alpha must see beta to ask it.
@@ -340,24 +335,30 @@ impl ClaudeTeam {
     /// paste whose Enter is a newline (docs/agents/codex.md).
     pub async fn begin(&self, turns: u32) -> anyhow::Result<()> {
         let start = format!("BENCH-START {} {turns}", self.beta.name);
-        match self.alpha.cli {
-            Cli::Claude(_) => self.tmux.type_text(&self.alpha.pane, &start),
+        self.submit(&self.alpha, &start).await
+    }
+
+    /// Submits `text` as a person would in `member`'s CLI: typed into Claude Code; pasted into
+    /// Codex and Gemini CLI (typed text followed at once by Enter is taken for a paste whose
+    /// Enter is a newline), with Enter once the box shows it — for Gemini, also once its paste
+    /// window has passed (docs/agents/gemini-cli.md).
+    async fn submit(&self, member: &Member, text: &str) -> anyhow::Result<()> {
+        match member.cli {
+            Cli::Claude(_) => self.tmux.type_text(&member.pane, text),
             Cli::Codex(_) | Cli::Gemini(_) => {
                 let pasted = Instant::now();
-                self.tmux.paste(&self.alpha.pane, &start);
+                self.tmux.paste(&member.pane, text);
                 self.until(Duration::from_secs(10), "the prompt in the box", |t| {
-                    t.tmux.capture(&t.alpha.pane).contains(&start)
+                    t.tmux.capture(&member.pane).contains(text)
                 })
                 .await?;
-                // As the daemon's wake does: Gemini CLI takes an Enter within about 100 ms of
-                // a paste as part of it (docs/agents/gemini-cli.md).
                 let settle = repowire::runtimes::Runtime::Gemini.paste_settle();
-                if matches!(self.alpha.cli, Cli::Gemini(_)) && pasted.elapsed() < settle {
+                if matches!(member.cli, Cli::Gemini(_)) && pasted.elapsed() < settle {
                     tokio::time::sleep(settle - pasted.elapsed()).await;
                 }
             }
         }
-        self.tmux.enter(&self.alpha.pane);
+        self.tmux.enter(&member.pane);
         Ok(())
     }
 
@@ -414,8 +415,7 @@ impl ClaudeTeam {
                         Self::idle(&t.beta)
                     })
                     .await?;
-                    self.tmux.type_text(&self.beta.pane, "BENCH-RETRY");
-                    self.tmux.enter(&self.beta.pane);
+                    self.submit(&self.beta, "BENCH-RETRY").await?;
                 } else {
                     self.until(Duration::from_secs(30), "alpha idle", |t| {
                         Self::idle(&t.alpha)

@@ -103,18 +103,22 @@ pub(super) fn remove_event(mut settings: Value, event: &str) -> Value {
 
 /// Settings without our hooks; events left empty by the removal are dropped.
 pub fn remove_hooks(mut settings: Value) -> Value {
+    let mut removed = false;
     if let Some(hooks) = settings.get_mut("hooks").and_then(Value::as_object_mut) {
         let events: Vec<String> = hooks.keys().cloned().collect();
         for event in events {
             if let Some(list) = hooks.get_mut(&event).and_then(Value::as_array_mut) {
                 let before = list.len();
                 list.retain(|e| !is_ours(e));
+                removed |= list.len() < before;
                 if list.is_empty() && before > 0 {
                     hooks.remove(&event);
                 }
             }
         }
-        if hooks.is_empty()
+        // A `hooks` the user left empty stays; one emptied by removing ours goes.
+        if removed
+            && hooks.is_empty()
             && let Some(root) = settings.as_object_mut()
         {
             root.remove("hooks");
@@ -187,6 +191,8 @@ mod tests {
     fn removing_from_settings_without_hooks_changes_nothing() {
         let plain = json!({ "theme": "dark" });
         assert_eq!(remove_hooks(plain.clone()), plain);
+        let empty = json!({ "hooks": {} });
+        assert_eq!(remove_hooks(empty.clone()), empty);
     }
 
     #[test]

@@ -41,7 +41,8 @@ fn run_by_hand(stdin_tty: bool, stdout_tty: bool, runtime_env: bool) -> bool {
 /// What a hook run by hand prints instead of making the terminal an agent session.
 const BY_HAND: &str = "repowire hook: not run by an agent runtime (this is a terminal and no \
 runtime variables such as CLAUDE_PROJECT_DIR are set), so nothing was registered.
-Hooks are run by Claude Code or Codex once `repowire setup` installed them. From a terminal:
+Hooks are run by the agent runtime (Claude Code, Codex, Gemini CLI) once `repowire setup`
+installed them. From a terminal:
   repowire whoami            which peer this terminal acts as
   repowire peer list         who is online
   repowire inbox             what peers sent you

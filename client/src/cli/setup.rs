@@ -245,7 +245,16 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
             && (args.allow_tools
                 || claude.as_ref().is_some_and(|c| c.allowed)
                 || codex.as_ref().is_some_and(CodexPlan::approves_tools));
-        Some(GeminiPlan::install(&exe, config, allowed)?)
+        match GeminiPlan::install(&exe, config, allowed) {
+            Ok(plan) => Some(plan),
+            // Found, not named: a settings.json we cannot edit (Gemini allows comments in it)
+            // is left alone and said, not a reason to stop wiring the others.
+            Err(e) if !args.runtimes.contains(&Runtime::Gemini) => {
+                println!("Gemini CLI left as it is: {e:#}");
+                None
+            }
+            Err(e) => return Err(e),
+        }
     } else {
         None
     };
@@ -393,7 +402,13 @@ pub fn uninstall(config: &Config, _args: &UninstallArgs) -> anyhow::Result<ExitC
     let settings_before = read_json(&settings)?;
     let claude_before = read_json(&claude_json)?;
     let codex = CodexPlan::uninstall()?;
-    let gemini = GeminiPlan::uninstall()?;
+    let gemini = match GeminiPlan::uninstall() {
+        Ok(plan) => plan,
+        Err(e) => {
+            println!("Gemini CLI's settings left as they are: {e:#}");
+            None
+        }
+    };
     let unit = service_path(&config.env);
     if std::fs::read_to_string(&unit).is_ok_and(|u| u.starts_with(SERVICE_MARK)) {
         std::fs::remove_file(&unit).with_context(|| format!("removing {}", unit.display()))?;

@@ -17,9 +17,10 @@ use super::setup::hook_command;
 use crate::config::{Config, Environment};
 use crate::runtimes::Runtime;
 
-/// Gemini CLI is installed: its settings directory exists, or `gemini` is on PATH.
+/// Gemini CLI is installed: its settings file exists, or `gemini` is on PATH. (Not `~/.gemini`
+/// alone: other Google tools make that directory too.)
 pub(super) fn gemini_present(env: &Environment) -> bool {
-    crate::runtimes::gemini_dir().is_dir()
+    crate::runtimes::gemini_settings_path().is_file()
         || env.path_dirs().iter().any(|p| p.join("gemini").is_file())
 }
 
@@ -80,17 +81,20 @@ impl GeminiPlan {
             .context(
                 "`mcpServers` in Gemini's settings.json is not an object; nothing was changed",
             )?;
-        let trusted = allow
-            || servers
-                .get("repowire")
-                .and_then(|s| s.get("trust"))
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
-        let mut server = json!({ "command": exe, "args": ["mcp"], "env": env });
-        if trusted {
-            server["trust"] = json!(true);
+        // The user's own keys on our entry (`timeout`, `includeTools` …) stay, and so does a
+        // `trust` already there; ours are set.
+        let server = servers.entry("repowire").or_insert_with(|| json!({}));
+        if !server.is_object() {
+            *server = json!({});
         }
-        servers.insert("repowire".into(), server);
+        if let Some(server) = server.as_object_mut() {
+            server.insert("command".into(), json!(exe));
+            server.insert("args".into(), json!(["mcp"]));
+            server.insert("env".into(), Value::Object(env));
+            if allow {
+                server.insert("trust".into(), json!(true));
+            }
+        }
         Ok(Self {
             path,
             before,

@@ -83,13 +83,29 @@ impl Daemon {
         }
         // The runtime's own process, as its hooks find it (Codex's native `codex`, not the
         // `node` launcher above it); else the first program that is not a shell.
-        let runtime_in = crate::procinfo::tree(info.pid).into_iter().find_map(|p| {
-            let comm = crate::procinfo::comm(p)?;
-            Runtime::ALL
-                .into_iter()
-                .find(|r| r.program() == comm)
-                .map(|r| (p, r))
-        });
+        let tree = crate::procinfo::tree(info.pid);
+        let runtime_in = tree
+            .iter()
+            .find_map(|&p| {
+                let comm = crate::procinfo::comm(p)?;
+                Runtime::ALL
+                    .into_iter()
+                    .find(|r| r.program() == comm)
+                    .map(|r| (p, r))
+            })
+            .or_else(|| {
+                // Gemini CLI runs as `node …/gemini` and relaunches itself as a child `node`:
+                // the deepest one is the process its hooks descend from.
+                tree.iter()
+                    .rev()
+                    .find(|&&p| {
+                        crate::procinfo::comm(p).as_deref() == Some("node")
+                            && crate::procinfo::cmdline(p).is_some_and(|args| {
+                                args.iter().skip(1).take(3).any(|a| a.ends_with("/gemini"))
+                            })
+                    })
+                    .map(|&p| (p, Runtime::Gemini))
+            });
         let backend = match (backend, runtime_in) {
             (Some(asked), Some((_, found))) if asked != found => {
                 return Err(ApiError::new(
@@ -123,10 +139,13 @@ impl Daemon {
             .active_sessions()
             .await
             .map_err(errors::store_error)?;
-        if let Some(s) = sessions
-            .iter()
-            .find(|s| s.agent_pid == Some(i64::from(agent)))
-        {
+        // Any session whose agent runs in this pane (the agent itself, or a process under
+        // the one found: Gemini's hooks name its child `node`).
+        if let Some(s) = sessions.iter().find(|s| {
+            s.agent_pid
+                .and_then(|p| u32::try_from(p).ok())
+                .is_some_and(|p| tree.contains(&p))
+        }) {
             return Err(ApiError::new(
                 repowire_protocol::ErrorCode::Conflict,
                 format!(

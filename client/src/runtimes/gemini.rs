@@ -33,11 +33,13 @@ pub(super) fn mcp_registered() -> bool {
 /// What the empty box shows.
 const PLACEHOLDER: &str = "Type your message or @path/to/file";
 
-/// Gemini's input box, at the bottom of the screen: a horizontal rule, a hint line (`Shift+Tab
-/// to accept edits`), the ` > ` line with the text (wrapped lines under it), and the footer
-/// (`workspace (/directory) … /model` and its values) as the screen's last lines. A turn in
-/// progress shows `… (esc to cancel, Ns)` on the nearest line above the rule: then the box
-/// counts as busy (Enter would queue another prompt behind the running one).
+/// Gemini's input box, at the bottom of the screen: a horizontal rule (with true colour, a bar
+/// of `▄`), a hint line (`Shift+Tab to accept edits`), the ` > ` line with the text (wrapped
+/// lines under it indented by three spaces; with true colour, a bar of `▀` under the box), and
+/// the footer (`workspace (/directory) … /model` and its values) as the screen's last lines.
+/// A turn in progress shows `… (esc to cancel, Ns)` above the rule, and prompts typed
+/// meanwhile `Queued (press ↑ to edit)`: then the box counts as busy (Enter would queue
+/// another prompt behind the running one).
 pub(super) fn input_box(screen: &str) -> InputBox {
     let lines: Vec<String> = screen.lines().map(plain).collect();
     let Some(last) = lines.iter().rposition(|l| !l.trim().is_empty()) else {
@@ -55,7 +57,15 @@ pub(super) fn input_box(screen: &str) -> InputBox {
     let Some(at) = lines[..footer].iter().rposition(|l| l.starts_with(" > ")) else {
         return InputBox::Unknown;
     };
-    // Above the box: the hint line, blank lines, then the rule, within four lines.
+    // Between the box line and the footer: only its wrapped lines, blank lines and a bar.
+    let under = &lines[at + 1..footer];
+    if !under
+        .iter()
+        .all(|l| l.trim().is_empty() || is_rule(l) || l.starts_with("   "))
+    {
+        return InputBox::Unknown;
+    }
+    // Above it: the hint line, blank lines, then the rule, within four lines.
     let Some(rule) = lines[at.saturating_sub(4)..at]
         .iter()
         .rposition(|l| is_rule(l))
@@ -63,12 +73,19 @@ pub(super) fn input_box(screen: &str) -> InputBox {
     else {
         return InputBox::Unknown;
     };
-    let above = lines[..rule].iter().rev().find(|l| !l.trim().is_empty());
-    if above.is_some_and(|l| l.contains("esc to cancel")) {
+    let status_area = lines[..rule]
+        .iter()
+        .rev()
+        .filter(|l| !l.trim().is_empty())
+        .take(6);
+    if status_area
+        .clone()
+        .any(|l| l.contains("esc to cancel") || l.contains("Queued (press ↑ to edit)"))
+    {
         return InputBox::Busy;
     }
     let text: String = std::iter::once(&lines[at][3..])
-        .chain(lines[at + 1..footer].iter().map(String::as_str))
+        .chain(under.iter().map(String::as_str).filter(|l| !is_rule(l)))
         .flat_map(|l| l.chars())
         .filter(|c| !c.is_whitespace())
         .collect();
@@ -117,6 +134,29 @@ mod tests {
         let busy =
             " \x1b[38;5;194m⠼\x1b[39m \x1b[3mThinking...\x1b[0m \x1b[38;5;248m(esc to cancel, 1s)";
         assert_eq!(input_box(&screen(busy, EMPTY)), InputBox::Busy);
+    }
+
+    #[test]
+    fn true_colour_bars_and_a_queue_are_read() {
+        let bars = format!(
+            "{}\n Shift+Tab to accept edits\n\n >   Type your message or @path/to/file\n{}\n workspace (/directory)   sandbox   /model\n ~/p   no sandbox   gemini-2.5-flash\n",
+            "▄".repeat(60),
+            "▀".repeat(60)
+        );
+        assert_eq!(input_box(&bars), InputBox::Text(String::new()));
+        let queued =
+            " ⠼ Thinking... (esc to cancel, 2s)\n Queued (press ↑ to edit):\n   next thing";
+        assert_eq!(input_box(&screen(queued, EMPTY)), InputBox::Busy);
+    }
+
+    #[test]
+    fn a_prompt_echo_in_history_is_not_the_box() {
+        // In another mode the box line starts otherwise; the echo above must not pass for it.
+        let other = screen(
+            " > old prompt\n✦ reply",
+            "\x1b[38;5;183m* \x1b[38;5;231mtext",
+        );
+        assert_eq!(input_box(&other), InputBox::Unknown);
     }
 
     #[test]

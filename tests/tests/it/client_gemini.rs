@@ -28,6 +28,7 @@ fn wake_of(home: &Home, session: &str) -> Option<Value> {
 async fn machine(tmux: &Tmux) -> (Home, Agent, Agent) {
     let home = Home::new(None);
     std::fs::create_dir_all(home.path().join(".gemini")).expect("~/.gemini");
+    std::fs::write(home.path().join(".gemini/settings.json"), "{}").expect("settings.json");
     home.install_and_start();
     let alpha = home.agent(tmux, "alpha");
     let beta = home.agent_with(tmux, "beta", &["--runtime", "gemini"]);

@@ -60,7 +60,7 @@ async fn a_claude_code_session_asks_a_gemini_session_and_gets_each_reply() {
             "{id}: {states:?}"
         );
     }
-    // Gemini was woken through its input box, each time confirmed by its hook.
+    // Gemini was woken through its input box: its last wake was confirmed by its hook.
     let status = team.beta.home.json(&["daemon", "status"]);
     let wakes = status["wakes"].as_object().cloned().unwrap_or_default();
     assert!(

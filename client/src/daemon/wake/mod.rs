@@ -291,6 +291,8 @@ impl Daemon {
             tracing::warn!(%error, "paste into the pane failed");
             return Some(("failed", Some(error.to_string())));
         }
+        // The paste has reached the pane once tmux returns.
+        let pasted_in = Instant::now();
         // Enter as soon as the box shows exactly the prompt; never with a draft in it.
         match paste_landed(runtime, socket, &pane, &prompt).await {
             Ok(Landed::Exact) => {}
@@ -300,8 +302,8 @@ impl Daemon {
         // A runtime that takes an Enter right behind a paste for part of it (Gemini CLI) gets
         // it once that window has passed — and only if the box still holds just the prompt.
         let settle = runtime.paste_settle();
-        if pasted.elapsed() < settle {
-            tokio::time::sleep(settle - pasted.elapsed()).await;
+        if pasted_in.elapsed() < settle {
+            tokio::time::sleep(settle - pasted_in.elapsed()).await;
             match box_now(runtime, socket, &pane, &prompt).await {
                 Some(Landed::Exact) => {}
                 Some(other) => {
