@@ -548,6 +548,43 @@ impl Agent {
     }
 }
 
+impl Agent {
+    /// The runtime session id the stand-in started with.
+    pub fn session_id(&self) -> String {
+        self.events()
+            .iter()
+            .find(|e| e["event"] == "start")
+            .and_then(|e| e["session_id"].as_str())
+            .expect("the stand-in recorded its session id")
+            .to_owned()
+    }
+
+    /// Asks `peer` `question` through the CLI, as this agent's tool call (its `n`-th); returns
+    /// the correlation id.
+    pub async fn ask(&self, tmux: &Tmux, n: usize, peer: &str, question: &str) -> String {
+        let repowire = bin("repowire").to_string_lossy().into_owned();
+        self.submit(
+            tmux,
+            &format!("/run {repowire} peer ask {peer} '{question}' --json"),
+        );
+        let tool = self
+            .wait_nth(n, "the ask tool call", |e| e["event"] == "tool")
+            .await;
+        assert_eq!(tool["exit"], 0, "{tool}");
+        let sent: Value =
+            serde_json::from_str(tool["stdout"].as_str().unwrap_or("")).expect("json");
+        sent["correlation_id"].as_str().expect("cid").to_owned()
+    }
+}
+
+impl Home {
+    /// The last wake outcome of a local session, if a wake was tried.
+    pub fn wake_of(&self, session: &str) -> Option<Value> {
+        let wake = self.json(&["daemon", "status"])["wakes"][session].clone();
+        (!wake.is_null()).then_some(wake)
+    }
+}
+
 /// Polls `f` until it returns `Some`, or fails with `what`.
 pub async fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + AGENT_WAIT;

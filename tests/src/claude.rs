@@ -31,6 +31,17 @@ pub fn claude_bin() -> Result<PathBuf, String> {
     }
 }
 
+/// The Claude Code binary, or `None` after printing why the test that wanted it is skipped.
+pub fn claude_or_skip() -> Option<PathBuf> {
+    match claude_bin() {
+        Ok(p) => Some(p),
+        Err(why) => {
+            eprintln!("skipped: the real Claude Code CLI is not available: {why}");
+            None
+        }
+    }
+}
+
 /// An agent CLI and its binary.
 #[derive(Debug, Clone)]
 pub enum Cli {
@@ -429,6 +440,28 @@ impl ClaudeTeam {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+}
+
+impl ClaudeTeam {
+    /// Checks that every ask of a finished `turns`-turn conversation was acked by the model and
+    /// that the asker's daemon reports each one `injected` into the answerer and `acked`;
+    /// returns the ask ids.
+    pub fn asks_closed(&self, seen: &[Seen], turns: u32) -> Vec<String> {
+        let acked: Vec<String> = seen
+            .iter()
+            .filter(|s| matches!(s.step, Step::AckCalled(_)))
+            .map(|s| s.detail.clone())
+            .collect();
+        assert_eq!(acked.len(), turns as usize, "{acked:?}");
+        for id in &acked {
+            let states = self.alpha.home.states(id);
+            assert!(
+                states.iter().any(|s| s == "injected") && states.iter().any(|s| s == "acked"),
+                "{id}: {states:?}"
+            );
+        }
+        acked
     }
 }
 

@@ -5,18 +5,8 @@
 
 use std::time::Duration;
 
-use repowire_e2e::claude::{ClaudeTeam, claude_bin, hops};
+use repowire_e2e::claude::{ClaudeTeam, claude_or_skip, hops};
 use repowire_e2e::mockmodel::Step;
-
-fn claude_or_skip() -> Option<std::path::PathBuf> {
-    match claude_bin() {
-        Ok(p) => Some(p),
-        Err(why) => {
-            eprintln!("skipped: the real Claude Code CLI is not available: {why}");
-            None
-        }
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_real_claude_code_sessions_hold_an_ask_ack_conversation_without_a_person() {

@@ -8,21 +8,6 @@
 use repowire_e2e::agents::{Agent, Home, Tmux, bin, eventually};
 use serde_json::Value;
 
-fn session_id(agent: &Agent) -> String {
-    agent
-        .events()
-        .iter()
-        .find(|e| e["event"] == "start")
-        .and_then(|e| e["session_id"].as_str())
-        .expect("the stand-in recorded its session id")
-        .to_owned()
-}
-
-fn wake_of(home: &Home, session: &str) -> Option<Value> {
-    let wake = home.json(&["daemon", "status"])["wakes"][session].clone();
-    (!wake.is_null()).then_some(wake)
-}
-
 fn peer<'a>(peers: &'a Value, name: &str) -> Option<&'a Value> {
     peers.as_array()?.iter().find(|p| p["name"] == name)
 }
@@ -47,21 +32,6 @@ async fn machine(tmux: &Tmux) -> (Home, Agent, Agent) {
     (home, alpha, beta)
 }
 
-/// Alpha's agent asks beta through the CLI (a tool call); returns the correlation id.
-async fn ask(tmux: &Tmux, alpha: &Agent, n: usize, question: &str) -> String {
-    let repowire = bin("repowire").to_string_lossy().into_owned();
-    alpha.submit(
-        tmux,
-        &format!("/run {repowire} peer ask beta '{question}' --json"),
-    );
-    let tool = alpha
-        .wait_nth(n, "the ask tool call", |e| e["event"] == "tool")
-        .await;
-    assert_eq!(tool["exit"], 0, "{tool}");
-    let sent: Value = serde_json::from_str(tool["stdout"].as_str().unwrap_or("")).expect("json");
-    sent["correlation_id"].as_str().expect("cid").to_owned()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_codex_session_registers_as_codex_and_is_woken_through_its_composer() {
     let tmux = Tmux::start();
@@ -79,7 +49,7 @@ async fn a_codex_session_registers_as_codex_and_is_woken_through_its_composer() 
         beta.context()
     );
 
-    let cid = ask(&tmux, &alpha, 1, "is the build green?").await;
+    let cid = alpha.ask(&tmux, 1, "beta", "is the build green?").await;
     // Typed into the composer (a short fixed prompt), submitted, confirmed by the hook.
     let prompt = beta
         .wait_nth(2, "the wake prompt", |e| e["event"] == "prompt")
@@ -92,7 +62,7 @@ async fn a_codex_session_registers_as_codex_and_is_woken_through_its_composer() 
     );
     home.reaches_state(&cid, "injected").await;
     assert_eq!(
-        wake_of(&home, &session_id(&beta)).expect("a wake")["outcome"],
+        home.wake_of(&beta.session_id()).expect("a wake")["outcome"],
         "woken"
     );
     assert!(beta.context().contains("is the build green?"));
@@ -115,9 +85,10 @@ async fn a_dialog_over_the_composer_is_never_typed_into_and_the_wake_says_it_can
     beta.submit(&tmux, "/dialog");
     beta.hook_done("Stop", 2).await;
 
-    let cid = ask(&tmux, &alpha, 1, "can you review?").await;
+    let cid = alpha.ask(&tmux, 1, "beta", "can you review?").await;
     let wake = eventually("the wake gave up", || {
-        wake_of(&home, &session_id(&beta)).filter(|w| w["outcome"] == "cannot_wake")
+        home.wake_of(&beta.session_id())
+            .filter(|w| w["outcome"] == "cannot_wake")
     })
     .await;
     assert!(
@@ -150,7 +121,7 @@ async fn a_running_codex_turn_is_never_steered_and_gets_its_messages_at_its_end(
     beta.submit(&tmux, "/busy");
     beta.wait("the busy turn", |e| e["event"] == "busy").await;
 
-    let cid = ask(&tmux, &alpha, 1, "status?").await;
+    let cid = alpha.ask(&tmux, 1, "beta", "status?").await;
     home.reaches_state(&cid, "delivered").await;
     beta.release();
     // Codex continues the turn on Stop's `block` decision, with the message.
@@ -224,7 +195,7 @@ async fn link_finds_codex_in_its_pane_and_its_first_prompt_takes_the_link_over()
 async fn a_codex_session_resumes_with_codex_resume_and_gets_what_waited() {
     let tmux = Tmux::start();
     let (home, _alpha, beta) = machine(&tmux).await;
-    let runtime = session_id(&beta);
+    let runtime = beta.session_id();
     let listed = eventually("beta's session", || {
         home.json(&["session", "list"])
             .as_array()?

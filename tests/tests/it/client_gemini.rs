@@ -5,23 +5,7 @@
 //! messages by its BeforeAgent hook; a busy turn gets them at its end through AfterAgent's
 //! `deny`; a dialog is never typed into. The real Gemini CLI does the same in gemini_real.rs.
 
-use repowire_e2e::agents::{Agent, Home, Tmux, bin, eventually};
-use serde_json::Value;
-
-fn session_id(agent: &Agent) -> String {
-    agent
-        .events()
-        .iter()
-        .find(|e| e["event"] == "start")
-        .and_then(|e| e["session_id"].as_str())
-        .expect("the stand-in recorded its session id")
-        .to_owned()
-}
-
-fn wake_of(home: &Home, session: &str) -> Option<Value> {
-    let wake = home.json(&["daemon", "status"])["wakes"][session].clone();
-    (!wake.is_null()).then_some(wake)
-}
+use repowire_e2e::agents::{Agent, Home, Tmux, eventually};
 
 /// A machine with Gemini CLI installed (`~/.gemini`), set up and running, with a Claude Code
 /// stand-in `alpha` and a Gemini stand-in `beta`.
@@ -35,21 +19,6 @@ async fn machine(tmux: &Tmux) -> (Home, Agent, Agent) {
     alpha.hook_done("SessionStart", 1).await;
     beta.hook_done("SessionStart", 1).await;
     (home, alpha, beta)
-}
-
-/// Alpha's agent asks beta through the CLI (a tool call); returns the correlation id.
-async fn ask(tmux: &Tmux, alpha: &Agent, n: usize, question: &str) -> String {
-    let repowire = bin("repowire").to_string_lossy().into_owned();
-    alpha.submit(
-        tmux,
-        &format!("/run {repowire} peer ask beta '{question}' --json"),
-    );
-    let tool = alpha
-        .wait_nth(n, "the ask tool call", |e| e["event"] == "tool")
-        .await;
-    assert_eq!(tool["exit"], 0, "{tool}");
-    let sent: Value = serde_json::from_str(tool["stdout"].as_str().unwrap_or("")).expect("json");
-    sent["correlation_id"].as_str().expect("cid").to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -69,7 +38,7 @@ async fn a_gemini_session_registers_at_launch_and_is_woken_after_its_paste_windo
         beta.context()
     );
 
-    let cid = ask(&tmux, &alpha, 1, "is the build green?").await;
+    let cid = alpha.ask(&tmux, 1, "beta", "is the build green?").await;
     let prompt = beta
         .wait("the wake prompt", |e| e["event"] == "prompt")
         .await;
@@ -81,7 +50,7 @@ async fn a_gemini_session_registers_at_launch_and_is_woken_after_its_paste_windo
     );
     home.reaches_state(&cid, "injected").await;
     assert!(beta.context().contains("is the build green?"));
-    let wake = wake_of(&home, &session_id(&beta)).expect("a wake");
+    let wake = home.wake_of(&beta.session_id()).expect("a wake");
     assert_eq!(wake["outcome"], "woken", "{wake}");
     // Enter came after Gemini's paste window: it was never taken as part of the paste.
     assert!(
@@ -98,7 +67,7 @@ async fn a_busy_gemini_turn_gets_its_messages_at_its_end_and_a_dialog_is_never_t
     // Busy: the message goes at the turn's end, as AfterAgent's `deny` (the next prompt).
     beta.submit(&tmux, "/busy");
     beta.wait("the busy turn", |e| e["event"] == "busy").await;
-    let cid = ask(&tmux, &alpha, 1, "status?").await;
+    let cid = alpha.ask(&tmux, 1, "beta", "status?").await;
     home.reaches_state(&cid, "delivered").await;
     beta.release();
     let cont = beta
@@ -118,9 +87,10 @@ async fn a_busy_gemini_turn_gets_its_messages_at_its_end_and_a_dialog_is_never_t
         e["event"] == "reply" && e["text"] == "asking"
     })
     .await;
-    let cid = ask(&tmux, &alpha, 2, "can you review?").await;
+    let cid = alpha.ask(&tmux, 2, "beta", "can you review?").await;
     let wake = eventually("the wake gave up", || {
-        wake_of(&home, &session_id(&beta)).filter(|w| w["outcome"] == "cannot_wake")
+        home.wake_of(&beta.session_id())
+            .filter(|w| w["outcome"] == "cannot_wake")
     })
     .await;
     assert!(

@@ -8,8 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use repowire_e2e::agents::{Agent, Home, Tmux, bin, eventually};
-use serde_json::Value;
+use repowire_e2e::agents::{Agent, Home, Tmux, eventually};
 
 /// A terminal attached to the tmux server, showing one pane; what is written to it arrives
 /// as a person's keys.
@@ -47,21 +46,6 @@ impl Drop for Person {
     }
 }
 
-fn session_id(agent: &Agent) -> String {
-    agent
-        .events()
-        .iter()
-        .find(|e| e["event"] == "start")
-        .and_then(|e| e["session_id"].as_str())
-        .expect("the stand-in recorded its session id")
-        .to_owned()
-}
-
-fn wake_of(home: &Home, session: &str) -> Option<Value> {
-    let wake = home.json(&["daemon", "status"])["wakes"][session].clone();
-    (!wake.is_null()).then_some(wake)
-}
-
 fn prompts(agent: &Agent) -> Vec<String> {
     agent
         .events()
@@ -69,22 +53,6 @@ fn prompts(agent: &Agent) -> Vec<String> {
         .filter(|e| e["event"] == "prompt")
         .map(|e| e["text"].as_str().unwrap_or("").to_owned())
         .collect()
-}
-
-/// Alpha's agent asks beta `question` through the CLI (a tool call); returns the
-/// correlation id.
-async fn ask(tmux: &Tmux, alpha: &Agent, n: usize, question: &str) -> String {
-    let repowire = bin("repowire").to_string_lossy().into_owned();
-    alpha.submit(
-        tmux,
-        &format!("/run {repowire} peer ask beta '{question}' --json"),
-    );
-    let tool = alpha
-        .wait_nth(n, "the ask tool call", |e| e["event"] == "tool")
-        .await;
-    assert_eq!(tool["exit"], 0, "{tool}");
-    let sent: Value = serde_json::from_str(tool["stdout"].as_str().unwrap_or("")).expect("json");
-    sent["correlation_id"].as_str().expect("cid").to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -96,7 +64,7 @@ async fn a_person_typing_holds_the_wake_and_the_message_goes_with_their_own_prom
     let beta = home.agent(&tmux, "beta");
     alpha.hook_done("SessionStart", 1).await;
     beta.hook_done("SessionStart", 1).await;
-    let beta_session = session_id(&beta);
+    let beta_session = beta.session_id();
 
     // A person attaches to beta's pane and keeps typing, a key every 150 ms.
     let person = Arc::new(std::sync::Mutex::new(Person::attach(&tmux, &beta.pane)));
@@ -121,10 +89,11 @@ async fn a_person_typing_holds_the_wake_and_the_message_goes_with_their_own_prom
         })
     };
 
-    let cid = ask(&tmux, &alpha, 1, "is the build green?").await;
+    let cid = alpha.ask(&tmux, 1, "beta", "is the build green?").await;
     // The wake waits while the person types, then gives up: deferred, and says why.
     let wake = eventually("the wake deferred", || {
-        wake_of(&home, &beta_session).filter(|w| w["outcome"] == "deferred")
+        home.wake_of(&beta_session)
+            .filter(|w| w["outcome"] == "deferred")
     })
     .await;
     let reason = wake["reason"].as_str().unwrap_or("");
@@ -172,7 +141,7 @@ async fn a_draft_in_the_input_box_is_never_sent_by_a_wake() {
     let beta = home.agent(&tmux, "beta");
     alpha.hook_done("SessionStart", 1).await;
     beta.hook_done("SessionStart", 1).await;
-    let beta_session = session_id(&beta);
+    let beta_session = beta.session_id();
 
     // Beta's box holds a half-written prompt; nobody is typing now. It even reads like the
     // wake's own prompt (as one a wake left in the box would): still a person's, when they send
@@ -186,11 +155,14 @@ async fn a_draft_in_the_input_box_is_never_sent_by_a_wake() {
     })
     .await;
 
-    let cid = ask(&tmux, &alpha, 1, "can you review my branch?").await;
+    let cid = alpha
+        .ask(&tmux, 1, "beta", "can you review my branch?")
+        .await;
     // The wake pastes, sees the draft in front of its prompt, takes the prompt back and
     // presses no Enter.
     let first = eventually("the wake deferred", || {
-        wake_of(&home, &beta_session).filter(|w| w["outcome"] == "deferred")
+        home.wake_of(&beta_session)
+            .filter(|w| w["outcome"] == "deferred")
     })
     .await;
     assert!(
@@ -210,7 +182,8 @@ async fn a_draft_in_the_input_box_is_never_sent_by_a_wake() {
     assert_eq!(box_line(tmux.capture(&beta.pane)), format!("❯ {draft}"));
     // It tries again later, and does not paste into the same draft again.
     let again = eventually("the wake tried again", || {
-        wake_of(&home, &beta_session).filter(|w| w["at_ms"] != first["at_ms"])
+        home.wake_of(&beta_session)
+            .filter(|w| w["at_ms"] != first["at_ms"])
     })
     .await;
     assert_eq!(again["outcome"], "deferred", "{again}");

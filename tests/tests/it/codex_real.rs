@@ -13,7 +13,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use repowire_e2e::agents::{Home, eventually};
-use repowire_e2e::claude::{ClaudeTeam, Cli, claude_bin, hops};
+use repowire_e2e::claude::{ClaudeTeam, Cli, claude_or_skip, hops};
 use repowire_e2e::hookrun::cli_from_env;
 use repowire_e2e::mockmodel::Step;
 use repowire_e2e::process::{RelayProcess, TempDatabase};
@@ -29,12 +29,8 @@ async fn a_claude_code_session_asks_a_codex_session_and_gets_each_reply() {
     ) else {
         return;
     };
-    let claude = match claude_bin() {
-        Ok(p) => p,
-        Err(why) => {
-            eprintln!("skipped: the real Claude Code CLI is not available: {why}");
-            return;
-        }
+    let Some(claude) = claude_or_skip() else {
+        return;
     };
     let team = ClaudeTeam::start_with([Cli::Claude(claude), Cli::Codex(codex)], None, true)
         .await
@@ -69,19 +65,8 @@ async fn a_claude_code_session_asks_a_codex_session_and_gets_each_reply() {
     );
 
     // Each ask was woken into Codex (`injected`, with no deferral to report) and acked by it.
-    let acked: Vec<&str> = seen
-        .iter()
-        .filter(|s| matches!(s.step, Step::AckCalled(_)))
-        .map(|s| s.detail.as_str())
-        .collect();
-    assert_eq!(acked.len(), turns as usize, "{acked:?}");
-    for id in acked {
-        let states = team.alpha.home.states(id);
-        assert!(
-            states.iter().any(|s| s == "injected") && states.iter().any(|s| s == "acked"),
-            "{id}: {states:?}"
-        );
-        assert_eq!(team.alpha.home.reason_of(id, "injected"), None, "{id}");
+    for id in team.asks_closed(&seen, turns) {
+        assert_eq!(team.alpha.home.reason_of(&id, "injected"), None, "{id}");
     }
     // The wakes typed into Codex's composer and were confirmed by its hook.
     let status = team.beta.home.json(&["daemon", "status"]);
@@ -103,12 +88,8 @@ async fn a_codex_session_asks_a_claude_code_session_and_gets_each_reply() {
     ) else {
         return;
     };
-    let claude = match claude_bin() {
-        Ok(p) => p,
-        Err(why) => {
-            eprintln!("skipped: the real Claude Code CLI is not available: {why}");
-            return;
-        }
+    let Some(claude) = claude_or_skip() else {
+        return;
     };
     let team = ClaudeTeam::start_with([Cli::Codex(codex), Cli::Claude(claude)], None, true)
         .await
@@ -119,19 +100,7 @@ async fn a_codex_session_asks_a_claude_code_session_and_gets_each_reply() {
         .await
         .unwrap();
     hops(&seen, turns).unwrap();
-    let asked: Vec<&str> = seen
-        .iter()
-        .filter(|s| matches!(s.step, Step::AckCalled(_)))
-        .map(|s| s.detail.as_str())
-        .collect();
-    assert_eq!(asked.len(), turns as usize, "{asked:?}");
-    for id in asked {
-        let states = team.alpha.home.states(id);
-        assert!(
-            states.iter().any(|s| s == "injected") && states.iter().any(|s| s == "acked"),
-            "{id}: {states:?}"
-        );
-    }
+    team.asks_closed(&seen, turns);
 }
 
 /// `codex exec PROMPT` with `env` (a machine's user), in `project`, against the facts mock

@@ -10,9 +10,8 @@
 
 use std::time::Duration;
 
-use repowire_e2e::claude::{ClaudeTeam, Cli, claude_bin, hops};
+use repowire_e2e::claude::{ClaudeTeam, Cli, claude_or_skip, hops};
 use repowire_e2e::hookrun::cli_from_env;
-use repowire_e2e::mockmodel::Step;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claude_code_session_asks_a_gemini_session_and_gets_each_reply() {
@@ -23,12 +22,8 @@ async fn a_claude_code_session_asks_a_gemini_session_and_gets_each_reply() {
     ) else {
         return;
     };
-    let claude = match claude_bin() {
-        Ok(p) => p,
-        Err(why) => {
-            eprintln!("skipped: the real Claude Code CLI is not available: {why}");
-            return;
-        }
+    let Some(claude) = claude_or_skip() else {
+        return;
     };
     let team = ClaudeTeam::start_with([Cli::Claude(claude), Cli::Gemini(gemini)], None, true)
         .await
@@ -47,19 +42,7 @@ async fn a_claude_code_session_asks_a_gemini_session_and_gets_each_reply() {
         .await
         .unwrap();
     hops(&seen, turns).unwrap();
-    let acked: Vec<&str> = seen
-        .iter()
-        .filter(|s| matches!(s.step, Step::AckCalled(_)))
-        .map(|s| s.detail.as_str())
-        .collect();
-    assert_eq!(acked.len(), turns as usize, "{acked:?}");
-    for id in acked {
-        let states = team.alpha.home.states(id);
-        assert!(
-            states.iter().any(|s| s == "injected") && states.iter().any(|s| s == "acked"),
-            "{id}: {states:?}"
-        );
-    }
+    team.asks_closed(&seen, turns);
     // Gemini was woken through its input box: its last wake was confirmed by its hook.
     let status = team.beta.home.json(&["daemon", "status"]);
     let wakes = status["wakes"].as_object().cloned().unwrap_or_default();
@@ -79,12 +62,8 @@ async fn a_gemini_session_asks_a_claude_code_session_and_gets_each_reply() {
     ) else {
         return;
     };
-    let claude = match claude_bin() {
-        Ok(p) => p,
-        Err(why) => {
-            eprintln!("skipped: the real Claude Code CLI is not available: {why}");
-            return;
-        }
+    let Some(claude) = claude_or_skip() else {
+        return;
     };
     let team = ClaudeTeam::start_with([Cli::Gemini(gemini), Cli::Claude(claude)], None, true)
         .await
@@ -95,17 +74,5 @@ async fn a_gemini_session_asks_a_claude_code_session_and_gets_each_reply() {
         .await
         .unwrap();
     hops(&seen, turns).unwrap();
-    let acked: Vec<&str> = seen
-        .iter()
-        .filter(|s| matches!(s.step, Step::AckCalled(_)))
-        .map(|s| s.detail.as_str())
-        .collect();
-    assert_eq!(acked.len(), turns as usize, "{acked:?}");
-    for id in acked {
-        let states = team.alpha.home.states(id);
-        assert!(
-            states.iter().any(|s| s == "injected") && states.iter().any(|s| s == "acked"),
-            "{id}: {states:?}"
-        );
-    }
+    team.asks_closed(&seen, turns);
 }
