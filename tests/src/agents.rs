@@ -74,6 +74,9 @@ impl Tmux {
         for var in RUNTIME_HOMES {
             c.env_remove(var);
         }
+        // Nor `CI` (CI sets it; a person's terminal does not): under it Gemini CLI does not
+        // open its interactive UI at all.
+        c.env_remove("CI");
         c
     }
 
