@@ -205,8 +205,16 @@ fn descendants(pid: u32) -> Vec<u32> {
     out
 }
 
-/// Variables that would point a runtime's settings outside a test's HOME.
-const RUNTIME_HOMES: [&str; 2] = ["CODEX_HOME", "GEMINI_CLI_HOME"];
+/// Variables that would point a runtime's settings outside a test's HOME (OpenCode keeps its
+/// configuration, sessions and state in the XDG directories).
+const RUNTIME_HOMES: [&str; 6] = [
+    "CODEX_HOME",
+    "GEMINI_CLI_HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "XDG_CACHE_HOME",
+];
 
 /// One user's machine: a HOME with `~/.repowire` and `~/.claude`, and its daemon.
 pub struct Home {

@@ -51,6 +51,8 @@ pub enum Cli {
     Codex(PathBuf),
     /// Gemini CLI (`REPOWIRE_GEMINI_BIN`), against the same mock through the Gemini API.
     Gemini(PathBuf),
+    /// OpenCode (`REPOWIRE_OPENCODE_BIN`), against the same mock through Chat Completions.
+    OpenCode(PathBuf),
 }
 
 impl Cli {
@@ -60,6 +62,7 @@ impl Cli {
             Cli::Claude(_) => screen.lines().any(|l| l.starts_with('❯')),
             Cli::Codex(_) => screen.lines().any(|l| l.starts_with("› ")),
             Cli::Gemini(_) => screen.contains("Type your message"),
+            Cli::OpenCode(_) => screen.contains("ctrl+p commands"),
         }
     }
 }
@@ -124,6 +127,45 @@ fn prepare_gemini(home: &Home, project: &Path) -> anyhow::Result<()> {
     )?;
     Ok(())
 }
+
+/// OpenCode's configuration before `repowire setup` adds to it: the mock as an
+/// OpenAI-compatible provider, no update check, and the dependency install OpenCode starts for
+/// a configuration directory with plugins marked done: offline it would hold startup for
+/// about 74 s (docs/agents/opencode.md). Its environment needs
+/// [`OPENCODE_OFFLINE`] too.
+fn prepare_opencode(home: &Home, model_url: &str) -> anyhow::Result<()> {
+    let dir = home.path().join(".config/opencode");
+    std::fs::create_dir_all(dir.join("node_modules"))?;
+    let config = serde_json::json!({
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": false,
+        "share": "disabled",
+        "model": "mock/mock-model",
+        "small_model": "mock/mock-model",
+        "provider": {"mock": {"npm": "@ai-sdk/openai-compatible", "name": "Mock",
+            "options": {"baseURL": format!("{model_url}/v1"), "apiKey": "offline-mock"},
+            "models": {"mock-model": {"name": "Mock Model", "tool_call": true}}}}
+    });
+    std::fs::write(
+        dir.join("opencode.json"),
+        serde_json::to_vec_pretty(&config)?,
+    )?;
+    std::fs::write(
+        dir.join("package-lock.json"),
+        r#"{"name":"opencode-config","lockfileVersion":3,"requires":true,"packages":{"":{"dependencies":{"@opencode-ai/plugin":"*"}}}}"#,
+    )?;
+    Ok(())
+}
+
+/// What keeps OpenCode off the network: the models catalogue fetch, the update check, and the
+/// rest (docs/agents/opencode.md).
+pub const OPENCODE_OFFLINE: [(&str, &str); 5] = [
+    ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
+    ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
+    ("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1"),
+    ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1"),
+    ("OPENCODE_DISABLE_SHARE", "1"),
+];
 
 /// One agent: its machine and the pane its CLI runs in.
 pub struct Member {
@@ -224,6 +266,7 @@ impl ClaudeTeam {
             match cli {
                 Cli::Codex(_) => prepare_codex(&home, &model.url)?,
                 Cli::Gemini(_) => prepare_gemini(&home, &project)?,
+                Cli::OpenCode(_) => prepare_opencode(&home, &model.url)?,
                 Cli::Claude(_) => {}
             }
             if allow_tools {
@@ -261,6 +304,10 @@ impl ClaudeTeam {
                     env.push(("GOOGLE_GEMINI_BASE_URL", model.url.clone()));
                     vec![bin.to_string_lossy().into_owned()]
                 }
+                Cli::OpenCode(bin) => {
+                    env.extend(OPENCODE_OFFLINE.map(|(k, v)| (k, v.to_owned())));
+                    vec![bin.to_string_lossy().into_owned()]
+                }
             };
             let pane = tmux.spawn(&project, &env, &command);
             members.push(Member {
@@ -288,8 +335,15 @@ impl ClaudeTeam {
         })
         .await?;
         for member in [&team.alpha, &team.beta] {
-            if let Cli::Codex(_) = member.cli {
+            if let Cli::Codex(_) | Cli::OpenCode(_) = member.cli {
                 team.submit(member, "hello").await?;
+                // Its answer on the screen: the turn is over (the session is `idle` for a
+                // moment between registering and its first prompt, and OpenCode drops keys
+                // that arrive while it moves from its start screen to the session's).
+                team.until(Duration::from_secs(60), "the answer to hello", |t| {
+                    t.tmux.capture(&member.pane).contains("nothing to do")
+                })
+                .await?;
             }
         }
         // Each session registers at SessionStart; alpha must see beta to ask it.
@@ -356,7 +410,7 @@ impl ClaudeTeam {
     async fn submit(&self, member: &Member, text: &str) -> anyhow::Result<()> {
         match member.cli {
             Cli::Claude(_) => self.tmux.type_text(&member.pane, text),
-            Cli::Codex(_) | Cli::Gemini(_) => {
+            Cli::Codex(_) | Cli::Gemini(_) | Cli::OpenCode(_) => {
                 let pasted = Instant::now();
                 self.tmux.paste(&member.pane, text);
                 self.until(Duration::from_secs(10), "the prompt in the box", |t| {

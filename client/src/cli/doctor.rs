@@ -135,6 +135,7 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
         .map(|text| super::codex_config::trust(&text, &codex_path.to_string_lossy()))
         .filter(|ours| !ours.is_empty());
     let gemini = super::setup_gemini::installed();
+    let opencode = super::setup_opencode::installed();
     if json {
         let report = json!({
             "hooks": {
@@ -153,6 +154,10 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
                 "settings": path,
                 "hooks": hooks,
                 "mcp_registered": Runtime::Gemini.mcp_registered(),
+            })),
+            "opencode": opencode.as_ref().map(|plugin| json!({
+                "plugin": plugin,
+                "mcp_registered": Runtime::OpenCode.mcp_registered(),
             })),
             "daemon": daemon.as_ref().map(|d| json!({
                 "pid": d.pid,
@@ -192,6 +197,17 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
             "gemini   {hooks} hooks in {}; MCP server {}",
             path.display(),
             if Runtime::Gemini.mcp_registered() {
+                "registered"
+            } else {
+                "not registered"
+            }
+        );
+    }
+    if let Some(plugin) = &opencode {
+        println!(
+            "opencode plugin {}; MCP server {}",
+            plugin.display(),
+            if Runtime::OpenCode.mcp_registered() {
                 "registered"
             } else {
                 "not registered"
@@ -313,6 +329,17 @@ pub fn doctor(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
             false,
             "Gemini CLI gates tool calls as config.toml's [approvals] says",
             "approvals do not gate Gemini CLI's tool calls yet (docs/client.md): its sessions run their tools without asking anyone. Run gated work in Claude Code or Codex, or turn approvals off with `repowire setup --no-approvals`",
+        );
+    }
+    // OpenCode, when setup wired it: its plugin gates tool calls only when setup said so.
+    if let Some(plugin) = super::setup_opencode::installed()
+        && let Ok(policy) = config.approvals()
+        && policy.enabled
+    {
+        c.check(
+            super::setup_opencode::gates_tools(&plugin),
+            "OpenCode gates tool calls as config.toml's [approvals] says",
+            "config.toml turns approvals on, but OpenCode's Repowire plugin was written without them, so its tool calls run unasked: run `repowire setup --approvals`, then restart running agents",
         );
     }
     // Codex, when setup wired it: its hooks run only once a person trusted them.

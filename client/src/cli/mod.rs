@@ -21,6 +21,7 @@ pub mod setup;
 mod setup_claude;
 mod setup_codex;
 mod setup_gemini;
+mod setup_opencode;
 
 use std::time::Duration;
 

@@ -17,6 +17,7 @@ use super::permissions;
 use super::setup_claude::{claude_present, plan_claude};
 use super::setup_codex::{CodexPlan, codex_present};
 use super::setup_gemini::{GeminiPlan, gemini_present};
+use super::setup_opencode::{OpenCodePlan, opencode_present};
 use crate::api::{HookEvent, Request};
 use crate::config::{Config, Environment, user_home};
 use crate::runtimes::Runtime;
@@ -47,9 +48,10 @@ pub struct SetupArgs {
     /// (`file`). Given alone, moves the stored key there; left out, a stored key stays put.
     #[arg(long, value_enum)]
     pub key_store: Option<crate::apikey::KeyStoreChoice>,
-    /// Wire only these runtimes (repeatable): `claude-code`, `codex`, `gemini`. Left out: Claude
-    /// Code, and Codex and Gemini CLI when installed (`$CODEX_HOME` or `~/.codex`, `~/.gemini`,
-    /// or `codex`/`gemini` on PATH).
+    /// Wire only these runtimes (repeatable): `claude-code`, `codex`, `gemini`, `opencode`.
+    /// Left out: Claude Code, and Codex, Gemini CLI and OpenCode when installed
+    /// (`$CODEX_HOME` or `~/.codex`, `~/.gemini/settings.json`,
+    /// `~/.config/opencode/opencode.json`, or `codex`/`gemini`/`opencode` on PATH).
     #[arg(long = "runtime", value_enum)]
     pub runtimes: Vec<Runtime>,
 }
@@ -197,6 +199,9 @@ fn chosen(args: &SetupArgs, env: &Environment) -> Vec<Runtime> {
     if gemini_present(env) {
         out.push(Runtime::Gemini);
     }
+    if opencode_present(env) {
+        out.push(Runtime::OpenCode);
+    }
     out
 }
 
@@ -251,6 +256,19 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
             // is left alone and said, not a reason to stop wiring the others.
             Err(e) if !args.runtimes.contains(&Runtime::Gemini) => {
                 println!("Gemini CLI left as it is: {e:#}");
+                None
+            }
+            Err(e) => return Err(e),
+        }
+    } else {
+        None
+    };
+    let opencode = if runtimes.contains(&Runtime::OpenCode) {
+        match OpenCodePlan::install(&exe, config, &approvals) {
+            Ok(plan) => Some(plan),
+            // Found, not named: an opencode.json we cannot edit is left alone and said.
+            Err(e) if !args.runtimes.contains(&Runtime::OpenCode) => {
+                println!("OpenCode left as it is: {e:#}");
                 None
             }
             Err(e) => return Err(e),
@@ -327,6 +345,22 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
         if approvals_on(config, &approvals) {
             println!(
                 "Approvals do not gate Gemini CLI's tool calls yet: its sessions run their tools without asking anyone (docs/client.md)."
+            );
+        }
+    }
+    if let Some(plan) = &opencode {
+        report(
+            &plan.path,
+            plan.write()?,
+            plan.before.is_some(),
+            &format!(
+                "OpenCode's MCP server `repowire`; its plugin is {}",
+                plan.plugin.display()
+            ),
+        );
+        if plan.gates_tools() {
+            println!(
+                "OpenCode's bash, edit and write calls wait for an approval like Claude Code's Bash, Edit and Write."
             );
         }
     }
@@ -409,6 +443,13 @@ pub fn uninstall(config: &Config, _args: &UninstallArgs) -> anyhow::Result<ExitC
             None
         }
     };
+    let opencode = match OpenCodePlan::uninstall() {
+        Ok(plan) => plan,
+        Err(e) => {
+            println!("OpenCode's configuration left as it is: {e:#}");
+            None
+        }
+    };
     let unit = service_path(&config.env);
     if std::fs::read_to_string(&unit).is_ok_and(|u| u.starts_with(SERVICE_MARK)) {
         std::fs::remove_file(&unit).with_context(|| format!("removing {}", unit.display()))?;
@@ -457,6 +498,14 @@ pub fn uninstall(config: &Config, _args: &UninstallArgs) -> anyhow::Result<ExitC
             plan.write()?,
             true,
             "Gemini CLI hooks and MCP server removed",
+        );
+    }
+    if let Some(plan) = opencode {
+        report(
+            &plan.path,
+            plan.write()?,
+            true,
+            "OpenCode's plugin and MCP server removed",
         );
     }
     Ok(ExitCode::SUCCESS)

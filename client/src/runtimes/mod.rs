@@ -16,9 +16,14 @@ use crate::api::HookEvent;
 pub mod claude;
 mod codex;
 mod gemini;
+mod opencode;
 
 pub use codex::{codex_home, config_path as codex_config_path};
 pub use gemini::{gemini_dir, settings_path as gemini_settings_path};
+pub use opencode::{
+    config_dir as opencode_config_dir, config_path as opencode_config_path,
+    plugin_path as opencode_plugin_path,
+};
 
 /// An agent runtime. Serialized (the local API, the `backend` a peer registers with) and
 /// parsed (`--runtime`) in kebab-case.
@@ -34,6 +39,10 @@ pub enum Runtime {
     Codex,
     /// Google's Gemini CLI (`gemini`).
     Gemini,
+    /// OpenCode (`opencode`), through the plugin `repowire setup` writes.
+    #[serde(rename = "opencode")]
+    #[value(name = "opencode")]
+    OpenCode,
 }
 
 /// What a wake may type into a runtime's pane, read off the screen.
@@ -51,7 +60,12 @@ pub enum InputBox {
 
 impl Runtime {
     /// Every runtime, in the order setup reports them.
-    pub const ALL: [Runtime; 3] = [Runtime::ClaudeCode, Runtime::Codex, Runtime::Gemini];
+    pub const ALL: [Runtime; 4] = [
+        Runtime::ClaudeCode,
+        Runtime::Codex,
+        Runtime::Gemini,
+        Runtime::OpenCode,
+    ];
 
     /// The `backend` string a peer registers with, and the `--runtime` spelling.
     pub fn backend(self) -> &'static str {
@@ -59,6 +73,7 @@ impl Runtime {
             Runtime::ClaudeCode => "claude-code",
             Runtime::Codex => "codex",
             Runtime::Gemini => "gemini",
+            Runtime::OpenCode => "opencode",
         }
     }
 
@@ -73,6 +88,7 @@ impl Runtime {
             Runtime::ClaudeCode => "Claude Code",
             Runtime::Codex => "Codex",
             Runtime::Gemini => "Gemini CLI",
+            Runtime::OpenCode => "OpenCode",
         }
     }
 
@@ -86,6 +102,8 @@ impl Runtime {
             // Its process is `node` (it even relaunches itself as a child `node`): `link`
             // finds it only by the first program in the pane.
             Runtime::Gemini => "gemini",
+            // A native binary (Bun): its plugin, and so our hook, run inside it.
+            Runtime::OpenCode => "opencode",
         }
     }
 
@@ -99,6 +117,13 @@ impl Runtime {
             (Runtime::Gemini, HookEvent::Notification | HookEvent::PreToolUse) => None,
             (Runtime::Gemini, HookEvent::PromptSubmit) => Some("BeforeAgent"),
             (Runtime::Gemini, HookEvent::Stop) => Some("AfterAgent"),
+            // The plugin's events (opencode_plugin.js). It starts a session at the session's
+            // first prompt in this process; the reaper ends it (OpenCode has no end event).
+            (Runtime::OpenCode, HookEvent::SessionStart) => Some("session.created"),
+            (Runtime::OpenCode, HookEvent::PromptSubmit) => Some("chat.message"),
+            (Runtime::OpenCode, HookEvent::Stop) => Some("session.idle"),
+            (Runtime::OpenCode, HookEvent::PreToolUse) => Some("tool.execute.before"),
+            (Runtime::OpenCode, HookEvent::Notification | HookEvent::SessionEnd) => None,
             (_, HookEvent::SessionStart) => Some("SessionStart"),
             (_, HookEvent::PromptSubmit) => Some("UserPromptSubmit"),
             (_, HookEvent::Stop) => Some("Stop"),
@@ -121,6 +146,10 @@ impl Runtime {
     /// prompt. Claude Code and Codex take the same shape (Codex turns it into a developer
     /// message: docs/agents/codex.md).
     pub fn context_output(self, event: HookEvent, text: &str) -> Value {
+        if self == Runtime::OpenCode {
+            // The plugin adds it to the prompt as a part the TUI does not show.
+            return json!({ "context": text });
+        }
         let name = self.event_name(event).unwrap_or("SessionStart");
         json!({ "hookSpecificOutput": { "hookEventName": name, "additionalContext": text } })
     }
@@ -136,6 +165,9 @@ impl Runtime {
             // Gemini's AfterAgent `deny` makes the reason the next prompt
             // (docs/agents/gemini-cli.md, checked on every test run).
             Runtime::Gemini => json!({ "decision": "deny", "reason": text }),
+            // The plugin sends it as a new prompt (`client.session.promptAsync`), with a
+            // short visible line and the text as a hidden part.
+            Runtime::OpenCode => json!({ "continue": text }),
         }
     }
 
@@ -146,6 +178,7 @@ impl Runtime {
             Runtime::ClaudeCode => claude::input_box(screen),
             Runtime::Codex => codex::input_box(screen),
             Runtime::Gemini => gemini::input_box(screen),
+            Runtime::OpenCode => opencode::input_box(screen),
         }
     }
 
@@ -156,7 +189,7 @@ impl Runtime {
     pub fn pastes_after_drafts(self) -> bool {
         match self {
             Runtime::ClaudeCode => true,
-            Runtime::Codex | Runtime::Gemini => false,
+            Runtime::Codex | Runtime::Gemini | Runtime::OpenCode => false,
         }
     }
 
@@ -165,7 +198,8 @@ impl Runtime {
     /// the box; from 130 ms on it was submitted every time: docs/agents/gemini-cli.md).
     pub fn paste_settle(self) -> std::time::Duration {
         match self {
-            Runtime::ClaudeCode | Runtime::Codex => std::time::Duration::ZERO,
+            // OpenCode took an Enter right behind a short bracketed paste as Enter.
+            Runtime::ClaudeCode | Runtime::Codex | Runtime::OpenCode => std::time::Duration::ZERO,
             Runtime::Gemini => std::time::Duration::from_millis(250),
         }
     }
@@ -175,6 +209,7 @@ impl Runtime {
         match self {
             Runtime::ClaudeCode | Runtime::Gemini => vec!["--resume".into(), id.into()],
             Runtime::Codex => vec!["resume".into(), id.into()],
+            Runtime::OpenCode => vec!["--session".into(), id.into()],
         }
     }
 
@@ -184,6 +219,7 @@ impl Runtime {
             Runtime::ClaudeCode => claude::mcp_registered(),
             Runtime::Codex => codex::mcp_registered(),
             Runtime::Gemini => gemini::mcp_registered(),
+            Runtime::OpenCode => opencode::mcp_registered(),
         }
     }
 }

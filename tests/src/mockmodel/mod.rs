@@ -2,7 +2,8 @@
 //! (`ANTHROPIC_BASE_URL=http://127.0.0.1:PORT`), and for OpenAI's Responses API (`POST
 //! /v1/responses`), so that the real Codex CLI does too ([`responses`]: each request is
 //! translated to the Messages shape, the same script answers, and the answer is translated
-//! back). It plays one scripted conversation between two
+//! back), Google's Gemini API ([`gemini`]) and OpenAI's Chat Completions ([`chat`]: OpenCode).
+//! It plays one scripted conversation between two
 //! agents through our MCP tools and records when each step reached it:
 //!
 //! - a prompt containing `BENCH-START <peer> <turns>` → call `ask` to `<peer>` with
@@ -25,6 +26,7 @@ use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+mod chat;
 mod gemini;
 mod responses;
 
@@ -119,6 +121,9 @@ fn handle(state: &Mutex<State>, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> 
         // GETs and anything else that is not a model call: an empty JSON object.
         return (StatusCode::OK, axum::Json(json!({}))).into_response();
     };
+    if uri.path().ends_with("/chat/completions") {
+        return chat::handle(state, headers, &request);
+    }
     if uri.path().ends_with("/responses") {
         return responses::handle(state, headers, &request);
     }

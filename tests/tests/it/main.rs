@@ -31,6 +31,7 @@ mod dashboard_oidc_browser;
 mod gemini_facts;
 mod gemini_real;
 mod mcp;
+mod opencode_real;
 mod relay_check;
 mod relay_cluster;
 mod relay_cluster_outage;
