@@ -373,6 +373,16 @@ impl Home {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// The open approvals this user sees, once there are `n`.
+    pub async fn approvals_waiting(&self, n: usize) -> Vec<Value> {
+        eventually(&format!("{n} approval(s) waiting"), || {
+            let list = self.json(&["approvals", "list"]);
+            let items = list.as_array().cloned().unwrap_or_default();
+            (items.len() == n).then_some(items)
+        })
+        .await
+    }
+
     /// Runs `repowire ARGS --json`, asserting success.
     pub fn json(&self, args: &[&str]) -> Value {
         let mut all = args.to_vec();

@@ -133,7 +133,7 @@ fn prepare_gemini(home: &Home, project: &Path) -> anyhow::Result<()> {
 /// a configuration directory with plugins marked done: offline it would hold startup for
 /// about 74 s (docs/agents/opencode.md). Its environment needs
 /// [`OPENCODE_OFFLINE`] too.
-fn prepare_opencode(home: &Home, model_url: &str) -> anyhow::Result<()> {
+pub fn prepare_opencode(home: &Home, model_url: &str) -> anyhow::Result<()> {
     let dir = home.path().join(".config/opencode");
     std::fs::create_dir_all(dir.join("node_modules"))?;
     let config = serde_json::json!({
@@ -407,7 +407,7 @@ impl ClaudeTeam {
     /// Codex and Gemini CLI (typed text followed at once by Enter is taken for a paste whose
     /// Enter is a newline), with Enter once the box shows it — for Gemini, also once its paste
     /// window has passed (docs/agents/gemini-cli.md).
-    async fn submit(&self, member: &Member, text: &str) -> anyhow::Result<()> {
+    pub async fn submit(&self, member: &Member, text: &str) -> anyhow::Result<()> {
         match member.cli {
             Cli::Claude(_) => self.tmux.type_text(&member.pane, text),
             Cli::Codex(_) | Cli::Gemini(_) | Cli::OpenCode(_) => {

@@ -10,6 +10,9 @@
 //!   fixed title and never reaches the script.
 //! - The agent's name is its working directory, from `Working directory: …` in the system
 //!   prompt.
+//! - Two rules for OpenCode's own tests, read in a new prompt only (the request's last
+//!   message is the user's): `RUN-SHELL <command>` calls its `bash` tool, and `MOCK-SLOW`
+//!   answers after [`SLOW`], so that the turn is still running when a test needs it to.
 
 use std::sync::Mutex;
 
@@ -33,6 +36,30 @@ fn theirs(name: &str) -> String {
         Some(tool) => format!("repowire_{tool}"),
         None => name.to_owned(),
     }
+}
+
+/// How long a `MOCK-SLOW` prompt waits for its answer.
+pub(super) const SLOW: std::time::Duration = std::time::Duration::from_secs(4);
+
+/// The text of a new prompt: the request's last message, when it is the user's.
+fn new_prompt(request: &Value) -> Option<String> {
+    let last = request["messages"].as_array()?.last()?;
+    (last["role"] == "user").then(|| text_of(last))
+}
+
+/// How long to hold the answer to `body` (a `MOCK-SLOW` prompt).
+pub(super) fn delay(body: &[u8]) -> Option<std::time::Duration> {
+    let request: Value = serde_json::from_slice(body).ok()?;
+    new_prompt(&request)
+        .is_some_and(|t| t.contains("MOCK-SLOW"))
+        .then_some(SLOW)
+}
+
+/// The command of a `RUN-SHELL <command>` prompt (to the end of its line).
+fn shell_command(request: &Value) -> Option<String> {
+    let prompt = new_prompt(request)?;
+    let (_, rest) = prompt.split_once("RUN-SHELL ")?;
+    Some(rest.lines().next().unwrap_or("").to_owned())
 }
 
 fn text_of(message: &Value) -> String {
@@ -157,6 +184,18 @@ pub(super) fn handle(state: &Mutex<State>, headers: &HeaderMap, request: &Value)
     {
         state.next_id += 1;
         return stream(state.next_id, text("Repowire conversation"), "stop");
+    }
+    if let Some(command) = shell_command(request) {
+        state.next_id += 1;
+        let id = state.next_id;
+        return stream(
+            id,
+            json!({"role": "assistant", "tool_calls": [{"index": 0,
+                "id": format!("call_mock_{id}"), "type": "function",
+                "function": {"name": "bash", "arguments":
+                    json!({"command": command, "description": "Runs the command"}).to_string()}}]}),
+            "tool_calls",
+        );
     }
     let (id, reply) = state.answer(&session, &as_messages(request));
     let response = match &reply {

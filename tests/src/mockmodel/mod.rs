@@ -74,6 +74,8 @@ pub struct Seen {
 struct State {
     seen: Vec<Seen>,
     next_id: u64,
+    /// Every model request's body, in order.
+    requests: Vec<Value>,
 }
 
 /// The running mock; stops when dropped.
@@ -97,7 +99,14 @@ impl MockModel {
         let shared = state.clone();
         let app = Router::new().fallback(move |uri: Uri, headers: HeaderMap, body: Bytes| {
             let state = shared.clone();
-            async move { handle(&state, &uri, &headers, &body) }
+            async move {
+                if let Some(wait) =
+                    chat::delay(&body).filter(|_| uri.path().ends_with("/completions"))
+                {
+                    tokio::time::sleep(wait).await;
+                }
+                handle(&state, &uri, &headers, &body)
+            }
         });
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
         let url = format!("http://{}", listener.local_addr()?);
@@ -105,6 +114,14 @@ impl MockModel {
             let _ = axum::serve(listener, app).await;
         });
         Ok(Self { url, state, task })
+    }
+
+    /// Every model request so far (the body as the CLI sent it), in order.
+    pub fn requests(&self) -> Vec<Value> {
+        self.state
+            .lock()
+            .map(|s| s.requests.clone())
+            .unwrap_or_default()
     }
 
     /// Every step so far, in order.
@@ -121,6 +138,9 @@ fn handle(state: &Mutex<State>, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> 
         // GETs and anything else that is not a model call: an empty JSON object.
         return (StatusCode::OK, axum::Json(json!({}))).into_response();
     };
+    if let Ok(mut state) = state.lock() {
+        state.requests.push(request.clone());
+    }
     if uri.path().ends_with("/chat/completions") {
         return chat::handle(state, headers, &request);
     }

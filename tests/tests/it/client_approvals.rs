@@ -40,16 +40,6 @@ async fn machines(
     (tmux, laptop, desk, app)
 }
 
-/// The open approvals `home` sees, once there are `n`.
-async fn waiting(home: &Home, n: usize) -> Vec<Value> {
-    eventually(&format!("{n} approval(s) waiting"), || {
-        let list = home.json(&["approvals", "list"]);
-        let items = list.as_array().cloned().unwrap_or_default();
-        (items.len() == n).then_some(items)
-    })
-    .await
-}
-
 /// The agent's n-th permission decision.
 async fn permission(agent: &Agent, n: usize) -> Value {
     agent
@@ -81,7 +71,7 @@ async fn a_gated_call_runs_when_a_person_on_another_machine_allows_it_and_not_wh
     let project = laptop.path().join("app");
 
     app.submit(&tmux, "/run touch allowed.txt");
-    let q = waiting(&desk, 1).await.remove(0);
+    let q = desk.approvals_waiting(1).await.remove(0);
     assert_eq!(q["from"]["name"], "app");
     assert_eq!(q["question"]["kind"], "tool_permission");
     let text = q["text"].as_str().unwrap_or("");
@@ -118,7 +108,7 @@ async fn a_gated_call_runs_when_a_person_on_another_machine_allows_it_and_not_wh
 
     // Denied with a reason: the call does not run and the agent reads why.
     app.submit(&tmux, "/run touch denied.txt");
-    let q = waiting(&desk, 1).await.remove(0);
+    let q = desk.approvals_waiting(1).await.remove(0);
     let cid2 = q["correlation_id"].as_str().expect("cid").to_owned();
     let denied = desk.in_terminal(&["approvals", "deny", &cid2, "--reason", "not on a Friday"]);
     assert!(
@@ -177,7 +167,7 @@ async fn an_unanswered_call_is_denied_at_its_timeout_and_a_late_allow_is_refused
 
     let asked = Instant::now();
     app.submit(&tmux, "/run touch late.txt");
-    let q = waiting(&desk, 1).await.remove(0);
+    let q = desk.approvals_waiting(1).await.remove(0);
     let cid = q["correlation_id"].as_str().expect("cid").to_owned();
     let decided = permission(&app, 1).await;
     let waited = asked.elapsed();
@@ -244,7 +234,7 @@ async fn agents_and_commands_without_a_person_at_a_terminal_cannot_approve() {
     ops.hook_done("SessionStart", 1).await;
 
     app.submit(&tmux, "/run touch never.txt");
-    let q = waiting(&desk, 1).await.remove(0);
+    let q = desk.approvals_waiting(1).await.remove(0);
     let cid = q["correlation_id"].as_str().expect("cid").to_owned();
     // Another agent of the tenant, through its MCP tool: not an approver.
     ops.submit(
@@ -270,7 +260,10 @@ async fn agents_and_commands_without_a_person_at_a_terminal_cannot_approve() {
         stderr(&detached)
     );
     // The question is still open; the person denies it.
-    assert_eq!(waiting(&laptop, 1).await[0]["correlation_id"], cid.as_str());
+    assert_eq!(
+        laptop.approvals_waiting(1).await[0]["correlation_id"],
+        cid.as_str()
+    );
     let denied = desk.in_terminal(&["approvals", "deny", &cid]);
     assert!(denied.status.success(), "{}", stderr(&denied));
     assert_eq!(permission(&app, 1).await["decision"], "deny");
@@ -287,7 +280,7 @@ async fn approvals_work_across_two_daemons_on_two_relay_pods() {
     let (tmux, laptop, desk, app) = machines(&pod_a, &pod_b, 60).await;
 
     app.submit(&tmux, "/run touch across.txt");
-    let q = waiting(&desk, 1).await.remove(0);
+    let q = desk.approvals_waiting(1).await.remove(0);
     let cid = q["correlation_id"].as_str().expect("cid").to_owned();
     let allowed = desk.in_terminal(&["approvals", "allow", &cid, "--reason", "go ahead"]);
     assert!(allowed.status.success(), "{}", stderr(&allowed));
@@ -316,7 +309,7 @@ async fn an_allow_given_while_the_asking_daemon_is_cut_off_reaches_its_hook_afte
     let (tmux, laptop, desk, app) = machines(&pod_a, &pod_b, 120).await;
 
     app.submit(&tmux, "/run touch away.txt");
-    let q = waiting(&desk, 1).await.remove(0);
+    let q = desk.approvals_waiting(1).await.remove(0);
     let cid = q["correlation_id"].as_str().expect("cid").to_owned();
 
     // The laptop's pod dies: its daemon, whose hook waits, cannot hear anything now.

@@ -12,13 +12,12 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use repowire_e2e::agents::{Home, eventually};
+use repowire_e2e::agents::Home;
 use repowire_e2e::claude::{ClaudeTeam, Cli, claude_or_skip, hops};
 use repowire_e2e::hookrun::cli_from_env;
 use repowire_e2e::mockmodel::Step;
 use repowire_e2e::process::{RelayProcess, TempDatabase};
 use repowire_e2e::responses::ResponsesMock;
-use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claude_code_session_asks_a_codex_session_and_gets_each_reply() {
@@ -132,19 +131,6 @@ async fn codex_exec_env(
         .expect("codex runs")
 }
 
-/// The open approvals `home` sees, once there are `n`.
-async fn waiting(home: &Home, n: usize) -> Vec<Value> {
-    eventually(&format!("{n} approval(s) waiting"), || {
-        let items = home
-            .json(&["approvals", "list"])
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        (items.len() == n).then_some(items)
-    })
-    .await
-}
-
 /// A real Codex on `laptop` (relay pod A) with approvals on: its shell call waits for a person
 /// on `desk` (pod B), runs when they allow it, and not when they deny it — and Codex tells its
 /// model who denied it and why.
@@ -205,7 +191,7 @@ async fn a_codex_shell_call_is_approved_or_denied_by_a_person_on_another_machine
             codex_exec_env(&codex, &laptop_env, &project, "RUN-SHELL touch allowed.txt").await
         })
     };
-    let q = waiting(&desk, 1).await.remove(0);
+    let q = desk.approvals_waiting(1).await.remove(0);
     assert_eq!(q["from"]["name"], "app");
     let peers = desk.json(&["peer", "list"]);
     let app = peers
@@ -238,7 +224,7 @@ async fn a_codex_shell_call_is_approved_or_denied_by_a_person_on_another_machine
             codex_exec_env(&codex, &laptop_env, &project, "RUN-SHELL touch denied.txt").await
         })
     };
-    let q = waiting(&desk, 1).await.remove(0);
+    let q = desk.approvals_waiting(1).await.remove(0);
     let cid = q["correlation_id"].as_str().expect("cid").to_owned();
     let denied = desk.in_terminal(&["approvals", "deny", &cid, "--reason", "not today"]);
     assert!(denied.status.success(), "{denied:?}");

@@ -9,10 +9,18 @@
 //! Skipped, with the reason printed, when `REPOWIRE_OPENCODE_BIN` or `REPOWIRE_CLAUDE_BIN` is
 //! unset and `REPOWIRE_REQUIRE_OPENCODE` is not (scripts/test sets them).
 
+use std::path::Path;
+use std::process::Output;
 use std::time::Duration;
 
-use repowire_e2e::claude::{ClaudeTeam, Cli, claude_or_skip, hops};
+use repowire_e2e::agents::Home;
+use repowire_e2e::claude::{
+    ClaudeTeam, Cli, OPENCODE_OFFLINE, claude_or_skip, hops, prepare_opencode,
+};
 use repowire_e2e::hookrun::cli_from_env;
+use repowire_e2e::mockmodel::MockModel;
+use repowire_e2e::process::{RelayProcess, TempDatabase};
+use tokio::io::AsyncWriteExt;
 
 fn opencode() -> Option<std::path::PathBuf> {
     cli_from_env(
@@ -76,4 +84,220 @@ async fn an_opencode_session_asks_a_claude_code_session_and_gets_each_reply() {
         .unwrap();
     hops(&seen, turns).unwrap();
     team.asks_closed(&seen, turns);
+}
+
+/// The text of every user message in OpenCode's model requests (hidden parts included).
+fn user_texts(model: &repowire_e2e::mockmodel::MockModel) -> Vec<String> {
+    model
+        .requests()
+        .iter()
+        .filter_map(|r| r["messages"].as_array().cloned())
+        .flatten()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].to_string())
+        .collect()
+}
+
+fn turn_state(home: &Home, name: &str) -> String {
+    home.json(&["peer", "list"])
+        .as_array()
+        .and_then(|a| a.iter().find(|p| p["name"] == name).cloned())
+        .and_then(|p| p["turn_state"].as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// A message that arrives while OpenCode works waits for the end of its turn; the plugin then
+/// hands it over as a new prompt of its own (the message a hidden part of it), so nothing is
+/// typed into the pane and no wake is needed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_that_arrives_during_an_opencode_turn_is_handed_over_when_it_ends() {
+    let Some(opencode) = opencode() else {
+        return;
+    };
+    let Some(claude) = claude_or_skip() else {
+        return;
+    };
+    let team = ClaudeTeam::start_with([Cli::Claude(claude), Cli::OpenCode(opencode)], None, true)
+        .await
+        .unwrap();
+    // The mock holds its answer to this prompt for a few seconds.
+    team.submit(&team.beta, "MOCK-SLOW think it over")
+        .await
+        .unwrap();
+    team.until(Duration::from_secs(30), "beta working", |t| {
+        turn_state(&t.beta.home, "beta") == "working"
+    })
+    .await
+    .unwrap();
+    let sent = team.alpha.home.ok(&[
+        "peer",
+        "notify",
+        "beta",
+        "HANDOVER-CHECK the build is green",
+    ]);
+    assert!(!sent.is_empty());
+    team.until(
+        Duration::from_secs(60),
+        "the message in a prompt of the plugin's",
+        |t| {
+            user_texts(&t.model).iter().any(|m| {
+                m.contains("HANDOVER-CHECK the build is green")
+                    && m.contains("[repowire] messages arrived during your turn")
+            })
+        },
+    )
+    .await
+    .unwrap();
+    // It was not in the slow turn's own prompt: it came after.
+    assert!(
+        !user_texts(&team.model)
+            .iter()
+            .any(|m| m.contains("MOCK-SLOW") && m.contains("HANDOVER-CHECK")),
+        "handed over with the slow prompt"
+    );
+    let screen = team.tmux.capture(&team.beta.pane);
+    assert!(
+        screen.contains("[repowire] messages arrived during your turn"),
+        "{screen}"
+    );
+    // Handed over by the plugin, not typed: beta's daemon never woke it.
+    let status = team.beta.home.json(&["daemon", "status"]);
+    assert!(
+        status["wakes"].as_object().is_none_or(|w| w.is_empty()),
+        "{status}"
+    );
+    team.until(Duration::from_secs(30), "beta idle again", |t| {
+        turn_state(&t.beta.home, "beta") == "idle"
+    })
+    .await
+    .unwrap();
+}
+
+/// `echo PROMPT | opencode run` with `env` (a machine's user) in `project`; its output.
+async fn opencode_run(
+    opencode: &Path,
+    env: &[(&'static str, String)],
+    project: &Path,
+    prompt: &str,
+) -> Output {
+    let mut command = tokio::process::Command::new(opencode);
+    command
+        .args(["run", "--auto"])
+        .current_dir(project)
+        // OpenCode takes its directory from PWD, as a shell would have set it.
+        .env("PWD", project)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .envs(OPENCODE_OFFLINE)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    for var in [
+        "XDG_CONFIG_HOME",
+        "XDG_DATA_HOME",
+        "XDG_STATE_HOME",
+        "XDG_CACHE_HOME",
+    ] {
+        command.env_remove(var);
+    }
+    let mut child = command.spawn().expect("opencode runs");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(format!("{prompt}\n").as_bytes())
+        .await
+        .expect("the prompt");
+    drop(stdin);
+    tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+        .await
+        .expect("opencode run finished within 120 s")
+        .expect("opencode runs")
+}
+
+/// A real OpenCode on `laptop` (relay pod A) with approvals on: its plugin holds a bash call
+/// for a person on `desk` (pod B); the call runs when they allow it, and not when they deny
+/// it — and OpenCode tells its model who denied it and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opencode_bash_call_is_approved_or_denied_by_a_person_on_another_machine() {
+    let Some(opencode) = opencode() else {
+        return;
+    };
+    let db = TempDatabase::create("repowire_opencode_approvals");
+    let redis = repowire_e2e::redis_url();
+    let prefix = repowire_e2e::redis_prefix();
+    let pod_a = RelayProcess::start_pod(&db.url(), &redis, &prefix, "pod-a", &[]).await;
+    let pod_b = RelayProcess::start_pod(&db.url(), &redis, &prefix, "pod-b", &[]).await;
+    let key = pod_a
+        .first_key
+        .clone()
+        .or(pod_b.first_key.clone())
+        .expect("key");
+    let model = MockModel::start().await.expect("the mock model");
+    let laptop = Home::new(Some((pod_a.http.clone(), key.clone())));
+    let desk = Home::new(Some((pod_b.http.clone(), key)));
+    prepare_opencode(&laptop, &model.url).expect("OpenCode's config");
+    laptop.ok(&[
+        "setup",
+        "--non-interactive",
+        "--runtime",
+        "opencode",
+        "--approvals",
+        "--gated-tools",
+        "Bash",
+        "--approval-timeout",
+        "60",
+    ]);
+    laptop.ok(&["daemon", "start"]);
+    desk.install_and_start();
+    let project = laptop.path().join("app");
+    std::fs::create_dir_all(&project).expect("project");
+
+    let run = |prompt: &'static str| {
+        let (opencode, project) = (opencode.clone(), project.clone());
+        let env = laptop.env();
+        tokio::spawn(async move { opencode_run(&opencode, &env, &project, prompt).await })
+    };
+    let allowed_run = run("RUN-SHELL touch allowed.txt");
+    let q = desk.approvals_waiting(1).await.remove(0);
+    assert_eq!(q["from"]["name"], "app");
+    let peers = desk.json(&["peer", "list"]);
+    let app = peers
+        .as_array()
+        .and_then(|a| a.iter().find(|p| p["peer_id"] == q["from"]["peer_id"]))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(app["backend"], "opencode", "{peers}");
+    assert!(
+        q["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Bash: touch allowed.txt\nin ")),
+        "{q}"
+    );
+    assert!(
+        !project.join("allowed.txt").exists(),
+        "ran before a decision"
+    );
+    let cid = q["correlation_id"].as_str().expect("cid").to_owned();
+    let allowed = desk.in_terminal(&["approvals", "allow", &cid]);
+    assert!(allowed.status.success(), "{allowed:?}");
+    let out = allowed_run.await.expect("the run");
+    assert!(out.status.success(), "{out:?}");
+    assert!(project.join("allowed.txt").exists(), "the allowed call ran");
+
+    let denied_run = run("RUN-SHELL touch denied.txt");
+    let q = desk.approvals_waiting(1).await.remove(0);
+    let cid = q["correlation_id"].as_str().expect("cid").to_owned();
+    let denied = desk.in_terminal(&["approvals", "deny", &cid, "--reason", "not today"]);
+    assert!(denied.status.success(), "{denied:?}");
+    let out = denied_run.await.expect("the run");
+    assert!(!project.join("denied.txt").exists(), "the denied call ran");
+    // OpenCode told its model why.
+    let told = model
+        .requests()
+        .iter()
+        .flat_map(|r| r["messages"].as_array().cloned().unwrap_or_default())
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string())
+        .find(|c| c.contains("Repowire approvals"))
+        .unwrap_or_default();
+    assert!(told.contains("not today"), "{told}\n{out:?}");
 }
