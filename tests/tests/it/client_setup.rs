@@ -778,3 +778,116 @@ fn setup_wires_gemini_beside_the_users_settings_and_uninstall_restores_them() {
             .contains("repowire")
     );
 }
+
+/// OpenCode (docs/agents/opencode.md): setup finds its opencode.json, writes our plugin beside
+/// the user's plugins and `mcp.repowire` beside the user's servers, and keeps everything else;
+/// the plugin gates tool calls only when approvals are on (and doctor says when it does not
+/// though they are); a file of that name that is not ours is refused; uninstall restores it.
+#[test]
+fn setup_wires_opencode_with_a_plugin_and_uninstall_restores_it() {
+    let home = Home::new(None);
+    let dir = home.path().join(".config/opencode");
+    std::fs::create_dir_all(dir.join("plugins")).expect("dir");
+    let config = dir.join("opencode.json");
+    let plugin = dir.join("plugins/repowire.js");
+    let mine = dir.join("plugins/mine.js");
+    let user = json!({
+        "$schema": "https://opencode.ai/config.json",
+        "model": "anthropic/claude-sonnet",
+        "plugin": ["opencode-wakatime"],
+        "mcp": {"docs": {"type": "local", "command": ["docs-mcp"]}}
+    });
+    std::fs::write(&config, serde_json::to_vec_pretty(&user).expect("json")).expect("write");
+    std::fs::write(&mine, "export const Mine = async () => ({});\n").expect("write");
+
+    let said = home.ok(&["setup", "--non-interactive"]);
+    assert!(said.contains(&plugin.display().to_string()), "{said}");
+    let (_, wired) = read(&config);
+    for key in ["$schema", "model", "plugin"] {
+        assert_eq!(wired[key], user[key], "{key}");
+    }
+    assert_eq!(wired["mcp"]["docs"], user["mcp"]["docs"]);
+    let ours = &wired["mcp"]["repowire"];
+    assert_eq!(ours["type"], "local");
+    assert_eq!(ours["enabled"], true);
+    assert_eq!(ours["command"][1], "mcp");
+    assert!(
+        ours["command"][0]
+            .as_str()
+            .is_some_and(|c| c.ends_with("/repowire")),
+        "{ours}"
+    );
+    assert_eq!(
+        ours["environment"]["REPOWIRE_HOME"],
+        home.repowire_home().to_string_lossy().as_ref()
+    );
+    let source = std::fs::read_to_string(&plugin).expect("our plugin");
+    assert!(source.starts_with("// Repowire's OpenCode plugin."));
+    assert!(source.contains(r#""approvals":null"#), "{source}");
+    assert!(
+        source.contains(r#""hook","--runtime","opencode"]"#),
+        "{source}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&mine).expect("mine"),
+        "export const Mine = async () => ({});\n"
+    );
+    let status = home.ok(&["status"]);
+    assert!(status.contains("opencode plugin "), "{status}");
+
+    // Approvals turned on for Claude Code alone leave the plugin ungated: doctor says so.
+    home.ok(&[
+        "setup",
+        "--non-interactive",
+        "--runtime",
+        "claude-code",
+        "--approvals",
+    ]);
+    let doctor = home.repowire(&["doctor"]);
+    let doctor = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        doctor.contains("✗ OpenCode gates tool calls as config.toml's [approvals] says"),
+        "{doctor}"
+    );
+    let said = home.ok(&["setup", "--non-interactive"]);
+    assert!(
+        said.contains("OpenCode's bash, edit and write calls wait"),
+        "{said}"
+    );
+    let gated = std::fs::read_to_string(&plugin).expect("our plugin");
+    assert!(
+        gated.contains(r#""approvals":{"timeout_seconds":"#),
+        "{gated}"
+    );
+    let doctor = home.repowire(&["doctor"]);
+    let doctor = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        doctor.contains("✓ OpenCode gates tool calls as config.toml's [approvals] says"),
+        "{doctor}"
+    );
+    let again = home.ok(&["setup", "--non-interactive"]);
+    assert!(
+        again.contains(&format!("{} already up to date", config.display())),
+        "{again}"
+    );
+    assert_eq!(std::fs::read_to_string(&plugin).expect("plugin"), gated);
+
+    home.ok(&["uninstall"]);
+    let (_, restored) = read(&config);
+    assert_eq!(restored, user);
+    assert!(!plugin.exists(), "our plugin stays after uninstall");
+    assert!(mine.exists(), "the user's plugin went");
+
+    // A plugins/repowire.js that is not ours stops setup with nothing changed.
+    std::fs::write(&plugin, "export const Other = async () => ({});\n").expect("write");
+    let before = std::fs::read(&config).expect("config");
+    let refused = home.repowire(&["setup", "--non-interactive", "--runtime", "opencode"]);
+    assert!(!refused.status.success(), "{refused:?}");
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("is not Repowire's plugin"), "{err}");
+    assert_eq!(std::fs::read(&config).expect("config"), before);
+    assert_eq!(
+        std::fs::read_to_string(&plugin).expect("theirs"),
+        "export const Other = async () => ({});\n"
+    );
+}
