@@ -1,14 +1,16 @@
-//! Two real agent CLIs (Claude Code, or Codex beside it), each on its own machine (HOME and
-//! daemon), both on one real relay process, driven offline by [`MockModel`] through one
-//! scripted ask/ack conversation. The CLIs come from npm (`@anthropic-ai/claude-code`,
-//! `@openai/codex`); `scripts/test` and `scripts/bench` install them into a cache and name the
-//! binaries in `REPOWIRE_CLAUDE_BIN` and `REPOWIRE_CODEX_BIN`.
+//! Two real agent CLIs (Claude Code, or Codex, Gemini CLI or OpenCode beside it), each on its
+//! own machine (HOME and daemon), both on one real relay process, driven offline by
+//! [`MockModel`] through one scripted ask/ack conversation. The CLIs come from npm;
+//! `scripts/test` and `scripts/bench` install them into a cache and name the binaries in
+//! `REPOWIRE_CLAUDE_BIN`, `REPOWIRE_CODEX_BIN`, `REPOWIRE_GEMINI_BIN` and
+//! `REPOWIRE_OPENCODE_BIN`; [`crate::offline`] keeps each of them off the network.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::agents::{Home, Tmux};
 use crate::mockmodel::{MockModel, Seen, Step};
+use crate::offline::{OPENCODE_OFFLINE, prepare_codex, prepare_gemini, prepare_opencode};
 use crate::process::{RelayProcess, relay_bin};
 
 /// The Claude Code binary named by `REPOWIRE_CLAUDE_BIN`, or why there is none.
@@ -66,106 +68,6 @@ impl Cli {
         }
     }
 }
-
-/// Codex's config before `repowire setup` adds to it: the mock as the model provider (its
-/// Responses API), and nothing that reaches the network (docs/agents/codex.md).
-fn prepare_codex(home: &Home, model_url: &str) -> anyhow::Result<()> {
-    let dir = home.path().join(".codex");
-    std::fs::create_dir_all(&dir)?;
-    std::fs::write(
-        dir.join("config.toml"),
-        format!(
-            r#"model = "mock-model"
-model_provider = "mock"
-check_for_update_on_startup = false
-
-[model_providers.mock]
-name = "Mock"
-base_url = "{model_url}/v1"
-env_key = "MOCK_API_KEY"
-wire_api = "responses"
-
-[features]
-plugins = false
-daemon_auto_start = false
-
-[analytics]
-enabled = false
-
-[feedback]
-enabled = false
-
-[otel]
-exporter = "none"
-"#
-        ),
-    )?;
-    Ok(())
-}
-
-/// Gemini CLI's settings before `repowire setup` adds to it: API-key auth against the mock,
-/// nothing that reaches the network, and the project a trusted folder
-/// (docs/agents/gemini-cli.md).
-fn prepare_gemini(home: &Home, project: &Path) -> anyhow::Result<()> {
-    let dir = home.path().join(".gemini");
-    std::fs::create_dir_all(&dir)?;
-    let settings = serde_json::json!({
-        "security": {"auth": {"selectedType": "gemini-api-key"}},
-        "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false},
-        "privacy": {"usageStatisticsEnabled": false},
-        "telemetry": {"enabled": false},
-        "ide": {"enabled": false},
-        "model": {"name": "gemini-2.5-flash"}
-    });
-    std::fs::write(
-        dir.join("settings.json"),
-        serde_json::to_vec_pretty(&settings)?,
-    )?;
-    std::fs::write(
-        dir.join("trustedFolders.json"),
-        serde_json::to_vec(&serde_json::json!({ project.to_string_lossy(): "TRUST_FOLDER" }))?,
-    )?;
-    Ok(())
-}
-
-/// OpenCode's configuration before `repowire setup` adds to it: the mock as an
-/// OpenAI-compatible provider, no update check, and the dependency install OpenCode starts for
-/// a configuration directory with plugins marked done: offline it would hold startup for
-/// about 74 s (docs/agents/opencode.md). Its environment needs
-/// [`OPENCODE_OFFLINE`] too.
-pub fn prepare_opencode(home: &Home, model_url: &str) -> anyhow::Result<()> {
-    let dir = home.path().join(".config/opencode");
-    std::fs::create_dir_all(dir.join("node_modules"))?;
-    let config = serde_json::json!({
-        "$schema": "https://opencode.ai/config.json",
-        "autoupdate": false,
-        "share": "disabled",
-        "model": "mock/mock-model",
-        "small_model": "mock/mock-model",
-        "provider": {"mock": {"npm": "@ai-sdk/openai-compatible", "name": "Mock",
-            "options": {"baseURL": format!("{model_url}/v1"), "apiKey": "offline-mock"},
-            "models": {"mock-model": {"name": "Mock Model", "tool_call": true}}}}
-    });
-    std::fs::write(
-        dir.join("opencode.json"),
-        serde_json::to_vec_pretty(&config)?,
-    )?;
-    std::fs::write(
-        dir.join("package-lock.json"),
-        r#"{"name":"opencode-config","lockfileVersion":3,"requires":true,"packages":{"":{"dependencies":{"@opencode-ai/plugin":"*"}}}}"#,
-    )?;
-    Ok(())
-}
-
-/// What keeps OpenCode off the network: the models catalogue fetch, the update check, and the
-/// rest (docs/agents/opencode.md).
-pub const OPENCODE_OFFLINE: [(&str, &str); 5] = [
-    ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
-    ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
-    ("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1"),
-    ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1"),
-    ("OPENCODE_DISABLE_SHARE", "1"),
-];
 
 /// One agent: its machine and the pane its CLI runs in.
 pub struct Member {

@@ -9,6 +9,7 @@ pub mod fakekube;
 pub mod gemini_api;
 pub mod hookrun;
 pub mod mockmodel;
+pub mod offline;
 pub mod oidc;
 pub mod otlp;
 pub mod process;

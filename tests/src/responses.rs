@@ -62,13 +62,18 @@ impl ResponsesMock {
 
 /// The text of a message item (`content` as a string or as parts with `text`).
 pub fn text_of(item: &Value) -> String {
+    text_joined(item, "")
+}
+
+/// [`text_of`] with `separator` between the parts.
+pub fn text_joined(item: &Value, separator: &str) -> String {
     match &item["content"] {
         Value::String(s) => s.clone(),
         Value::Array(parts) => parts
             .iter()
             .filter_map(|p| p["text"].as_str())
             .collect::<Vec<_>>()
-            .join(""),
+            .join(separator),
         _ => String::new(),
     }
 }

@@ -28,8 +28,9 @@ struct Args {
     /// Copy both daemons' logs into this directory (`alpha.log`, `beta.log`) at the end.
     #[arg(long)]
     logs: Option<PathBuf>,
-    /// The asker's and the answerer's CLI: `claude`, `codex` or `gemini` each, e.g.
-    /// `claude,codex` (Codex from `REPOWIRE_CODEX_BIN`, Gemini CLI from `REPOWIRE_GEMINI_BIN`).
+    /// The asker's and the answerer's CLI: `claude`, `codex`, `gemini` or `opencode` each,
+    /// e.g. `claude,codex` (Codex from `REPOWIRE_CODEX_BIN`, Gemini CLI from
+    /// `REPOWIRE_GEMINI_BIN`, OpenCode from `REPOWIRE_OPENCODE_BIN`).
     #[arg(long, default_value = "claude,claude")]
     pair: String,
 }
@@ -49,7 +50,13 @@ fn cli(name: &str, claude: &std::path::Path) -> anyhow::Result<Cli> {
                 .map(PathBuf::from)
                 .ok_or_else(|| anyhow::anyhow!("REPOWIRE_GEMINI_BIN is not set"))?,
         )),
-        other => anyhow::bail!("unknown CLI `{other}`: claude, codex or gemini"),
+        "opencode" => Ok(Cli::OpenCode(
+            std::env::var_os("REPOWIRE_OPENCODE_BIN")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .ok_or_else(|| anyhow::anyhow!("REPOWIRE_OPENCODE_BIN is not set"))?,
+        )),
+        other => anyhow::bail!("unknown CLI `{other}`: claude, codex, gemini or opencode"),
     }
 }
 

@@ -22,6 +22,11 @@ use serde_json::{Value, json};
 
 use super::{NOT_READY, Reply, State};
 
+/// All text of a message, parts on lines of their own.
+fn text_of(message: &Value) -> String {
+    crate::responses::text_joined(message, "\n")
+}
+
 /// OpenCode's name for a tool → the script's.
 fn ours(name: &str) -> String {
     match name.strip_prefix("repowire_") {
@@ -60,18 +65,6 @@ fn shell_command(request: &Value) -> Option<String> {
     let prompt = new_prompt(request)?;
     let (_, rest) = prompt.split_once("RUN-SHELL ")?;
     Some(rest.lines().next().unwrap_or("").to_owned())
-}
-
-fn text_of(message: &Value) -> String {
-    match &message["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
 }
 
 /// The working directory OpenCode's system prompt names.

@@ -18,21 +18,10 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::{NOT_READY, Reply, State};
+use crate::responses::text_of;
 
 /// How the TUI's thread-title request starts.
 const TITLE: &str = "Generate a concise, single-line task title";
-
-fn text_of(item: &Value) -> String {
-    match &item["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join(""),
-        _ => String::new(),
-    }
-}
 
 /// The request in the Messages shape: `messages` and `tools`.
 fn as_messages(request: &Value) -> Value {

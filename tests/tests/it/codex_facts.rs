@@ -20,6 +20,7 @@
 use std::path::{Path, PathBuf};
 
 use repowire_e2e::hookrun::{HookRun, cli_from_env, events, same_session};
+use repowire_e2e::offline::codex_config;
 use repowire_e2e::responses::{ResponsesMock, text_of};
 use serde_json::Value;
 
@@ -40,34 +41,9 @@ fn codex_bin() -> Option<PathBuf> {
     )
 }
 
-/// `$CODEX_HOME/config.toml`: the mock as the model provider, nothing that reaches the
-/// network, and the run's hook on every event.
+/// `$CODEX_HOME/config.toml`: offline against the mock, and the run's hook on every event.
 fn config(base_url: &str, run: &HookRun) -> String {
-    let mut toml = format!(
-        r#"model = "mock-model"
-model_provider = "mock"
-check_for_update_on_startup = false
-
-[model_providers.mock]
-name = "Mock"
-base_url = "{base_url}"
-env_key = "MOCK_API_KEY"
-wire_api = "responses"
-
-[features]
-plugins = false
-daemon_auto_start = false
-
-[analytics]
-enabled = false
-
-[feedback]
-enabled = false
-
-[otel]
-exporter = "none"
-"#
-    );
+    let mut toml = codex_config(base_url);
     for event in EVENTS {
         toml += &format!(
             "\n[[hooks.{event}]]\n[[hooks.{event}.hooks]]\ntype = \"command\"\ncommand = \"{}\"\ntimeout = 30\n",

@@ -16,6 +16,7 @@ use repowire_e2e::agents::Home;
 use repowire_e2e::claude::{ClaudeTeam, Cli, claude_or_skip, hops};
 use repowire_e2e::hookrun::cli_from_env;
 use repowire_e2e::mockmodel::Step;
+use repowire_e2e::offline::codex_config;
 use repowire_e2e::process::{RelayProcess, TempDatabase};
 use repowire_e2e::responses::ResponsesMock;
 
@@ -160,12 +161,7 @@ async fn a_codex_shell_call_is_approved_or_denied_by_a_person_on_another_machine
     std::fs::create_dir_all(&codex_home).expect("~/.codex");
     std::fs::write(
         codex_home.join("config.toml"),
-        format!(
-            "model = \"mock-model\"\nmodel_provider = \"mock\"\ncheck_for_update_on_startup = false\n\n\
-             [model_providers.mock]\nname = \"Mock\"\nbase_url = \"{}\"\nenv_key = \"MOCK_API_KEY\"\nwire_api = \"responses\"\n\n\
-             [features]\nplugins = false\ndaemon_auto_start = false\n",
-            model.base_url
-        ),
+        codex_config(&model.base_url),
     )
     .expect("config");
     laptop.ok(&[

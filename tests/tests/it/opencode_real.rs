@@ -14,11 +14,10 @@ use std::process::Output;
 use std::time::Duration;
 
 use repowire_e2e::agents::Home;
-use repowire_e2e::claude::{
-    ClaudeTeam, Cli, OPENCODE_OFFLINE, claude_or_skip, hops, prepare_opencode,
-};
+use repowire_e2e::claude::{ClaudeTeam, Cli, claude_or_skip, hops};
 use repowire_e2e::hookrun::cli_from_env;
 use repowire_e2e::mockmodel::MockModel;
+use repowire_e2e::offline::{OPENCODE_OFFLINE, prepare_opencode};
 use repowire_e2e::process::{RelayProcess, TempDatabase};
 use tokio::io::AsyncWriteExt;
 

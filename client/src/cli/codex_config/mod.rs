@@ -226,17 +226,7 @@ pub fn merge(
         }
     }
     for group in ours {
-        let hooks = doc
-            .entry("hooks")
-            .or_insert_with(|| {
-                let mut t = Table::new();
-                t.set_implicit(true);
-                Item::Table(t)
-            })
-            .as_table_like_mut()
-            .ok_or_else(|| {
-                anyhow::anyhow!("`hooks` in the Codex config is not a table; nothing was changed")
-            })?;
+        let hooks = top_table(&mut doc, "hooks")?;
         let item = hooks
             .entry(group.event)
             .or_insert(Item::ArrayOfTables(ArrayOfTables::new()));
@@ -302,9 +292,12 @@ fn timeout_of(hooks: &Item) -> Option<u64> {
     }
 }
 
-fn set_mcp(doc: &mut DocumentMut, mcp: &McpServer) -> anyhow::Result<()> {
-    let servers = doc
-        .entry("mcp_servers")
+/// The top-level table `key`, made (implicit: no `[key]` header of its own) when missing.
+fn top_table<'a>(
+    doc: &'a mut DocumentMut,
+    key: &str,
+) -> anyhow::Result<&'a mut dyn toml_edit::TableLike> {
+    doc.entry(key)
         .or_insert_with(|| {
             let mut t = Table::new();
             t.set_implicit(true);
@@ -312,8 +305,12 @@ fn set_mcp(doc: &mut DocumentMut, mcp: &McpServer) -> anyhow::Result<()> {
         })
         .as_table_like_mut()
         .ok_or_else(|| {
-            anyhow::anyhow!("`mcp_servers` in the Codex config is not a table; nothing was changed")
-        })?;
+            anyhow::anyhow!("`{key}` in the Codex config is not a table; nothing was changed")
+        })
+}
+
+fn set_mcp(doc: &mut DocumentMut, mcp: &McpServer) -> anyhow::Result<()> {
+    let servers = top_table(doc, "mcp_servers")?;
     let entry = servers
         .entry("repowire")
         .or_insert(Item::Table(Table::new()))
