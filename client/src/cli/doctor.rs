@@ -320,15 +320,16 @@ pub fn doctor(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
         "MCP server registered",
         "run `repowire setup`",
     );
-    // Gemini CLI, when setup wired it: approvals do not gate its tool calls yet.
+    // Gemini CLI, when setup wired it: its BeforeTool hook gates tool calls.
     if super::setup_gemini::installed().is_some()
         && let Ok(policy) = config.approvals()
         && policy.enabled
+        && !Runtime::Gemini.native_tool_names(&policy.tools).is_empty()
     {
         c.check(
-            false,
+            super::setup_gemini::settings_gate_tools(),
             "Gemini CLI gates tool calls as config.toml's [approvals] says",
-            "approvals do not gate Gemini CLI's tool calls yet (docs/client.md): its sessions run their tools without asking anyone. Run gated work in Claude Code or Codex, or turn approvals off with `repowire setup --no-approvals`",
+            "config.toml turns approvals on, but Gemini CLI has no Repowire BeforeTool hook, so its tool calls run unasked: run `repowire setup --approvals`, then restart running agents",
         );
     }
     // OpenCode, when setup wired it: its plugin gates tool calls only when setup said so.

@@ -67,6 +67,7 @@ pub fn run(config: &Config, runtime: Runtime, event: Event, approval_cap: Option
         let decided = std::panic::catch_unwind(|| pre_tool_use(config, runtime, approval_cap))
             .unwrap_or_else(|_| Some(deny("the approval hook failed unexpectedly; denied")));
         if let Some(output) = decided {
+            let output = runtime.tool_decision(output);
             let mut stdout = std::io::stdout().lock();
             let _ = writeln!(stdout, "{output}");
         }
@@ -134,15 +135,18 @@ fn pre_tool_use(config: &Config, runtime: Runtime, cap: Option<u64>) -> Option<V
     if read.is_err() {
         return Some(deny("the hook payload could not be read; denied"));
     }
-    let Ok(payload) = serde_json::from_str::<Value>(&raw) else {
+    let Ok(mut payload) = serde_json::from_str::<Value>(&raw) else {
         return Some(deny("the hook payload is not JSON; denied"));
     };
-    let Some(tool) = payload.get("tool_name").and_then(Value::as_str) else {
+    let Some(native) = payload.get("tool_name").and_then(Value::as_str) else {
         return Some(deny("the hook payload names no tool; denied"));
     };
-    if !policy.tools.iter().any(|t| t == tool) {
+    // Gated, and shown to the approver, by the name the approvals use (Claude Code's).
+    let tool = runtime.approval_tool_name(native).to_owned();
+    if !policy.tools.contains(&tool) {
         return None;
     }
+    payload["tool_name"] = Value::String(tool);
     let timeout = match cap {
         Some(cap) => policy.timeout.min(Duration::from_secs(cap)),
         None => policy.timeout,

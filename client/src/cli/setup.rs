@@ -250,7 +250,7 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
             && (args.allow_tools
                 || claude.as_ref().is_some_and(|c| c.allowed)
                 || codex.as_ref().is_some_and(CodexPlan::approves_tools));
-        match GeminiPlan::install(&exe, config, allowed) {
+        match GeminiPlan::install(&exe, config, allowed, &approvals) {
             Ok(plan) => Some(plan),
             // Found, not named: a settings.json we cannot edit (Gemini allows comments in it)
             // is left alone and said, not a reason to stop wiring the others.
@@ -342,9 +342,9 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
                 "Repowire's MCP tools are not trusted in Gemini CLI: each call of ask, ack, answer… waits for a person to approve it (and `gemini -p` does not offer them). `repowire setup --allow-tools` trusts them."
             );
         }
-        if approvals_on(config, &approvals) {
+        if plan.gates_tools() {
             println!(
-                "Approvals do not gate Gemini CLI's tool calls yet: its sessions run their tools without asking anyone (docs/client.md)."
+                "Gemini CLI's run_shell_command, write_file and replace calls wait for an approval like Claude Code's Bash, Write and Edit."
             );
         }
     }
@@ -404,15 +404,6 @@ pub fn setup(config: &Config, args: &SetupArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Whether tool calls are gated once setup is done.
-fn approvals_on(config: &Config, change: &super::approvals_setup::Change) -> bool {
-    match change {
-        super::approvals_setup::Change::Enable(_) => true,
-        super::approvals_setup::Change::Disable => false,
-        super::approvals_setup::Change::Keep => config.approvals().is_ok_and(|p| p.enabled),
-    }
 }
 
 fn report(path: &Path, changed: bool, existed: bool, what: &str) {

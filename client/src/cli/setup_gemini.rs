@@ -3,7 +3,8 @@
 //! user's own like Claude Code's settings.
 //!
 //! Each event gets one group of ours with no `matcher`: a matcher on SessionStart or
-//! SessionEnd, even `.*`, keeps Gemini from firing them. Timeouts are in milliseconds. The MCP
+//! SessionEnd, even `.*`, keeps Gemini from firing them. With approvals, BeforeTool gets one
+//! matched on Gemini's names for the gated tools (`run_shell_command|write_file|replace`). Timeouts are in milliseconds. The MCP
 //! server is `trust`ed only when our tools are allowed: untrusted, Gemini asks a person before
 //! each call (and `gemini -p` does not offer the tools at all).
 
@@ -12,8 +13,12 @@ use std::path::PathBuf;
 use anyhow::Context;
 use serde_json::{Map, Value, json};
 
-use super::claude_settings::{merge_entries, read_json, remove_hooks, write_if_changed};
+use super::approvals_setup::{Change, HOOK_MARGIN};
+use super::claude_settings::{
+    merge_entries, read_json, remove_event, remove_hooks, write_if_changed,
+};
 use super::setup::hook_command;
+use crate::api::HookEvent;
 use crate::config::{Config, Environment};
 use crate::runtimes::Runtime;
 
@@ -39,6 +44,21 @@ pub(super) fn installed() -> Option<(PathBuf, usize)> {
     (count > 0).then_some((path, count))
 }
 
+/// Whether `settings` hold our BeforeTool group.
+fn gates(settings: &Value) -> bool {
+    settings["hooks"]["BeforeTool"]
+        .as_array()
+        .is_some_and(|groups| groups.iter().any(super::claude_settings::is_ours))
+}
+
+/// Whether Gemini's settings.json gates tool calls through our BeforeTool hook.
+pub(super) fn settings_gate_tools() -> bool {
+    read_json(&crate::runtimes::gemini_settings_path())
+        .ok()
+        .flatten()
+        .is_some_and(|s| gates(&s))
+}
+
 /// Gemini's settings.json as it is (`None`: no file) and as setup leaves it.
 pub(super) struct GeminiPlan {
     pub(super) path: PathBuf,
@@ -47,8 +67,15 @@ pub(super) struct GeminiPlan {
 }
 
 impl GeminiPlan {
-    /// Our hooks and MCP server merged in; `allow`: our tools run without asking a person.
-    pub(super) fn install(exe: &str, config: &Config, allow: bool) -> anyhow::Result<Self> {
+    /// Our hooks and MCP server merged in; `allow`: our tools run without asking a person;
+    /// tool calls gated as `approvals` leaves config.toml (a BeforeTool group matched on
+    /// Gemini's names for the gated tools).
+    pub(super) fn install(
+        exe: &str,
+        config: &Config,
+        allow: bool,
+        approvals: &Change,
+    ) -> anyhow::Result<Self> {
         let path = crate::runtimes::gemini_settings_path();
         let before = read_json(&path)?;
         let runtime = Runtime::Gemini;
@@ -65,6 +92,40 @@ impl GeminiPlan {
             .collect();
         let mut after = merge_entries(before.clone().unwrap_or_else(|| json!({})), &entries)
             .with_context(|| format!("updating {}", path.display()))?;
+        let policy = match approvals {
+            Change::Enable(policy) => Some(policy.clone()),
+            Change::Disable => None,
+            // Approvals on from an earlier setup gate a Gemini wired now too.
+            Change::Keep => match config.approvals() {
+                Ok(policy) => policy.enabled.then_some(policy),
+                Err(e) => return Err(e).context("reading [approvals] in config.toml"),
+            },
+        };
+        let before_tool = runtime
+            .event_name(HookEvent::PreToolUse)
+            .context("Gemini CLI has a BeforeTool event")?;
+        let gated = policy
+            .as_ref()
+            .map(|p| runtime.native_tool_names(&p.tools))
+            .unwrap_or_default();
+        after = match policy {
+            Some(policy) if !gated.is_empty() => {
+                let command = format!(
+                    "{} --approval-timeout {}",
+                    hook_command(exe, config, runtime, HookEvent::PreToolUse.name()),
+                    policy.timeout.as_secs()
+                );
+                // Gemini's timeouts are milliseconds; the hook must outlive the approval.
+                let timeout = (policy.timeout + HOOK_MARGIN).as_millis();
+                let entry = json!({
+                    "matcher": gated.join("|"),
+                    "hooks": [{ "name": "repowire", "type": "command", "command": command, "timeout": timeout }],
+                });
+                merge_entries(after, &[(before_tool, entry)])
+                    .with_context(|| format!("updating {}", path.display()))?
+            }
+            _ => remove_event(after, before_tool),
+        };
         let mut env = Map::new();
         if let Some(home) = &config.home {
             env.insert(
@@ -121,6 +182,11 @@ impl GeminiPlan {
             before: Some(before),
             after,
         }))
+    }
+
+    /// Whether our BeforeTool hook gates tool calls.
+    pub(super) fn gates_tools(&self) -> bool {
+        gates(&self.after)
     }
 
     /// Whether our MCP server is trusted (its tools run without asking).

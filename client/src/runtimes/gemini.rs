@@ -30,6 +30,14 @@ pub(super) fn mcp_registered() -> bool {
     })
 }
 
+/// Gemini's tools that change files or run commands, and the names Repowire's approvals use
+/// for them (Claude Code's): what its BeforeTool hook is matched on and gated by.
+pub(super) const GATED_TOOLS: [(&str, &str); 3] = [
+    ("run_shell_command", "Bash"),
+    ("write_file", "Write"),
+    ("replace", "Edit"),
+];
+
 /// What the empty box shows.
 const PLACEHOLDER: &str = "Type your message or @path/to/file";
 

@@ -112,9 +112,9 @@ impl Runtime {
     pub fn event_name(self, event: HookEvent) -> Option<&'static str> {
         match (self, event) {
             (Runtime::Codex, HookEvent::Notification) => None,
-            // Gemini's Notification is not an idle signal, and approvals are not wired for it
-            // yet (its BeforeTool answers another shape, and its tools have other names).
-            (Runtime::Gemini, HookEvent::Notification | HookEvent::PreToolUse) => None,
+            // Gemini's Notification is not an idle signal.
+            (Runtime::Gemini, HookEvent::Notification) => None,
+            (Runtime::Gemini, HookEvent::PreToolUse) => Some("BeforeTool"),
             (Runtime::Gemini, HookEvent::PromptSubmit) => Some("BeforeAgent"),
             (Runtime::Gemini, HookEvent::Stop) => Some("AfterAgent"),
             // The plugin's events (opencode_plugin.js). It starts a session at the session's
@@ -201,6 +201,49 @@ impl Runtime {
             // OpenCode took an Enter right behind a short bracketed paste as Enter.
             Runtime::ClaudeCode | Runtime::Codex | Runtime::OpenCode => std::time::Duration::ZERO,
             Runtime::Gemini => std::time::Duration::from_millis(250),
+        }
+    }
+
+    /// The name Repowire's approvals (`[approvals] tools`) use for this runtime's tool
+    /// `native`: Claude Code's names. Codex's hooks already use them (`Bash`); OpenCode's
+    /// plugin maps its own.
+    pub fn approval_tool_name(self, native: &str) -> &str {
+        match self {
+            Runtime::Gemini => gemini::GATED_TOOLS
+                .iter()
+                .find(|(ours, _)| *ours == native)
+                .map_or(native, |(_, name)| name),
+            Runtime::ClaudeCode | Runtime::Codex | Runtime::OpenCode => native,
+        }
+    }
+
+    /// This runtime's own names for the approvals' tool names `gated` (those it has).
+    pub fn native_tool_names(self, gated: &[String]) -> Vec<&'static str> {
+        match self {
+            Runtime::Gemini => gemini::GATED_TOOLS
+                .iter()
+                .filter(|(_, name)| gated.iter().any(|g| g == name))
+                .map(|(native, _)| *native)
+                .collect(),
+            Runtime::ClaudeCode | Runtime::Codex | Runtime::OpenCode => Vec::new(),
+        }
+    }
+
+    /// The pre-tool-use answer in this runtime's shape, from Claude Code's
+    /// (`hookSpecificOutput.permissionDecision`, which Codex and our OpenCode plugin read too).
+    /// Gemini's BeforeTool takes `{"decision": "allow"|"deny", "reason"}`
+    /// (docs/agents/gemini-cli.md).
+    pub fn tool_decision(self, claude: Value) -> Value {
+        match self {
+            Runtime::Gemini => {
+                let decided = &claude["hookSpecificOutput"];
+                let allow = decided["permissionDecision"] == "allow";
+                json!({
+                    "decision": if allow { "allow" } else { "deny" },
+                    "reason": decided["permissionDecisionReason"].as_str().unwrap_or("denied by Repowire's approvals"),
+                })
+            }
+            Runtime::ClaudeCode | Runtime::Codex | Runtime::OpenCode => claude,
         }
     }
 
@@ -295,6 +338,36 @@ mod tests {
     fn codex_gets_no_notification_hook() {
         assert!(!Runtime::Codex.events().contains(&HookEvent::Notification));
         assert_eq!(Runtime::ClaudeCode.events(), HookEvent::ALWAYS.to_vec());
+    }
+
+    #[test]
+    fn gemini_tools_are_gated_by_claude_names_and_answered_in_its_shape() {
+        let gemini = Runtime::Gemini;
+        assert_eq!(gemini.approval_tool_name("run_shell_command"), "Bash");
+        assert_eq!(gemini.approval_tool_name("replace"), "Edit");
+        assert_eq!(gemini.approval_tool_name("read_file"), "read_file");
+        assert_eq!(Runtime::Codex.approval_tool_name("Bash"), "Bash");
+        let gated = [
+            "Bash".to_owned(),
+            "Edit".to_owned(),
+            "NotebookEdit".to_owned(),
+        ];
+        assert_eq!(
+            gemini.native_tool_names(&gated),
+            vec!["run_shell_command", "replace"]
+        );
+        let deny = json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+            "permissionDecision": "deny", "permissionDecisionReason": "Repowire approvals: no"}});
+        assert_eq!(
+            gemini.tool_decision(deny.clone()),
+            json!({"decision": "deny", "reason": "Repowire approvals: no"})
+        );
+        let mut allow = deny.clone();
+        allow["hookSpecificOutput"]["permissionDecision"] = json!("allow");
+        assert_eq!(gemini.tool_decision(allow)["decision"], "allow");
+        // Anything but an allow is a deny.
+        assert_eq!(gemini.tool_decision(json!({}))["decision"], "deny");
+        assert_eq!(Runtime::Codex.tool_decision(deny.clone()), deny);
     }
 
     #[test]

@@ -710,7 +710,8 @@ fn setup_wires_codex_beside_the_users_config_and_uninstall_restores_it() {
 /// Gemini CLI (docs/agents/gemini-cli.md): setup finds `~/.gemini`, adds one hook group per
 /// event with no matcher (a matcher keeps SessionStart and SessionEnd from firing) and
 /// timeouts in milliseconds, and the MCP server, trusted only when our tools are allowed;
-/// keeps the user's keys; says that approvals do not gate Gemini yet; uninstall restores it.
+/// keeps the user's keys; with approvals, a BeforeTool group matched on Gemini's names for the
+/// gated tools; uninstall restores it.
 #[test]
 fn setup_wires_gemini_beside_the_users_settings_and_uninstall_restores_them() {
     let home = Home::new(None);
@@ -726,7 +727,10 @@ fn setup_wires_gemini_beside_the_users_settings_and_uninstall_restores_them() {
 
     let said = home.ok(&["setup", "--non-interactive", "--approvals"]);
     assert!(said.contains("not trusted in Gemini CLI"), "{said}");
-    assert!(said.contains("Approvals do not gate Gemini CLI"), "{said}");
+    assert!(
+        said.contains("Gemini CLI's run_shell_command, write_file and replace calls wait"),
+        "{said}"
+    );
     let (_, wired) = read(&settings);
     assert_eq!(wired["model"], user["model"]);
     assert_eq!(wired["mcpServers"]["docs"], user["mcpServers"]["docs"]);
@@ -747,12 +751,37 @@ fn setup_wires_gemini_beside_the_users_settings_and_uninstall_restores_them() {
             "{ours}"
         );
     }
-    assert!(wired["hooks"].get("BeforeTool").is_none(), "{wired}");
+    let gate = &wired["hooks"]["BeforeTool"][0];
+    assert_eq!(gate["matcher"], "run_shell_command|write_file|replace");
+    // The default approval timeout (120 s) and 30 s more, in milliseconds.
+    assert_eq!(gate["hooks"][0]["timeout"], 150_000);
+    assert!(
+        gate["hooks"][0]["command"].as_str().is_some_and(
+            |c| c.ends_with("hook --runtime gemini pre-tool-use --approval-timeout 120")
+        ),
+        "{gate}"
+    );
     assert!(wired["hooks"].get("Notification").is_none(), "{wired}");
     assert!(wired["mcpServers"]["repowire"].get("trust").is_none());
 
     let status = home.ok(&["status"]);
-    assert!(status.contains("gemini   4 hooks in"), "{status}");
+    assert!(status.contains("gemini   5 hooks in"), "{status}");
+    let doctor = home.repowire(&["doctor"]);
+    let doctor = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        doctor.contains("✓ Gemini CLI gates tool calls as config.toml's [approvals] says"),
+        "{doctor}"
+    );
+    // Approvals off: the gate goes; on again for Claude Code alone: doctor says Gemini is not.
+    home.ok(&["setup", "--non-interactive", "--no-approvals"]);
+    assert!(read(&settings).1["hooks"].get("BeforeTool").is_none());
+    home.ok(&[
+        "setup",
+        "--non-interactive",
+        "--runtime",
+        "claude-code",
+        "--approvals",
+    ]);
     let doctor = home.repowire(&["doctor"]);
     let doctor = String::from_utf8_lossy(&doctor.stdout);
     assert!(
@@ -761,6 +790,7 @@ fn setup_wires_gemini_beside_the_users_settings_and_uninstall_restores_them() {
     );
 
     home.ok(&["setup", "--non-interactive", "--allow-tools"]);
+    assert!(read(&settings).1["hooks"]["BeforeTool"].is_array());
     let (_, trusted) = read(&settings);
     assert_eq!(trusted["mcpServers"]["repowire"]["trust"], true);
     let again = home.ok(&["setup", "--non-interactive"]);

@@ -8,10 +8,16 @@
 //! Skipped, with the reason printed, when `REPOWIRE_GEMINI_BIN` or `REPOWIRE_CLAUDE_BIN` is
 //! unset and `REPOWIRE_REQUIRE_GEMINI` is not (scripts/test sets them).
 
+use std::path::Path;
+use std::process::Output;
 use std::time::Duration;
 
+use repowire_e2e::agents::Home;
 use repowire_e2e::claude::{ClaudeTeam, Cli, claude_or_skip, hops};
+use repowire_e2e::gemini_api::GeminiMock;
 use repowire_e2e::hookrun::cli_from_env;
+use repowire_e2e::offline::prepare_gemini;
+use repowire_e2e::process::{RelayProcess, TempDatabase};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claude_code_session_asks_a_gemini_session_and_gets_each_reply() {
@@ -75,4 +81,127 @@ async fn a_gemini_session_asks_a_claude_code_session_and_gets_each_reply() {
         .unwrap();
     hops(&seen, turns).unwrap();
     team.asks_closed(&seen, turns);
+}
+
+/// `gemini --approval-mode yolo -p PROMPT` with `env` (a machine's user) in `project`, against
+/// the facts mock at `url` (whose `RUN-SHELL CMD` is a shell call); its output. YOLO: Gemini
+/// asks nobody itself, so only our BeforeTool hook stands before the call.
+async fn gemini_p(
+    gemini: &Path,
+    env: &[(&'static str, String)],
+    project: &Path,
+    url: &str,
+    prompt: &str,
+) -> Output {
+    let mut command = tokio::process::Command::new(gemini);
+    command
+        .args(["--approval-mode", "yolo", "-p", prompt])
+        .current_dir(project)
+        .env("PWD", project)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .env("GOOGLE_GEMINI_BASE_URL", url)
+        .env("GEMINI_API_KEY", "offline-mock")
+        .env_remove("GEMINI_CLI_HOME")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    tokio::time::timeout(Duration::from_secs(120), command.output())
+        .await
+        .expect("gemini -p finished within 120 s")
+        .expect("gemini runs")
+}
+
+/// A real Gemini CLI on `laptop` (relay pod A) with approvals on: its shell call waits for a
+/// person on `desk` (pod B) through our BeforeTool hook, runs when they allow it, and not when
+/// they deny it — and Gemini tells its model why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gemini_shell_call_is_approved_or_denied_by_a_person_on_another_machine() {
+    let Some(gemini) = cli_from_env(
+        "REPOWIRE_GEMINI_BIN",
+        "REPOWIRE_REQUIRE_GEMINI",
+        "scripts/install-gemini-cli",
+    ) else {
+        return;
+    };
+    let db = TempDatabase::create("repowire_gemini_approvals");
+    let redis = repowire_e2e::redis_url();
+    let prefix = repowire_e2e::redis_prefix();
+    let pod_a = RelayProcess::start_pod(&db.url(), &redis, &prefix, "pod-a", &[]).await;
+    let pod_b = RelayProcess::start_pod(&db.url(), &redis, &prefix, "pod-b", &[]).await;
+    let key = pod_a
+        .first_key
+        .clone()
+        .or(pod_b.first_key.clone())
+        .expect("key");
+    let model = GeminiMock::start().await.expect("the mock model");
+    let laptop = Home::new(Some((pod_a.http.clone(), key.clone())));
+    let desk = Home::new(Some((pod_b.http.clone(), key)));
+    let project = laptop.path().join("app");
+    std::fs::create_dir_all(&project).expect("project");
+    prepare_gemini(&laptop, &project).expect("Gemini's settings");
+    let said = laptop.ok(&[
+        "setup",
+        "--non-interactive",
+        "--runtime",
+        "gemini",
+        "--allow-tools",
+        "--approvals",
+        "--gated-tools",
+        "Bash",
+        "--approval-timeout",
+        "60",
+    ]);
+    assert!(said.contains("run_shell_command"), "{said}");
+    laptop.ok(&["daemon", "start"]);
+    desk.install_and_start();
+
+    let run = |prompt: &'static str| {
+        let (gemini, project, url) = (gemini.clone(), project.clone(), model.url.clone());
+        let env = laptop.env();
+        tokio::spawn(async move { gemini_p(&gemini, &env, &project, &url, prompt).await })
+    };
+    let allowed_run = run("RUN-SHELL touch allowed.txt");
+    let q = desk.approvals_waiting(1).await.remove(0);
+    assert_eq!(q["from"]["name"], "app");
+    let peers = desk.json(&["peer", "list"]);
+    let app = peers
+        .as_array()
+        .and_then(|a| a.iter().find(|p| p["peer_id"] == q["from"]["peer_id"]))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(app["backend"], "gemini", "{peers}");
+    // Asked as `Bash`, the name the approvals use, with Gemini's command.
+    assert!(
+        q["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Bash: touch allowed.txt\nin ")),
+        "{q}"
+    );
+    assert!(
+        !project.join("allowed.txt").exists(),
+        "ran before a decision"
+    );
+    let cid = q["correlation_id"].as_str().expect("cid").to_owned();
+    let allowed = desk.in_terminal(&["approvals", "allow", &cid]);
+    assert!(allowed.status.success(), "{allowed:?}");
+    let out = allowed_run.await.expect("the run");
+    assert!(out.status.success(), "{out:?}");
+    assert!(project.join("allowed.txt").exists(), "the allowed call ran");
+
+    let denied_run = run("RUN-SHELL touch denied.txt");
+    let q = desk.approvals_waiting(1).await.remove(0);
+    let cid = q["correlation_id"].as_str().expect("cid").to_owned();
+    let denied = desk.in_terminal(&["approvals", "deny", &cid, "--reason", "not today"]);
+    assert!(denied.status.success(), "{denied:?}");
+    let out = denied_run.await.expect("the run");
+    assert!(!project.join("denied.txt").exists(), "the denied call ran");
+    // Gemini told its model why.
+    let told = model
+        .requests()
+        .iter()
+        .flat_map(|r| r["contents"].as_array().cloned().unwrap_or_default())
+        .flat_map(|c| c["parts"].as_array().cloned().unwrap_or_default())
+        .filter_map(|p| p.get("functionResponse").map(|r| r.to_string()))
+        .find(|r| r.contains("Repowire approvals"))
+        .unwrap_or_default();
+    assert!(told.contains("not today"), "{told}\n{out:?}");
 }
