@@ -3,15 +3,16 @@
 //
 // OpenCode has no command hooks, so this plugin runs Repowire's hook command at OpenCode's
 // events, like Claude Code runs it from settings.json (docs/client.md, "OpenCode"):
-//   - a session's first prompt in this process: `session-start`, then every prompt
-//     (`chat.message`): `prompt-submit`. What they answer (who you are, your peers, messages
-//     that arrived) is added to the prompt as a part the model reads and the TUI hides;
-//   - the end of a turn (`session.idle`): `stop`. Messages that arrived during the turn come
-//     back as a new prompt;
-//   - with approvals on, before each tool call (`tool.execute.before`): `pre-tool-use`. A
-//     denial, or no decision at all, stops the call.
-// The hook command never hangs OpenCode: it answers within seconds, and a hook that does not
-// answer is killed.
+//   - a session's first prompt (`chat.message`): `session-start` (after a `session-end` of the
+//     session this process spoke for before, when it moved to another: /new, /sessions), then
+//     every prompt: `prompt-submit`. What they answer (who you are, your peers, messages that
+//     arrived) is added to the prompt as a part the model reads and the TUI hides;
+//   - the end of a turn (`session.idle`): `stop`. When messages arrived during the turn, the
+//     plugin sends a prompt of its own, and its `prompt-submit` hands them over;
+//   - with approvals on, before each tool call (`tool.execute.before`), a subagent's as its
+//     session's: `pre-tool-use`. A denial, or no decision at all, stops the call.
+// Subagent sessions are never peers. The hook command never hangs OpenCode: it answers within
+// seconds, and a hook that does not answer is killed.
 import { spawn } from "node:child_process";
 
 // `hook`: the command before its event; `env`: added to OpenCode's environment for it;
@@ -39,6 +40,7 @@ function hook(event, payload, limitMs, extra = []) {
       clearTimeout(timer);
       reject(e);
     });
+    child.stdout.setEncoding("utf8");
     child.stdout.on("data", (d) => (out += d));
     child.on("close", (code) => {
       clearTimeout(timer);
@@ -70,26 +72,72 @@ let seq = 0;
 const partId = () => `prt_repowire_${Date.now()}_${seq++}`;
 
 export const Repowire = async ({ client, directory }) => {
-  // Sessions this process has started (a resumed one has no `session.created`), subagent
-  // sessions (never peers), and sessions whose prompt this plugin sent.
-  const started = new Set();
-  const children = new Set();
+  // The session this process speaks for, each session's parent (null: a top-level session),
+  // the agent and model of each session's last prompt (a prompt of ours runs as they did), the
+  // sessions whose last turn this plugin continued, and each session's hook calls in order.
+  let current = null;
+  const parents = new Map();
+  const how = new Map();
   const continued = new Set();
+  const chains = new Map();
   const base = (id, name) => ({ session_id: id, cwd: directory, hook_event_name: name });
+
+  // One hook call at a time per session, in order: a turn's `stop` and a prompt typed right
+  // after it must not both hand the same messages over.
+  function serial(id, work) {
+    const next = (chains.get(id) ?? Promise.resolve()).then(work, work);
+    chains.set(id, next.catch(() => {}));
+    return next;
+  }
+
+  // The parent of session `id` (null for a top-level one): from `session.created` when this
+  // process created it, else asked once (a subagent's session resumed by a later process).
+  async function parentOf(id) {
+    if (parents.has(id)) return parents.get(id);
+    let parent = null;
+    try {
+      const got = await client.session.get({ path: { id } });
+      parent = (got?.data ?? got)?.parentID ?? null;
+    } catch {
+      parent = null;
+    }
+    parents.set(id, parent);
+    return parent;
+  }
+
+  // The top-level session whose work `id` is (itself, unless it is a subagent's).
+  async function rootOf(id) {
+    let at = id;
+    for (let depth = 0; depth < 16; depth++) {
+      const parent = await parentOf(at);
+      if (!parent) break;
+      at = parent;
+    }
+    return at;
+  }
 
   return {
     "chat.message": async (input, output) => {
       const id = input.sessionID;
-      if (!id || children.has(id)) return;
-      const context = [];
-      if (!started.has(id)) {
-        started.add(id);
-        const start = await quiet("session-start", { ...base(id, "session.created"), source: "startup" });
-        if (start?.context) context.push(start.context);
-      }
+      if (!id || (await parentOf(id))) return;
+      how.set(id, { agent: input.agent, model: input.model });
       const prompt = (output.parts || []).filter((p) => p.type === "text").map((p) => p.text).join("\n");
-      const submit = await quiet("prompt-submit", { ...base(id, "chat.message"), prompt });
-      if (submit?.context) context.push(submit.context);
+      const context = await serial(id, async () => {
+        const texts = [];
+        if (current !== id) {
+          if (current) {
+            // The process moved to another session: the peer moves with it, like after
+            // Claude Code's /clear, and what waited for it waits for the new session.
+            await quiet("session-end", { ...base(current, "session.switched"), reason: "clear" });
+          }
+          current = id;
+          const start = await quiet("session-start", { ...base(id, "session.created"), source: "startup" });
+          if (start?.context) texts.push(start.context);
+        }
+        const submit = await quiet("prompt-submit", { ...base(id, "chat.message"), prompt });
+        if (submit?.context) texts.push(submit.context);
+        return texts;
+      });
       for (const text of context) {
         output.parts.push({
           id: partId(),
@@ -104,9 +152,11 @@ export const Repowire = async ({ client, directory }) => {
 
     "tool.execute.before": async (input, output) => {
       const gate = SETTINGS.approvals;
-      if (!gate || children.has(input.sessionID)) return;
+      if (!gate) return;
+      // A subagent's tool calls are its session's: gated, and asked, as that session's.
+      const root = await rootOf(input.sessionID);
       const payload = {
-        ...base(input.sessionID, "tool.execute.before"),
+        ...base(root, "tool.execute.before"),
         tool_name: TOOLS[input.tool] ?? input.tool,
         tool_input: output.args ?? {},
       };
@@ -127,26 +177,28 @@ export const Repowire = async ({ client, directory }) => {
     },
 
     event: async ({ event }) => {
-      if (event.type === "session.created" && event.properties?.info?.parentID) {
-        children.add(event.properties.info.id);
+      if (event.type === "session.created" && event.properties?.info?.id) {
+        const info = event.properties.info;
+        parents.set(info.id, info.parentID ?? null);
         return;
       }
       if (event.type !== "session.idle") return;
       const id = event.properties?.sessionID;
-      if (!id || !started.has(id) || children.has(id)) return;
+      if (!id || id !== current) return;
       const again = continued.delete(id);
-      const stop = await quiet("stop", { ...base(id, "session.idle"), stop_hook_active: again });
+      const stop = await serial(id, () =>
+        quiet("stop", { ...base(id, "session.idle"), stop_hook_active: again }),
+      );
       if (!stop?.continue) return;
+      // Messages are waiting: a prompt of ours, whose prompt-submit hands them over (so they
+      // count as handed over only once they are in a prompt). If it cannot be sent, they wait
+      // for the next prompt or wake.
       continued.add(id);
+      const { agent, model } = how.get(id) ?? {};
       client.session
         .promptAsync({
           path: { id },
-          body: {
-            parts: [
-              { type: "text", text: "[repowire] messages arrived during your turn" },
-              { type: "text", text: stop.continue, synthetic: true },
-            ],
-          },
+          body: { agent, model, parts: [{ type: "text", text: "[repowire] messages arrived during your turn" }] },
         })
         .catch(() => continued.delete(id));
     },

@@ -146,7 +146,24 @@ impl OpenCodePlan {
         let path = crate::runtimes::opencode_config_path();
         let plugin = crate::runtimes::opencode_plugin_path();
         let plugin_before = read_plugin(&plugin).unwrap_or(None);
-        let before = read_json(&path)?;
+        let before = match read_json(&path) {
+            Ok(before) => before,
+            // An opencode.json setup cannot edit (OpenCode allows comments in it) still loses
+            // our plugin: left behind with approvals on, it would block tools once `repowire`
+            // is gone.
+            Err(e) if plugin_before.is_some() => {
+                println!("OpenCode's MCP entry `repowire` left in place: {e:#}");
+                return Ok(Some(Self {
+                    path,
+                    before: None,
+                    after: json!({}),
+                    plugin,
+                    plugin_before,
+                    plugin_after: None,
+                }));
+            }
+            Err(e) => return Err(e),
+        };
         if before.is_none() && plugin_before.is_none() {
             return Ok(None);
         }

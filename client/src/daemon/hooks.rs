@@ -113,7 +113,26 @@ impl Daemon {
                     .get("stop_hook_active")
                     .and_then(Value::as_bool)
                     .unwrap_or(false);
+                if !continuing && !call.runtime.hands_over_at_stop() {
+                    let waiting = match &session.peer_id {
+                        Some(peer) => !self
+                            .store
+                            .queued(peer)
+                            .await
+                            .map_err(errors::store_error)?
+                            .is_empty(),
+                        None => false,
+                    };
+                    if waiting {
+                        // Between turns until the runtime's own prompt arrives (its
+                        // prompt-submit hands the messages over); if none comes, they wait for
+                        // the next prompt or wake.
+                        self.turn(&session, TurnState::Idle).await?;
+                        return Ok((Some(call.runtime.stop_output("", None).await), None));
+                    }
+                }
                 if !continuing
+                    && call.runtime.hands_over_at_stop()
                     && let Some((text, after)) = self
                         .hand_over(&session, false, Some("at the agent's turn boundary"))
                         .await?

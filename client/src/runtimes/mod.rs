@@ -165,10 +165,18 @@ impl Runtime {
             // Gemini's AfterAgent `deny` makes the reason the next prompt
             // (docs/agents/gemini-cli.md, checked on every test run).
             Runtime::Gemini => json!({ "decision": "deny", "reason": text }),
-            // The plugin sends it as a new prompt (`client.session.promptAsync`), with a
-            // short visible line and the text as a hidden part.
-            Runtime::OpenCode => json!({ "continue": text }),
+            // Never handed over here ([`Self::hands_over_at_stop`]): the plugin sends a prompt
+            // of its own, whose prompt-submit hands the messages over.
+            Runtime::OpenCode => json!({ "continue": true }),
         }
+    }
+
+    /// Whether the Stop hook's answer itself hands queued messages over (the turn continues
+    /// with them). Not OpenCode's: told that messages wait, its plugin sends a prompt of its
+    /// own (`client.session.promptAsync`), and that prompt's prompt-submit hands them over, so
+    /// they count as handed over only once they are in a prompt.
+    pub fn hands_over_at_stop(self) -> bool {
+        !matches!(self, Runtime::OpenCode)
     }
 
     /// What the screen shows in the runtime's input box (`screen` as `capture-pane -e`

@@ -921,3 +921,33 @@ fn setup_wires_opencode_with_a_plugin_and_uninstall_restores_it() {
         "export const Other = async () => ({});\n"
     );
 }
+
+/// An opencode.json that setup cannot edit any more (OpenCode allows comments in it) does not
+/// keep uninstall from removing our plugin, which would otherwise gate tools with nobody to ask
+/// once `repowire` is gone; the file itself is left as it is, and uninstall says so.
+#[test]
+fn uninstall_removes_the_opencode_plugin_even_when_opencode_json_has_comments() {
+    let home = Home::new(None);
+    let dir = home.path().join(".config/opencode");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let config = dir.join("opencode.json");
+    std::fs::write(&config, "{}\n").expect("write");
+    home.ok(&[
+        "setup",
+        "--non-interactive",
+        "--runtime",
+        "opencode",
+        "--approvals",
+    ]);
+    let plugin = dir.join("plugins/repowire.js");
+    assert!(plugin.exists());
+    let commented = "// the user's own notes\n{\"mcp\": {}}\n";
+    std::fs::write(&config, commented).expect("write");
+    let said = home.ok(&["uninstall"]);
+    assert!(
+        said.contains("OpenCode's MCP entry `repowire` left in place"),
+        "{said}"
+    );
+    assert!(!plugin.exists(), "our plugin stays");
+    assert_eq!(std::fs::read_to_string(&config).expect("read"), commented);
+}

@@ -31,6 +31,11 @@ const TYPING_WAIT: Duration = Duration::from_secs(8);
 const TYPING_POLL: Duration = Duration::from_millis(250);
 /// When a deferred wake is tried again.
 const RETRY_DEFERRED: Duration = Duration::from_secs(10);
+/// How long a screen that still shows a turn running may lag the hook that ended it (OpenCode
+/// keeps its progress bar up for a moment after `session.idle`), and how often it is read
+/// meanwhile.
+const SCREEN_LAG: Duration = Duration::from_secs(2);
+const SCREEN_POLL: Duration = Duration::from_millis(50);
 /// How long the UserPromptSubmit hook has to fire after Enter.
 const VERIFY: Duration = Duration::from_secs(5);
 /// Enter presses before giving up (the paste is typed once).
@@ -230,9 +235,19 @@ impl Daemon {
         ));
         // Nothing is typed into a screen whose input box the wake cannot read: it could
         // not tell a person's draft from its prompt, nor see that the prompt landed.
-        let now = match tmux::capture(socket, &pane).await {
-            Ok(screen) => runtime.input_box(&screen),
-            Err(error) => return Some(("failed", Some(error.to_string()))),
+        // The session is between turns (its hook said so): a screen that still shows the
+        // turn running is read again for a moment before the wake gives up on it.
+        let lagging = Instant::now() + SCREEN_LAG;
+        let now = loop {
+            match tmux::capture(socket, &pane).await {
+                Ok(screen) => match runtime.input_box(&screen) {
+                    InputBox::Busy if Instant::now() < lagging => {
+                        tokio::time::sleep(SCREEN_POLL).await
+                    }
+                    read => break read,
+                },
+                Err(error) => return Some(("failed", Some(error.to_string()))),
+            }
         };
         let now = match now {
             InputBox::Text(text) => text,

@@ -82,9 +82,10 @@ pub(super) fn input_box(screen: &str) -> InputBox {
     if !agent.contains(" · ") {
         return InputBox::Unknown;
     }
+    // `esc interrupt` (and, after one Esc, the same line asking again), or the progress bar.
     if lines[bottom + 1..]
         .iter()
-        .any(|l| l.contains("esc interrupt"))
+        .any(|l| l.contains("interrupt") || l.contains(['⬝', '■']))
     {
         return InputBox::Busy;
     }
@@ -97,8 +98,17 @@ pub(super) fn input_box(screen: &str) -> InputBox {
     InputBox::Text(text)
 }
 
-/// Whether the first thing written after a line's `┃` is in the placeholder's colour.
+/// Whether a line of the box is the start screen's placeholder: `Ask anything…` in grey
+/// (other grey text there, a paste's summary say, is a draft).
 fn placeholder(raw: &str) -> bool {
+    plain(raw)
+        .trim_start_matches([' ', '┃'])
+        .starts_with("Ask anything")
+        && grey_first(raw)
+}
+
+/// Whether the first thing written after a line's `┃` is in the placeholder's colour.
+fn grey_first(raw: &str) -> bool {
     let Some((_, rest)) = raw.split_once('┃') else {
         return false;
     };
@@ -153,6 +163,21 @@ mod tests {
         assert_eq!(input_box(BUSY), InputBox::Busy);
         assert_eq!(input_box(DIALOG), InputBox::Unknown);
         assert_eq!(input_box(""), InputBox::Unknown);
+    }
+
+    #[test]
+    fn grey_text_that_is_not_the_placeholder_is_a_draft() {
+        let grey = DRAFT.replace("\x1b[38;5;255ma draft", "\x1b[38;5;8ma draft");
+        assert_ne!(grey, DRAFT);
+        assert_eq!(
+            input_box(&grey),
+            InputBox::Text("adrafttypedbyaperson".into())
+        );
+        let asked_again = BUSY
+            .replace("esc \x1b[38;5;8minterrupt", "esc again to interrupt")
+            .replace(['⬝', '■'], " ");
+        assert_ne!(asked_again, BUSY);
+        assert_eq!(input_box(&asked_again), InputBox::Busy);
     }
 
     #[test]
