@@ -285,15 +285,16 @@ impl ClaudeTeam {
 
     /// A timeout error with both panes and what the model saw.
     fn stuck(&self, what: &str) -> anyhow::Error {
+        // The model's steps first and the panes trimmed: a CI log keeps only so much.
         anyhow::anyhow!(
-            "timed out waiting for {what}\n--- alpha pane:\n{}\n--- beta pane:\n{}\n--- model saw: {:?}",
-            self.tmux.capture(&self.alpha.pane),
-            self.tmux.capture(&self.beta.pane),
+            "timed out waiting for {what}\n--- model saw: {:?}\n--- alpha pane:\n{}\n--- beta pane:\n{}",
             self.model
                 .seen()
                 .iter()
                 .map(|s| &s.step)
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>(),
+            trimmed(&self.tmux.capture(&self.alpha.pane)),
+            trimmed(&self.tmux.capture(&self.beta.pane)),
         )
     }
 
@@ -471,4 +472,14 @@ pub fn percentile(values: &[f64], p: f64) -> f64 {
     }
     let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
     v[rank.clamp(1, v.len()) - 1]
+}
+
+/// A pane's capture without trailing blanks on each line or blank lines at its end.
+fn trimmed(screen: &str) -> String {
+    let lines: Vec<&str> = screen.lines().map(str::trim_end).collect();
+    let end = lines
+        .iter()
+        .rposition(|l| !l.is_empty())
+        .map_or(0, |i| i + 1);
+    lines[..end].join("\n")
 }

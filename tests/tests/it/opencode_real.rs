@@ -154,11 +154,18 @@ async fn a_message_that_arrives_during_an_opencode_turn_is_handed_over_when_it_e
             .any(|m| m.contains("MOCK-SLOW") && m.contains("HANDOVER-CHECK")),
         "handed over with the slow prompt"
     );
-    let screen = team.tmux.capture(&team.beta.pane);
-    assert!(
-        screen.contains("[repowire] messages arrived during your turn"),
-        "{screen}"
-    );
+    // OpenCode draws the prompt after it has sent it to the model: the screen lags a little.
+    team.until(
+        Duration::from_secs(30),
+        "the plugin's prompt on the screen",
+        |t| {
+            t.tmux
+                .capture(&t.beta.pane)
+                .contains("[repowire] messages arrived during your turn")
+        },
+    )
+    .await
+    .unwrap();
     // Handed over by the plugin, not typed: beta's daemon never woke it.
     let status = team.beta.home.json(&["daemon", "status"]);
     assert!(
