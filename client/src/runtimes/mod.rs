@@ -201,7 +201,7 @@ impl Runtime {
         }
     }
 
-    /// How long after a paste an Enter is taken as Enter. Gemini CLI 0.61.0 took an Enter that
+    /// How long after a paste is seen in the box an Enter is taken as Enter. Gemini CLI 0.61.0 took an Enter that
     /// came less than about 100 ms after a bracketed paste as part of it (the prompt stayed in
     /// the box; from 130 ms on it was submitted every time: docs/agents/gemini-cli.md).
     pub fn paste_settle(self) -> std::time::Duration {

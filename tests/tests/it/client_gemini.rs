@@ -10,12 +10,19 @@ use repowire_e2e::agents::{Agent, Home, Tmux, eventually};
 /// A machine with Gemini CLI installed (`~/.gemini`), set up and running, with a Claude Code
 /// stand-in `alpha` and a Gemini stand-in `beta`.
 async fn machine(tmux: &Tmux) -> (Home, Agent, Agent) {
+    machine_with(tmux, &[]).await
+}
+
+/// [`machine`] with more arguments for the Gemini stand-in.
+async fn machine_with(tmux: &Tmux, gemini: &[&str]) -> (Home, Agent, Agent) {
     let home = Home::new(None);
     std::fs::create_dir_all(home.path().join(".gemini")).expect("~/.gemini");
     std::fs::write(home.path().join(".gemini/settings.json"), "{}").expect("settings.json");
     home.install_and_start();
     let alpha = home.agent(tmux, "alpha");
-    let beta = home.agent_with(tmux, "beta", &["--runtime", "gemini"]);
+    let mut args = vec!["--runtime", "gemini"];
+    args.extend_from_slice(gemini);
+    let beta = home.agent_with(tmux, "beta", &args);
     alpha.hook_done("SessionStart", 1).await;
     beta.hook_done("SessionStart", 1).await;
     (home, alpha, beta)
@@ -57,6 +64,25 @@ async fn a_gemini_session_registers_at_launch_and_is_woken_after_its_paste_windo
         !beta.events().iter().any(|e| e["event"] == "enter_in_paste"),
         "an Enter landed inside the paste"
     );
+}
+
+/// On a loaded machine Gemini reads a paste, opens its paste window and draws the paste well
+/// after tmux returned (here 400 ms): the wake counts the window from when it saw the paste
+/// drawn, so its Enter still comes after it (counted from tmux's return, it came inside, and
+/// the prompt stayed in the box with a newline: CI's stuck Gemini conversation).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gemini_that_draws_a_paste_late_still_gets_its_enter_after_the_window() {
+    let tmux = Tmux::start();
+    let (home, alpha, beta) = machine_with(&tmux, &["--paste-lag-ms", "400"]).await;
+    let cid = alpha.ask(&tmux, 1, "beta", "is the build green?").await;
+    home.reaches_state(&cid, "injected").await;
+    assert!(beta.context().contains("is the build green?"));
+    assert!(
+        !beta.events().iter().any(|e| e["event"] == "enter_in_paste"),
+        "an Enter landed inside the paste"
+    );
+    let wake = home.wake_of(&beta.session_id()).expect("a wake");
+    assert_eq!(wake["outcome"], "woken", "{wake}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

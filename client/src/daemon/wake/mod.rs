@@ -306,8 +306,6 @@ impl Daemon {
             tracing::warn!(%error, "paste into the pane failed");
             return Some(("failed", Some(error.to_string())));
         }
-        // The paste has reached the pane once tmux returns.
-        let pasted_in = Instant::now();
         // Enter as soon as the box shows exactly the prompt; never with a draft in it.
         match paste_landed(runtime, socket, &pane, &prompt).await {
             Ok(Landed::Exact) => {}
@@ -316,9 +314,12 @@ impl Daemon {
         }
         // A runtime that takes an Enter right behind a paste for part of it (Gemini CLI) gets
         // it once that window has passed — and only if the box still holds just the prompt.
+        // The window opens when the agent reads the paste, which on a loaded machine can be
+        // well after tmux returned; it has read it by the time it draws it, so the window is
+        // counted from the moment the box was seen holding the prompt.
         let settle = runtime.paste_settle();
-        if pasted_in.elapsed() < settle {
-            tokio::time::sleep(settle - pasted_in.elapsed()).await;
+        if !settle.is_zero() {
+            tokio::time::sleep(settle).await;
             match box_now(runtime, socket, &pane, &prompt).await {
                 Some(Landed::Exact) => {}
                 Some(other) => {

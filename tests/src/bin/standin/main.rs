@@ -39,6 +39,7 @@
 //! the next prompt (BeforeAgent fires for it); SessionEnd fires twice; an Enter less than
 //! 100 ms after a paste is part of it (a newline, recorded as `enter_in_paste`); its box, its
 //! working line and `/dialog` as Gemini draws them; `--version` says `0.61.0`.
+//! `--paste-lag-ms N` plays a loaded machine: the end of a paste is read N ms late.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -76,6 +77,9 @@ struct Agent {
     mcp: Option<Mcp>,
     /// SessionStart's `source`.
     source: &'static str,
+    /// `--paste-lag-ms N`: a busy process, which reads the end of a paste N ms late (and so
+    /// opens Gemini's paste window, and draws the paste, that much after it came).
+    paste_lag: Duration,
 }
 
 fn main() {
@@ -86,7 +90,15 @@ fn main() {
     // `--fork-session`, as Claude Code's: the resumed session gets a new id.
     let mut fork = false;
     let mut runtime = Runtime::Claude;
+    let mut paste_lag = Duration::ZERO;
     while let Some(a) = args.next() {
+        if a == "--paste-lag-ms" {
+            let ms = args
+                .next()
+                .and_then(|n| n.parse().ok())
+                .expect("--paste-lag-ms N");
+            paste_lag = Duration::from_millis(ms);
+        }
         if a == "--runtime" {
             runtime = match args.next().as_deref() {
                 Some("codex") => Runtime::Codex,
@@ -164,6 +176,7 @@ fn main() {
         input: rx,
         mcp: None,
         source: "startup",
+        paste_lag,
     };
     agent.record(
         json!({ "event": "start", "pid": std::process::id(), "session_id": agent.session_id }),
@@ -393,6 +406,7 @@ impl Agent {
                     Escape::Incomplete => continue,
                     Escape::PasteStart => pasting = true,
                     Escape::PasteEnd => {
+                        std::thread::sleep(self.paste_lag);
                         pasting = false;
                         pasted_at = Some(Instant::now());
                         self.draw_box(&line);
