@@ -6,6 +6,7 @@ pub mod agents;
 pub mod claude;
 pub mod client;
 pub mod fakekube;
+pub mod gated;
 pub mod gemini_api;
 pub mod hookrun;
 pub mod mockmodel;

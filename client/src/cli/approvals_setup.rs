@@ -25,6 +25,23 @@ pub enum Change {
     Keep,
 }
 
+impl Change {
+    /// The policy in force once this change is made: the new one, none, or (neither flag)
+    /// what config.toml holds, so approvals on from an earlier setup gate a runtime wired now.
+    pub fn policy_after(&self, config: &Config) -> anyhow::Result<Option<ApprovalPolicy>> {
+        match self {
+            Change::Enable(policy) => Ok(Some(policy.clone())),
+            Change::Disable => Ok(None),
+            Change::Keep => {
+                let policy = config
+                    .approvals()
+                    .context("reading [approvals] in config.toml")?;
+                Ok(policy.enabled.then_some(policy))
+            }
+        }
+    }
+}
+
 /// The approval options of `repowire setup` (flattened into its arguments).
 #[derive(Debug, Clone, clap::Args)]
 pub struct ApprovalArgs {

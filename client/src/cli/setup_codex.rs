@@ -81,15 +81,9 @@ impl CodexPlan {
             matcher: Some(policy.tools.join("|")),
         };
         let mut drop = Vec::new();
-        match approvals {
-            Change::Enable(policy) => hooks.push(gate(policy)),
-            Change::Disable => drop.push("PreToolUse"),
-            // Approvals on from an earlier setup gate a Codex wired now too.
-            Change::Keep => match config.approvals() {
-                Ok(policy) if policy.enabled => hooks.push(gate(&policy)),
-                Ok(_) => drop.push("PreToolUse"),
-                Err(e) => return Err(e).context("reading [approvals] in config.toml"),
-            },
+        match approvals.policy_after(config)? {
+            Some(policy) => hooks.push(gate(&policy)),
+            None => drop.push("PreToolUse"),
         }
         let mcp = McpServer {
             command: exe.to_owned(),

@@ -92,15 +92,7 @@ impl GeminiPlan {
             .collect();
         let mut after = merge_entries(before.clone().unwrap_or_else(|| json!({})), &entries)
             .with_context(|| format!("updating {}", path.display()))?;
-        let policy = match approvals {
-            Change::Enable(policy) => Some(policy.clone()),
-            Change::Disable => None,
-            // Approvals on from an earlier setup gate a Gemini wired now too.
-            Change::Keep => match config.approvals() {
-                Ok(policy) => policy.enabled.then_some(policy),
-                Err(e) => return Err(e).context("reading [approvals] in config.toml"),
-            },
-        };
+        let policy = approvals.policy_after(config)?;
         let before_tool = runtime
             .event_name(HookEvent::PreToolUse)
             .context("Gemini CLI has a BeforeTool event")?;

@@ -96,15 +96,9 @@ impl OpenCodePlan {
         let before = read_json(&path)?;
         let plugin = crate::runtimes::opencode_plugin_path();
         let plugin_before = read_plugin(&plugin)?;
-        let gate = match approvals {
-            Change::Enable(policy) => Some(policy.timeout.as_secs()),
-            Change::Disable => None,
-            // Approvals on from an earlier setup gate an OpenCode wired now too.
-            Change::Keep => match config.approvals() {
-                Ok(policy) => policy.enabled.then_some(policy.timeout.as_secs()),
-                Err(e) => return Err(e).context("reading [approvals] in config.toml"),
-            },
-        };
+        let gate = approvals
+            .policy_after(config)?
+            .map(|policy| policy.timeout.as_secs());
         let mut after = before.clone().unwrap_or_else(|| json!({}));
         let mut env = Map::new();
         if let Some(home) = &config.home {

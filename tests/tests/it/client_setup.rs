@@ -465,7 +465,7 @@ fn allow_tools_adds_only_our_tools_and_uninstall_removes_only_them() {
         assert!(said.contains("`repowire setup --allow-tools`"), "{said}");
         assert_eq!(read(&settings).1["permissions"], user, "{flags:?}");
     }
-    let doctor = String::from_utf8_lossy(&home.repowire(&["doctor"]).stdout).into_owned();
+    let doctor = doctor_says(&home);
     assert!(
         doctor.contains("✗ Repowire's MCP tools are allowed without a permission prompt")
             && doctor.contains("waits for a person"),
@@ -499,7 +499,7 @@ fn allow_tools_adds_only_our_tools_and_uninstall_removes_only_them() {
         backups_before,
         "nothing written the second time"
     );
-    let doctor = String::from_utf8_lossy(&home.repowire(&["doctor"]).stdout).into_owned();
+    let doctor = doctor_says(&home);
     assert!(
         doctor.contains("✓ Repowire's MCP tools are allowed without a permission prompt"),
         "{doctor}"
@@ -689,8 +689,7 @@ fn setup_wires_codex_beside_the_users_config_and_uninstall_restores_it() {
         "{status}"
     );
     // Doctor says Codex has not trusted them yet.
-    let doctor = home.repowire(&["doctor"]);
-    let doctor = String::from_utf8_lossy(&doctor.stdout);
+    let doctor = doctor_says(&home);
     assert!(
         doctor.contains("✗ Codex has trusted Repowire's hooks"),
         "{doctor}"
@@ -766,8 +765,7 @@ fn setup_wires_gemini_beside_the_users_settings_and_uninstall_restores_them() {
 
     let status = home.ok(&["status"]);
     assert!(status.contains("gemini   5 hooks in"), "{status}");
-    let doctor = home.repowire(&["doctor"]);
-    let doctor = String::from_utf8_lossy(&doctor.stdout);
+    let doctor = doctor_says(&home);
     assert!(
         doctor.contains("✓ Gemini CLI gates tool calls as config.toml's [approvals] says"),
         "{doctor}"
@@ -782,8 +780,7 @@ fn setup_wires_gemini_beside_the_users_settings_and_uninstall_restores_them() {
         "claude-code",
         "--approvals",
     ]);
-    let doctor = home.repowire(&["doctor"]);
-    let doctor = String::from_utf8_lossy(&doctor.stdout);
+    let doctor = doctor_says(&home);
     assert!(
         doctor.contains("✗ Gemini CLI gates tool calls as config.toml's [approvals] says"),
         "{doctor}"
@@ -873,8 +870,7 @@ fn setup_wires_opencode_with_a_plugin_and_uninstall_restores_it() {
         "claude-code",
         "--approvals",
     ]);
-    let doctor = home.repowire(&["doctor"]);
-    let doctor = String::from_utf8_lossy(&doctor.stdout);
+    let doctor = doctor_says(&home);
     assert!(
         doctor.contains("✗ OpenCode gates tool calls as config.toml's [approvals] says"),
         "{doctor}"
@@ -889,8 +885,7 @@ fn setup_wires_opencode_with_a_plugin_and_uninstall_restores_it() {
         gated.contains(r#""approvals":{"timeout_seconds":"#),
         "{gated}"
     );
-    let doctor = home.repowire(&["doctor"]);
-    let doctor = String::from_utf8_lossy(&doctor.stdout);
+    let doctor = doctor_says(&home);
     assert!(
         doctor.contains("✓ OpenCode gates tool calls as config.toml's [approvals] says"),
         "{doctor}"
@@ -950,4 +945,9 @@ fn uninstall_removes_the_opencode_plugin_even_when_opencode_json_has_comments() 
     );
     assert!(!plugin.exists(), "our plugin stays");
     assert_eq!(std::fs::read_to_string(&config).expect("read"), commented);
+}
+
+/// What `repowire doctor` printed for `home`.
+fn doctor_says(home: &Home) -> String {
+    String::from_utf8_lossy(&home.repowire(&["doctor"]).stdout).into_owned()
 }

@@ -12,12 +12,11 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use repowire_e2e::agents::Home;
 use repowire_e2e::claude::{ClaudeTeam, Cli, claude_or_skip, hops};
+use repowire_e2e::gated::GatedPair;
 use repowire_e2e::hookrun::cli_from_env;
 use repowire_e2e::mockmodel::Step;
 use repowire_e2e::offline::codex_config;
-use repowire_e2e::process::{RelayProcess, TempDatabase};
 use repowire_e2e::responses::ResponsesMock;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,89 +143,25 @@ async fn a_codex_shell_call_is_approved_or_denied_by_a_person_on_another_machine
     ) else {
         return;
     };
-    let db = TempDatabase::create("repowire_codex_approvals");
-    let redis = repowire_e2e::redis_url();
-    let prefix = repowire_e2e::redis_prefix();
-    let pod_a = RelayProcess::start_pod(&db.url(), &redis, &prefix, "pod-a", &[]).await;
-    let pod_b = RelayProcess::start_pod(&db.url(), &redis, &prefix, "pod-b", &[]).await;
-    let key = pod_a
-        .first_key
-        .clone()
-        .or(pod_b.first_key.clone())
-        .expect("key");
     let model = ResponsesMock::start().await.expect("the mock model");
-    let laptop = Home::new(Some((pod_a.http.clone(), key.clone())));
-    let desk = Home::new(Some((pod_b.http.clone(), key)));
-    let codex_home = laptop.path().join(".codex");
-    std::fs::create_dir_all(&codex_home).expect("~/.codex");
-    std::fs::write(
-        codex_home.join("config.toml"),
-        codex_config(&model.base_url),
-    )
-    .expect("config");
-    laptop.ok(&[
-        "setup",
-        "--non-interactive",
-        "--runtime",
-        "codex",
-        "--approvals",
-        "--gated-tools",
-        "Bash",
-        "--approval-timeout",
-        "60",
-    ]);
-    laptop.ok(&["daemon", "start"]);
-    desk.install_and_start();
-    let project = laptop.path().join("app");
-    std::fs::create_dir_all(&project).expect("project");
-
-    let run = {
-        let (codex, project) = (codex.clone(), project.clone());
-        let laptop_env = laptop.env();
-        tokio::spawn(async move {
-            codex_exec_env(&codex, &laptop_env, &project, "RUN-SHELL touch allowed.txt").await
+    let (pair, _) = GatedPair::start("repowire_codex_approvals", "codex", &[], |laptop, _| {
+        let codex_home = laptop.path().join(".codex");
+        std::fs::create_dir_all(&codex_home).expect("~/.codex");
+        std::fs::write(
+            codex_home.join("config.toml"),
+            codex_config(&model.base_url),
+        )
+        .expect("config");
+    })
+    .await;
+    let out = pair
+        .allow_then_deny("codex", |prompt| {
+            let (codex, project) = (codex.clone(), pair.project.clone());
+            let env = pair.laptop.env();
+            tokio::spawn(async move { codex_exec_env(&codex, &env, &project, prompt).await })
         })
-    };
-    let q = desk.approvals_waiting(1).await.remove(0);
-    assert_eq!(q["from"]["name"], "app");
-    let peers = desk.json(&["peer", "list"]);
-    let app = peers
-        .as_array()
-        .and_then(|a| a.iter().find(|p| p["peer_id"] == q["from"]["peer_id"]))
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(app["backend"], "codex", "{peers}");
-    assert!(
-        q["text"]
-            .as_str()
-            .is_some_and(|t| t.starts_with("Bash: touch allowed.txt\nin ")),
-        "{q}"
-    );
-    assert!(
-        !project.join("allowed.txt").exists(),
-        "ran before a decision"
-    );
-    let cid = q["correlation_id"].as_str().expect("cid").to_owned();
-    let allowed = desk.in_terminal(&["approvals", "allow", &cid]);
-    assert!(allowed.status.success(), "{allowed:?}");
-    let out = run.await.expect("the run");
+        .await;
     assert!(out.status.success(), "{out:?}");
-    assert!(project.join("allowed.txt").exists(), "the allowed call ran");
-
-    let run = {
-        let (codex, project) = (codex.clone(), project.clone());
-        let laptop_env = laptop.env();
-        tokio::spawn(async move {
-            codex_exec_env(&codex, &laptop_env, &project, "RUN-SHELL touch denied.txt").await
-        })
-    };
-    let q = desk.approvals_waiting(1).await.remove(0);
-    let cid = q["correlation_id"].as_str().expect("cid").to_owned();
-    let denied = desk.in_terminal(&["approvals", "deny", &cid, "--reason", "not today"]);
-    assert!(denied.status.success(), "{denied:?}");
-    let out = run.await.expect("the run");
-    assert!(out.status.success(), "{out:?}");
-    assert!(!project.join("denied.txt").exists(), "the denied call ran");
     // Codex told its model why.
     let told = model
         .requests()

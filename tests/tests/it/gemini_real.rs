@@ -12,12 +12,11 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use repowire_e2e::agents::Home;
 use repowire_e2e::claude::{ClaudeTeam, Cli, claude_or_skip, hops};
+use repowire_e2e::gated::GatedPair;
 use repowire_e2e::gemini_api::GeminiMock;
 use repowire_e2e::hookrun::cli_from_env;
 use repowire_e2e::offline::prepare_gemini;
-use repowire_e2e::process::{RelayProcess, TempDatabase};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claude_code_session_asks_a_gemini_session_and_gets_each_reply() {
@@ -122,78 +121,22 @@ async fn a_gemini_shell_call_is_approved_or_denied_by_a_person_on_another_machin
     ) else {
         return;
     };
-    let db = TempDatabase::create("repowire_gemini_approvals");
-    let redis = repowire_e2e::redis_url();
-    let prefix = repowire_e2e::redis_prefix();
-    let pod_a = RelayProcess::start_pod(&db.url(), &redis, &prefix, "pod-a", &[]).await;
-    let pod_b = RelayProcess::start_pod(&db.url(), &redis, &prefix, "pod-b", &[]).await;
-    let key = pod_a
-        .first_key
-        .clone()
-        .or(pod_b.first_key.clone())
-        .expect("key");
     let model = GeminiMock::start().await.expect("the mock model");
-    let laptop = Home::new(Some((pod_a.http.clone(), key.clone())));
-    let desk = Home::new(Some((pod_b.http.clone(), key)));
-    let project = laptop.path().join("app");
-    std::fs::create_dir_all(&project).expect("project");
-    prepare_gemini(&laptop, &project).expect("Gemini's settings");
-    let said = laptop.ok(&[
-        "setup",
-        "--non-interactive",
-        "--runtime",
+    let (pair, said) = GatedPair::start(
+        "repowire_gemini_approvals",
         "gemini",
-        "--allow-tools",
-        "--approvals",
-        "--gated-tools",
-        "Bash",
-        "--approval-timeout",
-        "60",
-    ]);
+        &["--allow-tools"],
+        |laptop, project| prepare_gemini(laptop, project).expect("Gemini's settings"),
+    )
+    .await;
     assert!(said.contains("run_shell_command"), "{said}");
-    laptop.ok(&["daemon", "start"]);
-    desk.install_and_start();
-
-    let run = |prompt: &'static str| {
-        let (gemini, project, url) = (gemini.clone(), project.clone(), model.url.clone());
-        let env = laptop.env();
-        tokio::spawn(async move { gemini_p(&gemini, &env, &project, &url, prompt).await })
-    };
-    let allowed_run = run("RUN-SHELL touch allowed.txt");
-    let q = desk.approvals_waiting(1).await.remove(0);
-    assert_eq!(q["from"]["name"], "app");
-    let peers = desk.json(&["peer", "list"]);
-    let app = peers
-        .as_array()
-        .and_then(|a| a.iter().find(|p| p["peer_id"] == q["from"]["peer_id"]))
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(app["backend"], "gemini", "{peers}");
-    // Asked as `Bash`, the name the approvals use, with Gemini's command.
-    assert!(
-        q["text"]
-            .as_str()
-            .is_some_and(|t| t.starts_with("Bash: touch allowed.txt\nin ")),
-        "{q}"
-    );
-    assert!(
-        !project.join("allowed.txt").exists(),
-        "ran before a decision"
-    );
-    let cid = q["correlation_id"].as_str().expect("cid").to_owned();
-    let allowed = desk.in_terminal(&["approvals", "allow", &cid]);
-    assert!(allowed.status.success(), "{allowed:?}");
-    let out = allowed_run.await.expect("the run");
-    assert!(out.status.success(), "{out:?}");
-    assert!(project.join("allowed.txt").exists(), "the allowed call ran");
-
-    let denied_run = run("RUN-SHELL touch denied.txt");
-    let q = desk.approvals_waiting(1).await.remove(0);
-    let cid = q["correlation_id"].as_str().expect("cid").to_owned();
-    let denied = desk.in_terminal(&["approvals", "deny", &cid, "--reason", "not today"]);
-    assert!(denied.status.success(), "{denied:?}");
-    let out = denied_run.await.expect("the run");
-    assert!(!project.join("denied.txt").exists(), "the denied call ran");
+    let out = pair
+        .allow_then_deny("gemini", |prompt| {
+            let (gemini, project, url) = (gemini.clone(), pair.project.clone(), model.url.clone());
+            let env = pair.laptop.env();
+            tokio::spawn(async move { gemini_p(&gemini, &env, &project, &url, prompt).await })
+        })
+        .await;
     // Gemini told its model why.
     let told = model
         .requests()

@@ -15,10 +15,10 @@ use std::time::Duration;
 
 use repowire_e2e::agents::Home;
 use repowire_e2e::claude::{ClaudeTeam, Cli, claude_or_skip, hops};
+use repowire_e2e::gated::GatedPair;
 use repowire_e2e::hookrun::cli_from_env;
 use repowire_e2e::mockmodel::MockModel;
 use repowire_e2e::offline::{OPENCODE_OFFLINE, prepare_opencode};
-use repowire_e2e::process::{RelayProcess, TempDatabase};
 use tokio::io::AsyncWriteExt;
 
 fn opencode() -> Option<std::path::PathBuf> {
@@ -227,75 +227,21 @@ async fn an_opencode_bash_call_is_approved_or_denied_by_a_person_on_another_mach
     let Some(opencode) = opencode() else {
         return;
     };
-    let db = TempDatabase::create("repowire_opencode_approvals");
-    let redis = repowire_e2e::redis_url();
-    let prefix = repowire_e2e::redis_prefix();
-    let pod_a = RelayProcess::start_pod(&db.url(), &redis, &prefix, "pod-a", &[]).await;
-    let pod_b = RelayProcess::start_pod(&db.url(), &redis, &prefix, "pod-b", &[]).await;
-    let key = pod_a
-        .first_key
-        .clone()
-        .or(pod_b.first_key.clone())
-        .expect("key");
     let model = MockModel::start().await.expect("the mock model");
-    let laptop = Home::new(Some((pod_a.http.clone(), key.clone())));
-    let desk = Home::new(Some((pod_b.http.clone(), key)));
-    prepare_opencode(&laptop, &model.url).expect("OpenCode's config");
-    laptop.ok(&[
-        "setup",
-        "--non-interactive",
-        "--runtime",
+    let (pair, _) = GatedPair::start(
+        "repowire_opencode_approvals",
         "opencode",
-        "--approvals",
-        "--gated-tools",
-        "Bash",
-        "--approval-timeout",
-        "60",
-    ]);
-    laptop.ok(&["daemon", "start"]);
-    desk.install_and_start();
-    let project = laptop.path().join("app");
-    std::fs::create_dir_all(&project).expect("project");
-
-    let run = |prompt: &'static str| {
-        let (opencode, project) = (opencode.clone(), project.clone());
-        let env = laptop.env();
-        tokio::spawn(async move { opencode_run(&opencode, &env, &project, prompt).await })
-    };
-    let allowed_run = run("RUN-SHELL touch allowed.txt");
-    let q = desk.approvals_waiting(1).await.remove(0);
-    assert_eq!(q["from"]["name"], "app");
-    let peers = desk.json(&["peer", "list"]);
-    let app = peers
-        .as_array()
-        .and_then(|a| a.iter().find(|p| p["peer_id"] == q["from"]["peer_id"]))
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(app["backend"], "opencode", "{peers}");
-    assert!(
-        q["text"]
-            .as_str()
-            .is_some_and(|t| t.starts_with("Bash: touch allowed.txt\nin ")),
-        "{q}"
-    );
-    assert!(
-        !project.join("allowed.txt").exists(),
-        "ran before a decision"
-    );
-    let cid = q["correlation_id"].as_str().expect("cid").to_owned();
-    let allowed = desk.in_terminal(&["approvals", "allow", &cid]);
-    assert!(allowed.status.success(), "{allowed:?}");
-    let out = allowed_run.await.expect("the run");
-    assert!(out.status.success(), "{out:?}");
-    assert!(project.join("allowed.txt").exists(), "the allowed call ran");
-
-    let denied_run = run("RUN-SHELL touch denied.txt");
-    let q = desk.approvals_waiting(1).await.remove(0);
-    let cid = q["correlation_id"].as_str().expect("cid").to_owned();
-    let denied = desk.in_terminal(&["approvals", "deny", &cid, "--reason", "not today"]);
-    assert!(denied.status.success(), "{denied:?}");
-    let out = denied_run.await.expect("the run");
-    assert!(!project.join("denied.txt").exists(), "the denied call ran");
+        &[],
+        |laptop, _| prepare_opencode(laptop, &model.url).expect("OpenCode's config"),
+    )
+    .await;
+    let out = pair
+        .allow_then_deny("opencode", |prompt| {
+            let (opencode, project) = (opencode.clone(), pair.project.clone());
+            let env = pair.laptop.env();
+            tokio::spawn(async move { opencode_run(&opencode, &env, &project, prompt).await })
+        })
+        .await;
     // OpenCode told its model why.
     let told = model
         .requests()
