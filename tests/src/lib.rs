@@ -12,6 +12,7 @@ pub mod hookrun;
 pub mod mockmodel;
 pub mod offline;
 pub mod oidc;
+pub mod opencode_host;
 pub mod otlp;
 pub mod process;
 pub mod rendered;
