@@ -15,6 +15,7 @@ mod client_hostile;
 mod client_inbox;
 mod client_keyring;
 mod client_local;
+mod client_mixed;
 mod client_opencode;
 mod client_outputs;
 mod client_polish;
