@@ -33,6 +33,16 @@ impl PluginHost {
     /// Loads `~/.config/opencode/plugins/repowire.js` of `home` with the project `project`,
     /// in `home`'s environment (so its hook commands reach `home`'s daemon).
     pub async fn start(home: &Home, project: &Path) -> anyhow::Result<Self> {
+        Self::start_with(home, project, &[]).await
+    }
+
+    /// [`PluginHost::start`] with more environment (`TMUX`, `TMUX_PANE`: a pane the sessions
+    /// then claim as theirs).
+    pub async fn start_with(
+        home: &Home,
+        project: &Path,
+        env: &[(&str, String)],
+    ) -> anyhow::Result<Self> {
         let plugin = home.path().join(".config/opencode/plugins/repowire.js");
         anyhow::ensure!(plugin.exists(), "{} is missing", plugin.display());
         let dir = tempfile::tempdir()?;
@@ -46,6 +56,7 @@ impl PluginHost {
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .envs(home.env())
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

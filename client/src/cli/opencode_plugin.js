@@ -21,6 +21,8 @@ const SETTINGS = /*SETTINGS*/;
 const HOOK = SETTINGS.hook;
 // OpenCode's tool names → the names Repowire's approvals use (Claude Code's).
 const TOOLS = { bash: "Bash", edit: "Edit", write: "Write", apply_patch: "Edit" };
+// The prompt this plugin sends when messages arrived during a turn.
+const CONTINUE = "[repowire] messages arrived during your turn";
 
 function hook(event, payload, limitMs, extra = []) {
   return new Promise((resolve, reject) => {
@@ -134,7 +136,13 @@ export const Repowire = async ({ client, directory }) => {
           const start = await quiet("session-start", { ...base(id, "session.created"), source: "startup" });
           if (start?.context) texts.push(start.context);
         }
-        const submit = await quiet("prompt-submit", { ...base(id, "chat.message"), prompt });
+        // Our own prompt (not a person's): the daemon says how the messages reached the agent.
+        const ours = continued.has(id) && prompt === CONTINUE;
+        const submit = await quiet("prompt-submit", {
+          ...base(id, "chat.message"),
+          prompt,
+          repowire_continuation: ours,
+        });
         if (submit?.context) texts.push(submit.context);
         return texts;
       });
@@ -198,7 +206,7 @@ export const Repowire = async ({ client, directory }) => {
       client.session
         .promptAsync({
           path: { id },
-          body: { agent, model, parts: [{ type: "text", text: "[repowire] messages arrived during your turn" }] },
+          body: { agent, model, parts: [{ type: "text", text: CONTINUE }] },
         })
         .catch(() => continued.delete(id));
     },

@@ -89,11 +89,17 @@ impl Daemon {
                 Ok((Some(out), after))
             }
             HookEvent::PromptSubmit => {
-                // A submit while our wake presses Enter is the wake's; any other prompt is a
-                // person's, also one that sends the prompt a deferred or unconfirmed wake left
-                // in the box (its messages then carry the wake's reason). Read before the
-                // wake hears of the submit, which ends its Enter.
-                let ours = self.wake_entering(&session_id);
+                // A submit while our wake presses Enter is the wake's, and so is the prompt
+                // OpenCode's plugin sends when messages arrived during a turn (it says so); any
+                // other prompt is a person's, also one that sends the prompt a deferred or
+                // unconfirmed wake left in the box (its messages then carry the wake's reason).
+                // Read before the wake hears of the submit, which ends its Enter.
+                let ours = self.wake_entering(&session_id)
+                    || call
+                        .payload
+                        .get("repowire_continuation")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false);
                 let session = self.known_session(&session_id, &call).await?;
                 self.prompt_seen(&session_id);
                 self.turn(&session, TurnState::Working).await?;

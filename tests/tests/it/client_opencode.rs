@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use repowire_e2e::agents::{Home, eventually};
+use repowire_e2e::agents::{Home, Tmux, eventually};
 use repowire_e2e::opencode_host::PluginHost;
 use repowire_e2e::process::{RelayProcess, relay_bin};
 use serde_json::{Value, json};
@@ -14,6 +14,15 @@ use serde_json::{Value, json};
 /// `laptop` set up for OpenCode with `setup` (extra arguments), its daemon running; `desk`,
 /// another machine of the tenant, installed and running; the plugin loaded for `app`.
 async fn machines(relay: &RelayProcess, setup: &[&str]) -> (Home, Home, PluginHost) {
+    machines_in(relay, setup, &[]).await
+}
+
+/// [`machines`], the plugin's process given `env` too.
+async fn machines_in(
+    relay: &RelayProcess,
+    setup: &[&str],
+    env: &[(&str, String)],
+) -> (Home, Home, PluginHost) {
     let key = relay.first_key.clone().expect("key");
     let laptop = Home::new(Some((relay.http.clone(), key.clone())));
     let desk = Home::new(Some((relay.http.clone(), key)));
@@ -24,7 +33,7 @@ async fn machines(relay: &RelayProcess, setup: &[&str]) -> (Home, Home, PluginHo
     desk.install_and_start();
     let project = laptop.path().join("app");
     std::fs::create_dir_all(&project).expect("project");
-    let host = PluginHost::start(&laptop, &project)
+    let host = PluginHost::start_with(&laptop, &project, env)
         .await
         .expect("the plugin loads");
     (laptop, desk, host)
@@ -48,8 +57,8 @@ fn apps(home: &Home) -> Vec<Value> {
         .collect()
 }
 
-/// Desk notifies `app` of `text`; returns once laptop's daemon holds it durably.
-async fn notify(desk: &Home, text: &str) {
+/// Desk notifies `app` of `text`; returns its id once laptop's daemon holds it durably.
+async fn notify(desk: &Home, text: &str) -> String {
     let sent = desk.json(&["peer", "notify", "app", text]);
     let id = sent["message_id"].as_str().expect("message id").to_owned();
     eventually("the message on laptop", || {
@@ -59,6 +68,7 @@ async fn notify(desk: &Home, text: &str) {
             .then_some(())
     })
     .await;
+    id
 }
 
 fn idle(session: &str) -> Value {
@@ -72,7 +82,13 @@ fn idle(session: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_opencode_plugin_registers_hands_over_and_moves_with_its_session() {
     let (_data, relay) = embedded_relay().await;
-    let (_laptop, desk, mut host) = machines(&relay, &[]).await;
+    // The sessions claim a pane that runs a shell, not OpenCode: a wake is refused there, and
+    // says why, but never types.
+    let tmux = Tmux::start();
+    let shell_dir = tempfile::tempdir().expect("dir");
+    let shell = tmux.spawn(shell_dir.path(), &[], &["sh".into()]);
+    let pane = [("TMUX", tmux.tmux_env()), ("TMUX_PANE", shell.clone())];
+    let (laptop, desk, mut host) = machines_in(&relay, &[], &pane).await;
 
     let context = host.message("ses_a", "hello").await;
     assert!(
@@ -84,7 +100,7 @@ async fn the_opencode_plugin_registers_hands_over_and_moves_with_its_session() {
     })
     .await;
 
-    // During the turn: nothing is typed (the session has no pane); the turn's end hands it over.
+    // During the turn: nothing is typed; the turn's end hands it over.
     notify(&desk, "NOTE-1 during the turn").await;
     host.event(idle("ses_a")).await;
     let calls = host.calls().await;
@@ -100,11 +116,42 @@ async fn the_opencode_plugin_registers_hands_over_and_moves_with_its_session() {
         !text.contains("NOTE-1"),
         "the message itself goes in hidden: {text}"
     );
-    // OpenCode runs that prompt: its prompt-submit carries the message.
+    // Before OpenCode runs that prompt another message comes; the session is between turns,
+    // so the daemon tries a wake, which refuses the shell's pane and records why.
+    let late = notify(&desk, "NOTE-1b before the prompt ran").await;
+    eventually("the wake refused", || {
+        laptop
+            .wake_of("ses_a")
+            .filter(|w| w["outcome"] == "refused")
+    })
+    .await;
+    // OpenCode runs the plugin's prompt: its prompt-submit carries both messages.
     let handed = host.message("ses_a", text).await;
     assert!(
-        handed.iter().any(|t| t.contains("NOTE-1 during the turn")),
+        handed.iter().any(|t| t.contains("NOTE-1 during the turn"))
+            && handed
+                .iter()
+                .any(|t| t.contains("NOTE-1b before the prompt ran")),
         "{handed:?}"
+    );
+    // The sender is not told a person typed that prompt: it was the plugin's.
+    eventually("NOTE-1b injected", || {
+        desk.states(&late)
+            .iter()
+            .any(|s| s == "injected")
+            .then_some(())
+    })
+    .await;
+    let how = desk.reason_of(&late, "injected");
+    assert!(
+        !how.as_deref()
+            .is_some_and(|h| h.contains("typed in the pane")),
+        "{how:?}"
+    );
+    assert!(
+        !tmux.capture(&shell).contains("repowire"),
+        "{}",
+        tmux.capture(&shell)
     );
     // The turn the plugin started ends with nothing waiting: no prompt again.
     host.event(idle("ses_a")).await;
