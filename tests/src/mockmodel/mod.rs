@@ -11,7 +11,9 @@
 //! - a turn whose prompt or hook context holds `BENCH turn N/T` and an `ask-…` id → call `ack`
 //!   with `BENCH reply N/T from <me>` (`<me>` is the working directory's name, our peer name);
 //! - a turn holding `BENCH reply N/T from <peer>` → ask `BENCH turn N+1/T`, or stop after T;
-//! - a tool result → end the turn; anything else → end the turn with a short text.
+//! - a tool result → end the turn; anything else → end the turn with a short text;
+//! - for the facts tests: `MOCK-SAY <word>` → end the turn saying `<word>`; `RUN-SHELL <command>`
+//!   → call `Bash` with the command (to the end of its line).
 //!
 //! When a tool is only offered through `ToolSearch` (Claude Code defers MCP tools when it
 //! decides to), the model first selects it, as a real model would.
@@ -432,7 +434,20 @@ fn decide(request: &Value) -> (Vec<Step>, Reply) {
         tail.iter().map(text_of).collect::<Vec<_>>().join("\n")
     };
     let mut steps = Vec::new();
-    let reply = if let Some((_, rest)) = text.rsplit_once("BENCH-START ") {
+    let reply = if let Some((_, rest)) = text.rsplit_once("MOCK-SAY ") {
+        // The facts tests' turn with a known final text.
+        let said = rest.split_whitespace().next().unwrap_or("").to_owned();
+        steps.push(Step::Other(format!("say {said}")));
+        Reply::Text(said)
+    } else if let Some((_, rest)) = text.rsplit_once("RUN-SHELL ") {
+        // The facts tests' shell call (Claude Code's Bash tool).
+        let command = rest.lines().next().unwrap_or("").to_owned();
+        Reply::Tool {
+            name: "Bash".into(),
+            input: json!({"command": command, "description": "run the command"}),
+            step: Some(Step::Tool("Bash".into())),
+        }
+    } else if let Some((_, rest)) = text.rsplit_once("BENCH-START ") {
         let mut words = rest.split_whitespace();
         let peer = words.next().unwrap_or("").to_owned();
         let turns: u32 = words.next().and_then(|w| w.parse().ok()).unwrap_or(1);

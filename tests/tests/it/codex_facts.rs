@@ -5,7 +5,8 @@
 //! that event says. It shows what the integration relies on:
 //!
 //! - the events and their order, and each payload's fields (session id, transcript, cwd, the
-//!   prompt, the tool call as `Bash` with its command and call id, `last_assistant_message`);
+//!   prompt, the tool call as `Bash` with its command and call id, `last_assistant_message`,
+//!   a continued turn's second Stop with the continuation's own text);
 //! - `additionalContext` from SessionStart and UserPromptSubmit reaches the model, as
 //!   `developer` messages (the hand-over of queued messages);
 //! - PreToolUse `permissionDecision: deny` stops the shell command, and the model is told why
@@ -170,6 +171,15 @@ async fn codex_fires_its_hooks_offline_and_takes_their_answers() {
     assert_eq!(stops[0]["stop_hook_active"], false);
     assert_eq!(stops[0]["last_assistant_message"], "MOCK-DONE");
     assert_eq!(stops[1]["stop_hook_active"], true);
+    // The continued segment's own text, not the first answer again (direct conversations relay
+    // it: docs/plans/conversations.md).
+    assert!(
+        stops[1]["last_assistant_message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("MOCK-REPLY") && m.contains("RW-REMINDER")),
+        "{}",
+        stops[1]
+    );
     assert_eq!(hooks[5]["reason"], "other");
 
     // The answers took effect.

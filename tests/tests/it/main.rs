@@ -6,6 +6,7 @@
 
 mod chart_render_run;
 mod claude_code_real;
+mod claude_facts;
 mod client_approvals;
 mod client_check_relay;
 mod client_codex;
