@@ -35,8 +35,9 @@
 //!
 //! `--runtime gemini` plays Gemini CLI (docs/agents/gemini-cli.md): hooks and the MCP server
 //! from `~/.gemini/settings.json` (`$GEMINI_CLI_HOME/.gemini`), events named `BeforeAgent`,
-//! `AfterAgent` and `BeforeTool`; SessionStart at launch; AfterAgent `deny` makes its reason
-//! the next prompt (BeforeAgent fires for it); SessionEnd fires twice; an Enter less than
+//! `AfterAgent` (with `prompt` and `prompt_response`) and `BeforeTool`; SessionStart at launch;
+//! AfterAgent `deny` makes its reason the next prompt (BeforeAgent fires for it); SessionEnd
+//! fires twice; an Enter less than
 //! 100 ms after a paste is part of it (a newline, recorded as `enter_in_paste`); its box, its
 //! working line and `/dialog` as Gemini draws them; `--version` says `0.61.0`.
 //! `--paste-lag-ms N` plays a loaded machine: the end of a paste is read N ms late.
@@ -490,11 +491,16 @@ impl Agent {
         self.hook("UserPromptSubmit", json!({ "prompt": prompt }));
         let mut reply = self.respond(&prompt);
         let mut continuing = false;
+        let mut asked = prompt.clone();
         for _ in 0..5 {
-            let outputs = self.hook(
-                "Stop",
-                json!({ "stop_hook_active": continuing, "last_assistant_message": reply }),
-            );
+            // Gemini's AfterAgent names the turn's prompt and reply `prompt` and
+            // `prompt_response`; Claude Code's and Codex's Stop, `last_assistant_message`.
+            let stop = if self.runtime == Runtime::Gemini {
+                json!({ "stop_hook_active": continuing, "prompt": asked, "prompt_response": reply })
+            } else {
+                json!({ "stop_hook_active": continuing, "last_assistant_message": reply })
+            };
+            let outputs = self.hook("Stop", stop);
             // Claude Code 2.1.331 continues the turn on either output: a `block` decision (its
             // reason reaches the model twice, once as an error) or Stop `additionalContext`.
             let codex = self.runtime == Runtime::Codex;
@@ -535,6 +541,7 @@ impl Agent {
             self.record(json!({ "event": "continue", "reason": reason, "form": form }));
             if gemini {
                 self.hook("UserPromptSubmit", json!({ "prompt": reason }));
+                asked = reason;
             }
             continuing = true;
             reply = "ok".to_owned();
