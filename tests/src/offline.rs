@@ -36,6 +36,35 @@ exporter = "none"
     )
 }
 
+/// A model catalogue (written into `dir`) that describes the mock model as Codex's own
+/// models are described online, and the top-level config.toml line that names it: Codex then
+/// offers the model its patch tool, `apply_patch` (a freeform tool), which the fallback it uses
+/// for an unknown model leaves out (docs/agents/codex.md).
+pub fn codex_patch_catalog(dir: &Path) -> std::io::Result<String> {
+    let catalog = dir.join("codex-models.json");
+    let model = serde_json::json!({"models": [{
+        "slug": "mock-model", "display_name": "Mock", "apply_patch_tool_type": "freeform",
+        "supported_reasoning_levels": [], "shell_type": "default", "visibility": "list",
+        "supported_in_api": false, "priority": 0, "support_verbosity": false,
+        "truncation_policy": {"mode": "bytes", "limit": 10000},
+        "experimental_supported_tools": [], "base_instructions": "You are a coding agent."
+    }]});
+    std::fs::write(&catalog, model.to_string())?;
+    Ok(format!(
+        "model_catalog_json = {:?}",
+        catalog.to_string_lossy()
+    ))
+}
+
+/// [`codex_config`] with [`codex_patch_catalog`] (written into `dir`).
+pub fn codex_config_with_patches(base_url: &str, dir: &Path) -> std::io::Result<String> {
+    Ok(format!(
+        "{}\n{}",
+        codex_patch_catalog(dir)?,
+        codex_config(base_url)
+    ))
+}
+
 /// Codex's config before `repowire setup` adds to it: the mock as the model provider (its
 /// Responses API), and nothing that reaches the network (docs/agents/codex.md).
 pub fn prepare_codex(home: &Home, model_url: &str) -> anyhow::Result<()> {

@@ -3,9 +3,12 @@
 //! `wire_api = "responses"`). It keeps every request and answers by a short script, reading the
 //! newest user message or tool result of the request's `input` (the whole history each time):
 //!
-//! - a tool result (`function_call_output`) → the text `MOCK-DONE`;
+//! - a tool result (`function_call_output`, `custom_tool_call_output`) → the text `MOCK-DONE`;
 //! - a user message holding `RUN-SHELL <command>` → a call of Codex's shell tool,
 //!   `exec_command` with `{"cmd": "<command>"}` (the rest of that line);
+//! - a user message holding `RUN-PATCH <file>` → a call of Codex's patch tool, `apply_patch`
+//!   (a freeform tool, offered when the model catalogue says so:
+//!   `offline::codex_config_with_patches`), adding `<file>` with the line `patched`;
 //! - anything else → the text `MOCK-REPLY: ` and the end of the message.
 //!
 //! docs/agents/codex.md says what Codex sends and what this must answer.
@@ -81,19 +84,32 @@ pub fn text_joined(item: &Value, separator: &str) -> String {
 /// What the script answers to `request`: the output items.
 fn decide(request: &Value, n: usize) -> Vec<Value> {
     let input = request["input"].as_array().cloned().unwrap_or_default();
-    let newest = input
-        .iter()
-        .rev()
-        .find(|i| i["type"] == "function_call_output" || i["role"] == "user");
+    let newest = input.iter().rev().find(|i| {
+        i["type"] == "function_call_output"
+            || i["type"] == "custom_tool_call_output"
+            || i["role"] == "user"
+    });
     let message = |text: String| {
         json!({"type": "message", "id": format!("msg_{n}"), "role": "assistant",
                "content": [{"type": "output_text", "text": text, "annotations": []}]})
     };
     match newest {
-        Some(item) if item["type"] == "function_call_output" => vec![message("MOCK-DONE".into())],
+        Some(item)
+            if item["type"] == "function_call_output"
+                || item["type"] == "custom_tool_call_output" =>
+        {
+            vec![message("MOCK-DONE".into())]
+        }
         Some(item) => {
             let text = text_of(item);
-            if let Some((_, rest)) = text.split_once("RUN-SHELL ") {
+            if let Some((_, rest)) = text.split_once("RUN-PATCH ") {
+                let file = rest.split_whitespace().next().unwrap_or("patched.txt");
+                let patch =
+                    format!("*** Begin Patch\n*** Add File: {file}\n+patched\n*** End Patch\n");
+                vec![json!({"type": "custom_tool_call", "id": format!("ctc_{n}"),
+                            "call_id": format!("call_{n}"), "name": "apply_patch",
+                            "input": patch})]
+            } else if let Some((_, rest)) = text.split_once("RUN-SHELL ") {
                 let cmd = rest.lines().next().unwrap_or_default().trim();
                 vec![json!({"type": "function_call", "id": format!("fc_{n}"),
                             "call_id": format!("call_{n}"), "name": "exec_command",

@@ -142,11 +142,14 @@ fn pre_tool_use(config: &Config, runtime: Runtime, cap: Option<u64>) -> Option<V
         return Some(deny("the hook payload names no tool; denied"));
     };
     // Gated, and shown to the approver, by the name the approvals use (Claude Code's).
-    let tool = runtime.approval_tool_name(native).to_owned();
-    if !policy.tools.contains(&tool) {
-        return None;
-    }
+    let native = native.to_owned();
+    let tool = runtime.gated_as(&native, &policy.tools)?;
     payload["tool_name"] = Value::String(tool);
+    // And shown with its input in Claude Code's shape (OpenCode's names, Codex's patches).
+    let input = payload.get_mut("tool_input").map(Value::take);
+    if let Some(input) = input {
+        payload["tool_input"] = runtime.approval_tool_input(&native, input);
+    }
     let timeout = match cap {
         Some(cap) => policy.timeout.min(Duration::from_secs(cap)),
         None => policy.timeout,

@@ -13,6 +13,7 @@
 //! - [`errors`]: failures as API errors. `outbox`: frames sent again, re-minted, refreshed.
 
 pub mod approval;
+mod approval_text;
 pub mod bindings;
 mod dashboard;
 pub mod embedded;

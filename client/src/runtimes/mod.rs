@@ -17,6 +17,7 @@ pub mod claude;
 mod codex;
 mod gemini;
 mod opencode;
+mod tools;
 
 pub use codex::{codex_home, config_path as codex_config_path};
 pub use gemini::{gemini_dir, settings_path as gemini_settings_path};
@@ -209,49 +210,6 @@ impl Runtime {
             // OpenCode took an Enter right behind a short bracketed paste as Enter.
             Runtime::ClaudeCode | Runtime::Codex | Runtime::OpenCode => std::time::Duration::ZERO,
             Runtime::Gemini => std::time::Duration::from_millis(250),
-        }
-    }
-
-    /// The name Repowire's approvals (`[approvals] tools`) use for this runtime's tool
-    /// `native`: Claude Code's names. Codex's hooks already use them (`Bash`); OpenCode's
-    /// plugin maps its own.
-    pub fn approval_tool_name(self, native: &str) -> &str {
-        match self {
-            Runtime::Gemini => gemini::GATED_TOOLS
-                .iter()
-                .find(|(ours, _)| *ours == native)
-                .map_or(native, |(_, name)| name),
-            Runtime::ClaudeCode | Runtime::Codex | Runtime::OpenCode => native,
-        }
-    }
-
-    /// This runtime's own names for the approvals' tool names `gated` (those it has).
-    pub fn native_tool_names(self, gated: &[String]) -> Vec<&'static str> {
-        match self {
-            Runtime::Gemini => gemini::GATED_TOOLS
-                .iter()
-                .filter(|(_, name)| gated.iter().any(|g| g == name))
-                .map(|(native, _)| *native)
-                .collect(),
-            Runtime::ClaudeCode | Runtime::Codex | Runtime::OpenCode => Vec::new(),
-        }
-    }
-
-    /// The pre-tool-use answer in this runtime's shape, from Claude Code's
-    /// (`hookSpecificOutput.permissionDecision`, which Codex and our OpenCode plugin read too).
-    /// Gemini's BeforeTool takes `{"decision": "allow"|"deny", "reason"}`
-    /// (docs/agents/gemini-cli.md).
-    pub fn tool_decision(self, claude: Value) -> Value {
-        match self {
-            Runtime::Gemini => {
-                let decided = &claude["hookSpecificOutput"];
-                let allow = decided["permissionDecision"] == "allow";
-                json!({
-                    "decision": if allow { "allow" } else { "deny" },
-                    "reason": decided["permissionDecisionReason"].as_str().unwrap_or("denied by Repowire's approvals"),
-                })
-            }
-            Runtime::ClaudeCode | Runtime::Codex | Runtime::OpenCode => claude,
         }
     }
 

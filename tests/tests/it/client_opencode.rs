@@ -192,8 +192,9 @@ async fn the_opencode_plugin_registers_hands_over_and_moves_with_its_session() {
 }
 
 /// With approvals on, a subagent's tool call that this process did not see created (OpenCode
-/// is asked whose it is) is gated as its top-level session's and waits for a person; a tool
-/// that is not gated runs at once; and with the daemon down a gated call is stopped, not run.
+/// is asked whose it is) is gated as its top-level session's and waits for a person; an edit
+/// is shown with its file and change; a tool that is not gated runs at once; and with the
+/// daemon down a gated call is stopped, not run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_opencode_subagents_call_is_gated_as_its_sessions_and_fails_closed() {
     let (_data, relay) = embedded_relay().await;
@@ -202,7 +203,7 @@ async fn an_opencode_subagents_call_is_gated_as_its_sessions_and_fails_closed() 
         &[
             "--approvals",
             "--gated-tools",
-            "Bash",
+            "Bash,Edit",
             "--approval-timeout",
             "60",
         ],
@@ -246,6 +247,28 @@ async fn an_opencode_subagents_call_is_gated_as_its_sessions_and_fails_closed() 
             .is_some_and(|g| g.iter().any(|id| id == "ses_sub")),
         "OpenCode was asked whose session ses_sub is"
     );
+
+    // An edit is shown to the person as Claude Code's would be: the file, and what changes.
+    let edit = host
+        .tool(
+            "ses_a",
+            "edit",
+            json!({"filePath": "/srv/app/config.toml", "oldString": "debug = false",
+                   "newString": "debug = true"}),
+        )
+        .await;
+    let q = desk.approvals_waiting(1).await.remove(0);
+    let text = q["text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("Edit: /srv/app/config.toml\n")
+            && text.contains("debug = false")
+            && text.contains("debug = true"),
+        "{q}"
+    );
+    let cid = q["correlation_id"].as_str().expect("cid");
+    let allowed = desk.in_terminal(&["approvals", "allow", cid]);
+    assert!(allowed.status.success(), "{allowed:?}");
+    assert_eq!(host.reply(edit).await["ok"], true);
 
     // Not gated: read runs without asking anyone.
     let read = host

@@ -21,7 +21,7 @@
 use std::path::{Path, PathBuf};
 
 use repowire_e2e::hookrun::{HookRun, cli_from_env, events, same_session};
-use repowire_e2e::offline::codex_config;
+use repowire_e2e::offline::{codex_config, codex_patch_catalog};
 use repowire_e2e::responses::{ResponsesMock, text_of};
 use serde_json::Value;
 
@@ -60,6 +60,16 @@ fn codex_run(base_url: &str) -> HookRun {
     let codex_home = run.path("home/.codex");
     std::fs::create_dir_all(&codex_home).expect("CODEX_HOME");
     std::fs::write(codex_home.join("config.toml"), config(base_url, &run)).expect("config");
+    run
+}
+
+/// [`codex_run`] with the model catalogue that makes Codex offer `apply_patch`.
+fn codex_run_with_patches(base_url: &str) -> HookRun {
+    let run = codex_run(base_url);
+    let codex_home = run.path("home/.codex");
+    let catalog = codex_patch_catalog(&codex_home).expect("the catalogue");
+    let rest = std::fs::read_to_string(codex_home.join("config.toml")).expect("config");
+    std::fs::write(codex_home.join("config.toml"), format!("{catalog}\n{rest}")).expect("config");
     run
 }
 
@@ -237,4 +247,62 @@ async fn codex_fires_its_hooks_offline_and_takes_their_answers() {
     assert_eq!(hooks[0]["session_id"], session.as_str(), "the same session");
     assert!(hooks[3]["tool_response"].is_string(), "{}", hooks[3]);
     assert!(run.path("proj/ran.txt").exists(), "the allowed command ran");
+}
+
+/// Codex's file edits are `apply_patch` calls, and its PreToolUse hook sees them (as
+/// `apply_patch`, the patch in `tool_input.command`): a deny stops the patch and the model is
+/// told why; an allowed one is applied. Repowire's approvals gate them as `Edit`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_asks_its_pre_tool_use_hook_before_a_patch() {
+    let Some(codex) = codex_bin() else { return };
+    let mock = ResponsesMock::start().await.expect("the mock model");
+    let run = codex_run_with_patches(&mock.base_url);
+    run.answer(
+        "PreToolUse",
+        r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"RW-NO-PATCH"}}"#,
+    );
+    let args = [
+        "--skip-git-repo-check",
+        "--dangerously-bypass-hook-trust",
+        "-s",
+        "workspace-write",
+        "RUN-PATCH patched.txt",
+    ];
+    exec(&run, &codex, &args).await;
+    let hooks = run.take_hooks();
+    let pre = of(&hooks, "PreToolUse");
+    assert_eq!(pre.len(), 1, "{hooks:#?}");
+    assert_eq!(pre[0]["tool_name"], "apply_patch");
+    assert!(
+        pre[0]["tool_input"]["command"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("*** Begin Patch\n*** Add File: patched.txt")),
+        "{}",
+        pre[0]
+    );
+    assert!(
+        !run.path("proj/patched.txt").exists(),
+        "the denied patch ran"
+    );
+    let told = mock
+        .requests()
+        .iter()
+        .flat_map(|r| r["input"].as_array().cloned().unwrap_or_default())
+        .filter(|i| i["type"] == "custom_tool_call_output")
+        .map(|i| i["output"].as_str().unwrap_or_default().to_owned())
+        .collect::<Vec<_>>();
+    assert!(
+        told.iter()
+            .any(|o| o.contains("blocked by PreToolUse hook: RW-NO-PATCH")),
+        "{told:?}"
+    );
+
+    run.answer("PreToolUse", "{}");
+    exec(&run, &codex, &args).await;
+    let hooks = run.take_hooks();
+    assert_eq!(of(&hooks, "PostToolUse").len(), 1, "{hooks:#?}");
+    assert_eq!(
+        std::fs::read_to_string(run.path("proj/patched.txt")).expect("the patch applied"),
+        "patched\n"
+    );
 }

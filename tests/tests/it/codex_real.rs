@@ -16,7 +16,7 @@ use repowire_e2e::claude::{ClaudeTeam, Cli, claude_or_skip, hops};
 use repowire_e2e::gated::GatedPair;
 use repowire_e2e::hookrun::cli_from_env;
 use repowire_e2e::mockmodel::Step;
-use repowire_e2e::offline::codex_config;
+use repowire_e2e::offline::codex_config_with_patches;
 use repowire_e2e::responses::ResponsesMock;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -133,7 +133,7 @@ async fn codex_exec_env(
 
 /// A real Codex on `laptop` (relay pod A) with approvals on: its shell call waits for a person
 /// on `desk` (pod B), runs when they allow it, and not when they deny it — and Codex tells its
-/// model who denied it and why.
+/// model who denied it and why. With `Edit` gated, its patches (`apply_patch`) wait the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_codex_shell_call_is_approved_or_denied_by_a_person_on_another_machine() {
     let Some(codex) = cli_from_env(
@@ -147,11 +147,9 @@ async fn a_codex_shell_call_is_approved_or_denied_by_a_person_on_another_machine
     let (pair, _) = GatedPair::start("repowire_codex_approvals", "codex", &[], |laptop, _| {
         let codex_home = laptop.path().join(".codex");
         std::fs::create_dir_all(&codex_home).expect("~/.codex");
-        std::fs::write(
-            codex_home.join("config.toml"),
-            codex_config(&model.base_url),
-        )
-        .expect("config");
+        let config =
+            codex_config_with_patches(&model.base_url, &codex_home).expect("the catalogue");
+        std::fs::write(codex_home.join("config.toml"), config).expect("config");
     })
     .await;
     let out = pair
@@ -175,5 +173,54 @@ async fn a_codex_shell_call_is_approved_or_denied_by_a_person_on_another_machine
         told.contains("Command blocked by PreToolUse hook: Repowire approvals:")
             && told.contains("not today"),
         "{told}"
+    );
+
+    // Edits gated too: Codex's patch waits as an `Edit`, shown whole, and is not applied
+    // when denied.
+    pair.laptop.ok(&[
+        "setup",
+        "--non-interactive",
+        "--runtime",
+        "codex",
+        "--approvals",
+        "--gated-tools",
+        "Bash,Edit",
+        "--approval-timeout",
+        "60",
+    ]);
+    let run = {
+        let (codex, project) = (codex.clone(), pair.project.clone());
+        let env = pair.laptop.env();
+        tokio::spawn(async move {
+            codex_exec_env(&codex, &env, &project, "RUN-PATCH patched.txt").await
+        })
+    };
+    let q = pair.desk.approvals_waiting(1).await.remove(0);
+    let text = q["text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("Edit: patch of patched.txt\nin ") && text.contains("+patched"),
+        "{q}"
+    );
+    let cid = q["correlation_id"].as_str().expect("cid");
+    let denied = pair
+        .desk
+        .in_terminal(&["approvals", "deny", cid, "--reason", "no edits today"]);
+    assert!(denied.status.success(), "{denied:?}");
+    let out = run.await.expect("the run");
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        !pair.project.join("patched.txt").exists(),
+        "the denied patch was applied"
+    );
+    assert!(
+        model
+            .requests()
+            .iter()
+            .flat_map(|r| r["input"].as_array().cloned().unwrap_or_default())
+            .filter(|i| i["type"] == "custom_tool_call_output")
+            .any(|i| i["output"]
+                .as_str()
+                .is_some_and(|o| o.contains("no edits today"))),
+        "Codex's model was told why"
     );
 }
