@@ -19,8 +19,9 @@ import { spawn } from "node:child_process";
 // `approvals`: null when tool calls are not gated, else how long one may wait for a person.
 const SETTINGS = /*SETTINGS*/;
 const HOOK = SETTINGS.hook;
-// OpenCode's tool names → the names Repowire's approvals use (Claude Code's).
-const TOOLS = { bash: "Bash", edit: "Edit", write: "Write", apply_patch: "Edit" };
+// OpenCode's tool names → the names Repowire's approvals use (Claude Code's). `apply_patch`
+// keeps its name: a patch is gated when Edit or Write is.
+const TOOLS = { bash: "Bash", edit: "Edit", write: "Write" };
 // The prompt this plugin sends when messages arrived during a turn.
 const CONTINUE = "[repowire] messages arrived during your turn";
 
@@ -93,18 +94,20 @@ export const Repowire = async ({ client, directory }) => {
   }
 
   // The parent of session `id` (null for a top-level one): from `session.created` when this
-  // process created it, else asked once (a subagent's session resumed by a later process).
+  // process created it, else asked (and remembered once answered: a subagent's session
+  // resumed by a later process).
   async function parentOf(id) {
     if (parents.has(id)) return parents.get(id);
-    let parent = null;
     try {
       const got = await client.session.get({ path: { id } });
-      parent = (got?.data ?? got)?.parentID ?? null;
+      const parent = (got?.data ?? got)?.parentID ?? null;
+      parents.set(id, parent);
+      return parent;
     } catch {
-      parent = null;
+      // Not remembered: asked again next time (a subagent taken for a top-level session
+      // would move the peer to it).
+      return null;
     }
-    parents.set(id, parent);
-    return parent;
   }
 
   // The top-level session whose work `id` is (itself, unless it is a subagent's).
@@ -136,7 +139,7 @@ export const Repowire = async ({ client, directory }) => {
           const start = await quiet("session-start", { ...base(id, "session.created"), source: "startup" });
           if (start?.context) texts.push(start.context);
         }
-        // Our own prompt (not a person's): the daemon says how the messages reached the agent.
+        // Our own prompt, marked so the daemon does not report it to senders as a person's.
         const ours = continued.has(id) && prompt === CONTINUE;
         const submit = await quiet("prompt-submit", {
           ...base(id, "chat.message"),

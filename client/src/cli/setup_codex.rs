@@ -78,7 +78,8 @@ impl CodexPlan {
                 policy.timeout.as_secs()
             ),
             timeout: (policy.timeout + HOOK_MARGIN).as_secs(),
-            matcher: Some(policy.tools.join("|")),
+            // Codex's names: `apply_patch` too when patches are gated.
+            matcher: Some(runtime.native_tool_names(&policy.tools).join("|")),
         };
         let mut drop = Vec::new();
         match approvals.policy_after(config)? {

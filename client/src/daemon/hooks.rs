@@ -95,11 +95,12 @@ impl Daemon {
                 // unconfirmed wake left in the box (its messages then carry the wake's reason).
                 // Read before the wake hears of the submit, which ends its Enter.
                 let ours = self.wake_entering(&session_id)
-                    || call
-                        .payload
-                        .get("repowire_continuation")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false);
+                    || (call.runtime == Runtime::OpenCode
+                        && call
+                            .payload
+                            .get("repowire_continuation")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false));
                 let session = self.known_session(&session_id, &call).await?;
                 self.prompt_seen(&session_id);
                 self.turn(&session, TurnState::Working).await?;

@@ -6,13 +6,24 @@ use serde_json::{Map, Value, json};
 
 use super::{Runtime, gemini};
 
-/// Codex's file-editing tool (a patch in its own format, in `tool_input.command`). Codex's
-/// hook matchers take it for `Edit` and for `Write` (and `apply_patch`); so do the approvals:
-/// it is gated when either is, and asked as `Edit` (docs/agents/codex.md).
-const CODEX_PATCH: &str = "apply_patch";
+/// Codex's and OpenCode's patch tool: it adds, changes and deletes files. Codex's hook
+/// matchers take it for `Edit` and for `Write` (and `apply_patch`); the approvals gate it when
+/// any of [`PATCH_GATES`] is gated, and ask it as the first of them that is
+/// (docs/agents/codex.md).
+const PATCH: &str = "apply_patch";
 
-/// The approvals' names a Codex patch is gated by, in the order it is asked as.
-const CODEX_PATCH_GATES: [&str; 3] = ["Edit", "Write", "MultiEdit"];
+/// The approvals' names a patch is gated by, in the order it is asked as.
+const PATCH_GATES: [&str; 3] = ["Edit", "Write", "MultiEdit"];
+
+/// Keys OpenCode's tools never take: dropped from an OpenCode call before its own keys are
+/// renamed to them, so that a model cannot show the approver one file and edit another.
+const NOT_OPENCODE: [&str; 5] = [
+    "file_path",
+    "old_string",
+    "new_string",
+    "replace_all",
+    "patch",
+];
 
 impl Runtime {
     /// The name Repowire's approvals (`[approvals] tools`) use for this runtime's tool
@@ -24,7 +35,7 @@ impl Runtime {
                 .iter()
                 .find(|(ours, _)| *ours == native)
                 .map_or(native, |(_, name)| name),
-            Runtime::Codex if native == CODEX_PATCH => "Edit",
+            Runtime::Codex | Runtime::OpenCode if native == PATCH => "Edit",
             Runtime::ClaudeCode | Runtime::Codex | Runtime::OpenCode => native,
         }
     }
@@ -34,7 +45,7 @@ impl Runtime {
     pub fn gated_as(self, native: &str, gated: &[String]) -> Option<String> {
         let is_gated = |name: &str| gated.iter().any(|g| g == name);
         match self {
-            Runtime::Codex if native == CODEX_PATCH => CODEX_PATCH_GATES
+            Runtime::Codex | Runtime::OpenCode if native == PATCH => PATCH_GATES
                 .iter()
                 .find(|name| is_gated(name))
                 .map(|name| (*name).to_owned()),
@@ -46,8 +57,9 @@ impl Runtime {
     }
 
     /// This runtime's own names for the approvals' tool names `gated`, as its pre-tool-use
-    /// hook is matched on: Gemini's for those it has; the others' are the approvals' own
-    /// (Codex's matchers take `Edit` and `Write` for its `apply_patch`).
+    /// hook is matched on: Gemini's for those it has; the others' are the approvals' own, and
+    /// Codex's also `apply_patch` when a name that gates patches is gated (its matchers take
+    /// `Edit` and `Write` for it, but not `MultiEdit`).
     pub fn native_tool_names(self, gated: &[String]) -> Vec<String> {
         match self {
             Runtime::Gemini => gemini::GATED_TOOLS
@@ -55,7 +67,14 @@ impl Runtime {
                 .filter(|(_, name)| gated.iter().any(|g| g == name))
                 .map(|(native, _)| (*native).to_owned())
                 .collect(),
-            Runtime::ClaudeCode | Runtime::Codex | Runtime::OpenCode => gated.to_vec(),
+            Runtime::Codex => {
+                let mut names = gated.to_vec();
+                if self.gated_as(PATCH, gated).is_some() && !names.iter().any(|n| n == PATCH) {
+                    names.push(PATCH.to_owned());
+                }
+                names
+            }
+            Runtime::ClaudeCode | Runtime::OpenCode => gated.to_vec(),
         }
     }
 
@@ -65,13 +84,14 @@ impl Runtime {
     /// `command`) becomes `patch`. Anything else is kept as it is.
     pub fn approval_tool_input(self, native: &str, input: Value) -> Value {
         match (self, input) {
-            (Runtime::Codex, Value::Object(mut fields)) if native == CODEX_PATCH => {
+            (Runtime::Codex, Value::Object(mut fields)) if native == PATCH => {
                 let patch = fields.remove("command").unwrap_or(Value::Null);
                 json!({ "patch": patch })
             }
             (Runtime::OpenCode, Value::Object(fields)) => {
                 let renamed: Map<String, Value> = fields
                     .into_iter()
+                    .filter(|(key, _)| !NOT_OPENCODE.contains(&key.as_str()))
                     .map(|(key, value)| {
                         let key = match key.as_str() {
                             "filePath" => "file_path".to_owned(),
@@ -118,7 +138,7 @@ mod tests {
     }
 
     #[test]
-    fn codex_gates_its_patches_as_edit_or_write() {
+    fn patches_are_gated_as_edit_or_write() {
         let gated = names(&["Bash", "Edit", "Write"]);
         assert_eq!(
             Runtime::Codex.gated_as("apply_patch", &gated).as_deref(),
@@ -139,7 +159,19 @@ mod tests {
             Some("Bash")
         );
         assert_eq!(Runtime::Codex.gated_as("write_stdin", &gated), None);
-        assert_eq!(Runtime::Codex.native_tool_names(&gated), gated);
+        assert_eq!(
+            Runtime::Codex.native_tool_names(&gated),
+            names(&["Bash", "Edit", "Write", "apply_patch"])
+        );
+        // MultiEdit gates patches too, and Codex's matchers do not take it for apply_patch.
+        assert_eq!(
+            Runtime::Codex.native_tool_names(&names(&["MultiEdit"])),
+            names(&["MultiEdit", "apply_patch"])
+        );
+        assert_eq!(
+            Runtime::Codex.native_tool_names(&names(&["Bash"])),
+            names(&["Bash"])
+        );
         let patch = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch\n";
         assert_eq!(
             Runtime::Codex.approval_tool_input("apply_patch", json!({ "command": patch })),
@@ -175,6 +207,22 @@ mod tests {
                 .gated_as("Edit", &names(&["Edit"]))
                 .as_deref(),
             Some("Edit")
+        );
+        // Its patches are gated as Codex's are.
+        assert_eq!(
+            Runtime::OpenCode
+                .gated_as("apply_patch", &names(&["Write"]))
+                .as_deref(),
+            Some("Write")
+        );
+        // A model's decoy in Claude Code's spelling is dropped: the approver sees what runs.
+        assert_eq!(
+            Runtime::OpenCode.approval_tool_input(
+                "Edit",
+                json!({"filePath": "/home/u/.ssh/authorized_keys", "oldString": "", "newString": "key",
+                       "file_path": "README.md", "old_string": "teh", "new_string": "the"})
+            ),
+            json!({"file_path": "/home/u/.ssh/authorized_keys", "old_string": "", "new_string": "key"})
         );
     }
 

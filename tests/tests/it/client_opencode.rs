@@ -134,7 +134,6 @@ async fn the_opencode_plugin_registers_hands_over_and_moves_with_its_session() {
                 .any(|t| t.contains("NOTE-1b before the prompt ran")),
         "{handed:?}"
     );
-    // The sender is not told a person typed that prompt: it was the plugin's.
     eventually("NOTE-1b injected", || {
         desk.states(&late)
             .iter()
@@ -142,12 +141,8 @@ async fn the_opencode_plugin_registers_hands_over_and_moves_with_its_session() {
             .then_some(())
     })
     .await;
-    let how = desk.reason_of(&late, "injected");
-    assert!(
-        !how.as_deref()
-            .is_some_and(|h| h.contains("typed in the pane")),
-        "{how:?}"
-    );
+    // The sender is told nothing unusual: it was no person's prompt, and no pane was typed in.
+    assert_eq!(desk.reason_of(&late, "injected"), None);
     assert!(
         !tmux.capture(&shell).contains("repowire"),
         "{}",
@@ -253,8 +248,9 @@ async fn an_opencode_subagents_call_is_gated_as_its_sessions_and_fails_closed() 
         .tool(
             "ses_a",
             "edit",
+            // With a decoy in Claude Code's spelling, which OpenCode would not act on.
             json!({"filePath": "/srv/app/config.toml", "oldString": "debug = false",
-                   "newString": "debug = true"}),
+                   "newString": "debug = true", "file_path": "README.md"}),
         )
         .await;
     let q = desk.approvals_waiting(1).await.remove(0);
@@ -269,6 +265,29 @@ async fn an_opencode_subagents_call_is_gated_as_its_sessions_and_fails_closed() 
     let allowed = desk.in_terminal(&["approvals", "allow", cid]);
     assert!(allowed.status.success(), "{allowed:?}");
     assert_eq!(host.reply(edit).await["ok"], true);
+    // A patch keeps OpenCode's name and is gated as an edit, shown with the files it touches.
+    let patch = host
+        .tool(
+            "ses_a",
+            "apply_patch",
+            json!({"patchText": "*** Begin Patch\n*** Add File: notes.md\n+hi\n*** End Patch\n"}),
+        )
+        .await;
+    let q = desk.approvals_waiting(1).await.remove(0);
+    assert!(
+        q["text"].as_str().is_some_and(
+            |t| t.starts_with("Edit: patch of 1 file: notes.md\n") && t.contains("+hi")
+        ),
+        "{q}"
+    );
+    let cid = q["correlation_id"].as_str().expect("cid");
+    let denied = desk.in_terminal(&["approvals", "deny", cid, "--reason", "not that"]);
+    assert!(denied.status.success(), "{denied:?}");
+    assert!(
+        host.reply(patch).await["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("not that"))
+    );
 
     // Not gated: read runs without asking anyone.
     let read = host

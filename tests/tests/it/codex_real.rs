@@ -198,7 +198,7 @@ async fn a_codex_shell_call_is_approved_or_denied_by_a_person_on_another_machine
     let q = pair.desk.approvals_waiting(1).await.remove(0);
     let text = q["text"].as_str().unwrap_or_default();
     assert!(
-        text.starts_with("Edit: patch of patched.txt\nin ") && text.contains("+patched"),
+        text.starts_with("Edit: patch of 1 file: patched.txt\nin ") && text.contains("+patched"),
         "{q}"
     );
     let cid = q["correlation_id"].as_str().expect("cid");
