@@ -422,6 +422,40 @@ impl ClaudeTeam {
     }
 }
 
+/// The checks the real-CLI tests of every runtime share.
+impl ClaudeTeam {
+    /// The backend beta registered with, as alpha's daemon lists it.
+    pub fn beta_backend(&self) -> String {
+        let peers = self.alpha.home.json(&["peer", "list"]);
+        peers
+            .as_array()
+            .and_then(|a| a.iter().find(|p| p["name"] == "beta"))
+            .and_then(|p| p["backend"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// A conversation of `turns` asks from alpha to beta, within two minutes: each hop seen
+    /// (`hops`) and each ask acked and closed (`asks_closed`). What the model saw, and the
+    /// asks' ids.
+    pub async fn asks_answered(&self, turns: u32) -> anyhow::Result<(Vec<Seen>, Vec<String>)> {
+        let seen = self.converse(turns, Duration::from_secs(120)).await?;
+        hops(&seen, turns)?;
+        let asks = self.asks_closed(&seen, turns);
+        Ok((seen, asks))
+    }
+
+    /// Checks that beta was woken, and that each wake was confirmed by its own hook.
+    pub fn beta_woken_every_time(&self) {
+        let status = self.beta.home.json(&["daemon", "status"]);
+        let wakes = status["wakes"].as_object().cloned().unwrap_or_default();
+        assert!(
+            !wakes.is_empty() && wakes.values().all(|w| w["outcome"] == "woken"),
+            "{status}"
+        );
+    }
+}
+
 /// Per-hop delays of one conversation, in milliseconds.
 #[derive(Debug, Default)]
 pub struct Hops {

@@ -50,7 +50,9 @@ pub(super) fn broken_hooks(env: &Environment) -> Vec<(String, String)> {
     broken
 }
 
-fn mcp_entry(exe: &str, config: &Config) -> Value {
+/// The environment of our MCP server's entry, in any runtime's file: `REPOWIRE_HOME` when
+/// this setup names a home of its own.
+pub(super) fn mcp_env(config: &Config) -> Map<String, Value> {
     let mut env = Map::new();
     if let Some(home) = &config.home {
         env.insert(
@@ -58,7 +60,11 @@ fn mcp_entry(exe: &str, config: &Config) -> Value {
             Value::String(home.to_string_lossy().into_owned()),
         );
     }
-    json!({ "type": "stdio", "command": exe, "args": ["mcp"], "env": env })
+    env
+}
+
+fn mcp_entry(exe: &str, config: &Config) -> Value {
+    json!({ "type": "stdio", "command": exe, "args": ["mcp"], "env": mcp_env(config) })
 }
 
 pub(super) fn claude_present(env: &Environment) -> bool {

@@ -118,13 +118,7 @@ impl GeminiPlan {
             }
             _ => remove_event(after, before_tool),
         };
-        let mut env = Map::new();
-        if let Some(home) = &config.home {
-            env.insert(
-                "REPOWIRE_HOME".into(),
-                Value::String(home.to_string_lossy().into_owned()),
-            );
-        }
+        let env = super::setup_claude::mcp_env(config);
         let servers = after
             .as_object_mut()
             .context("Gemini's settings.json is not a JSON object; nothing was changed")?

@@ -100,13 +100,7 @@ impl OpenCodePlan {
             .policy_after(config)?
             .map(|policy| policy.timeout.as_secs());
         let mut after = before.clone().unwrap_or_else(|| json!({}));
-        let mut env = Map::new();
-        if let Some(home) = &config.home {
-            env.insert(
-                "REPOWIRE_HOME".into(),
-                Value::String(home.to_string_lossy().into_owned()),
-            );
-        }
+        let env = super::setup_claude::mcp_env(config);
         let servers = after
             .as_object_mut()
             .context("OpenCode's opencode.json is not a JSON object; nothing was changed")?

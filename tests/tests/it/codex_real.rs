@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use repowire_e2e::claude::{ClaudeTeam, Cli, claude_or_skip, hops};
+use repowire_e2e::claude::{ClaudeTeam, Cli, claude_or_skip};
 use repowire_e2e::gated::GatedPair;
 use repowire_e2e::hookrun::cli_from_env;
 use repowire_e2e::mockmodel::Step;
@@ -36,20 +36,8 @@ async fn a_claude_code_session_asks_a_codex_session_and_gets_each_reply() {
         .unwrap();
 
     // Codex registered truthfully.
-    let peers = team.alpha.home.json(&["peer", "list"]);
-    let beta = peers
-        .as_array()
-        .and_then(|a| a.iter().find(|p| p["name"] == "beta"))
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(beta["backend"], "codex", "{peers}");
-
-    let turns = 3;
-    let seen = team
-        .converse(turns, Duration::from_secs(120))
-        .await
-        .unwrap();
-    hops(&seen, turns).unwrap();
+    assert_eq!(team.beta_backend(), "codex");
+    let (seen, asks) = team.asks_answered(3).await.unwrap();
     // Nothing reached the model without a rule but Codex's `hello`, before the conversation.
     let start = seen.iter().position(|s| s.step == Step::Start).unwrap();
     let stray: Vec<(usize, &Step)> = seen
@@ -64,16 +52,11 @@ async fn a_claude_code_session_asks_a_codex_session_and_gets_each_reply() {
     );
 
     // Each ask was woken into Codex (`injected`, with no deferral to report) and acked by it.
-    for id in team.asks_closed(&seen, turns) {
+    for id in asks {
         assert_eq!(team.alpha.home.reason_of(&id, "injected"), None, "{id}");
     }
     // The wakes typed into Codex's composer and were confirmed by its hook.
-    let status = team.beta.home.json(&["daemon", "status"]);
-    let wakes = status["wakes"].as_object().cloned().unwrap_or_default();
-    assert!(
-        !wakes.is_empty() && wakes.values().all(|w| w["outcome"] == "woken"),
-        "{status}"
-    );
+    team.beta_woken_every_time();
 }
 
 /// The other way round: a Codex session asks a Claude Code session through our MCP `ask`, and
@@ -93,13 +76,7 @@ async fn a_codex_session_asks_a_claude_code_session_and_gets_each_reply() {
     let team = ClaudeTeam::start_with([Cli::Codex(codex), Cli::Claude(claude)], None, true)
         .await
         .unwrap();
-    let turns = 3;
-    let seen = team
-        .converse(turns, Duration::from_secs(120))
-        .await
-        .unwrap();
-    hops(&seen, turns).unwrap();
-    team.asks_closed(&seen, turns);
+    team.asks_answered(3).await.unwrap();
 }
 
 /// `codex exec PROMPT` with `env` (a machine's user), in `project`, against the facts mock

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use repowire_e2e::claude::{ClaudeTeam, Cli, claude_or_skip, hops};
+use repowire_e2e::claude::{ClaudeTeam, Cli, claude_or_skip};
 use repowire_e2e::gated::GatedPair;
 use repowire_e2e::gemini_api::GeminiMock;
 use repowire_e2e::hookrun::cli_from_env;
@@ -33,28 +33,10 @@ async fn a_claude_code_session_asks_a_gemini_session_and_gets_each_reply() {
     let team = ClaudeTeam::start_with([Cli::Claude(claude), Cli::Gemini(gemini)], None, true)
         .await
         .unwrap();
-    let peers = team.alpha.home.json(&["peer", "list"]);
-    let beta = peers
-        .as_array()
-        .and_then(|a| a.iter().find(|p| p["name"] == "beta"))
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(beta["backend"], "gemini", "{peers}");
-
-    let turns = 3;
-    let seen = team
-        .converse(turns, Duration::from_secs(120))
-        .await
-        .unwrap();
-    hops(&seen, turns).unwrap();
-    team.asks_closed(&seen, turns);
-    // Gemini was woken through its input box: its last wake was confirmed by its hook.
-    let status = team.beta.home.json(&["daemon", "status"]);
-    let wakes = status["wakes"].as_object().cloned().unwrap_or_default();
-    assert!(
-        !wakes.is_empty() && wakes.values().all(|w| w["outcome"] == "woken"),
-        "{status}"
-    );
+    assert_eq!(team.beta_backend(), "gemini");
+    team.asks_answered(3).await.unwrap();
+    // Gemini was woken through its input box, each wake confirmed by its hook.
+    team.beta_woken_every_time();
 }
 
 /// The other way round: a Gemini session asks a Claude Code session through our MCP `ask`.
@@ -73,13 +55,7 @@ async fn a_gemini_session_asks_a_claude_code_session_and_gets_each_reply() {
     let team = ClaudeTeam::start_with([Cli::Gemini(gemini), Cli::Claude(claude)], None, true)
         .await
         .unwrap();
-    let turns = 3;
-    let seen = team
-        .converse(turns, Duration::from_secs(120))
-        .await
-        .unwrap();
-    hops(&seen, turns).unwrap();
-    team.asks_closed(&seen, turns);
+    team.asks_answered(3).await.unwrap();
 }
 
 /// `gemini --approval-mode yolo -p PROMPT` with `env` (a machine's user) in `project`, against

@@ -14,7 +14,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use repowire_e2e::agents::Home;
-use repowire_e2e::claude::{ClaudeTeam, Cli, claude_or_skip, hops};
+use repowire_e2e::claude::{ClaudeTeam, Cli, claude_or_skip};
 use repowire_e2e::gated::GatedPair;
 use repowire_e2e::hookrun::cli_from_env;
 use repowire_e2e::mockmodel::MockModel;
@@ -40,28 +40,10 @@ async fn a_claude_code_session_asks_an_opencode_session_and_gets_each_reply() {
     let team = ClaudeTeam::start_with([Cli::Claude(claude), Cli::OpenCode(opencode)], None, true)
         .await
         .unwrap();
-    let peers = team.alpha.home.json(&["peer", "list"]);
-    let beta = peers
-        .as_array()
-        .and_then(|a| a.iter().find(|p| p["name"] == "beta"))
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(beta["backend"], "opencode", "{peers}");
-
-    let turns = 3;
-    let seen = team
-        .converse(turns, Duration::from_secs(120))
-        .await
-        .unwrap();
-    hops(&seen, turns).unwrap();
-    team.asks_closed(&seen, turns);
-    // OpenCode was woken through its input box: its last wake was confirmed by its plugin.
-    let status = team.beta.home.json(&["daemon", "status"]);
-    let wakes = status["wakes"].as_object().cloned().unwrap_or_default();
-    assert!(
-        !wakes.is_empty() && wakes.values().all(|w| w["outcome"] == "woken"),
-        "{status}"
-    );
+    assert_eq!(team.beta_backend(), "opencode");
+    team.asks_answered(3).await.unwrap();
+    // OpenCode was woken through its input box, each wake confirmed by its plugin.
+    team.beta_woken_every_time();
 }
 
 /// The other way round: an OpenCode session asks a Claude Code session through our MCP `ask`.
@@ -76,13 +58,7 @@ async fn an_opencode_session_asks_a_claude_code_session_and_gets_each_reply() {
     let team = ClaudeTeam::start_with([Cli::OpenCode(opencode), Cli::Claude(claude)], None, true)
         .await
         .unwrap();
-    let turns = 3;
-    let seen = team
-        .converse(turns, Duration::from_secs(120))
-        .await
-        .unwrap();
-    hops(&seen, turns).unwrap();
-    team.asks_closed(&seen, turns);
+    team.asks_answered(3).await.unwrap();
 }
 
 /// The text of every user message in OpenCode's model requests (hidden parts included).
