@@ -86,6 +86,12 @@ pub enum ErrorCode {
     /// The tenant's plan allows no more messages this calendar month (UTC); `retry_after_ms`
     /// says when the next month starts. A quota, not a rate: retrying sooner fails the same way.
     QuotaExceeded,
+    /// No conversation with that id in this tenant.
+    UnknownConversation,
+    /// The peer is not a participant of the conversation.
+    NotParticipant,
+    /// The conversation has ended; nothing more is relayed in it.
+    ConversationEnded,
 }
 
 impl ErrorCode {

@@ -7,6 +7,7 @@
 //! - [`codes`]: error codes carried in error frames and HTTP bodies, WebSocket close codes.
 //! - [`limits`]: size limits every implementation enforces.
 //! - [`question`]: structured questions, typed answers, `@approvers`, `list_questions`.
+//! - [`conversation`]: direct conversations: ids, `converse`, `turn`, `Message.conversation`.
 //! - [`session`]: Repowire session ids and the bindings of work streams to peers.
 //! - [`validate`]: field rules (name alphabet, lengths, question shapes).
 //! - [`http`]: the JSON bodies of the HTTP endpoints (token exchange, errors).
@@ -16,6 +17,7 @@
 
 pub mod codec;
 pub mod codes;
+pub mod conversation;
 pub mod frame;
 pub mod http;
 pub mod ids;
@@ -26,6 +28,7 @@ pub mod validate;
 
 pub use codec::{DecodeError, decode, decode_from_relay, encode};
 pub use codes::{CloseCode, ErrorCode};
+pub use conversation::*;
 pub use frame::*;
 pub use ids::{CorrelationId, MessageId, PeerId};
 pub use question::*;

@@ -6,6 +6,7 @@
 
 use crate::codec::DecodeError;
 use crate::codes::ErrorCode;
+use crate::conversation::*;
 use crate::frame::*;
 use crate::limits::*;
 use crate::question::*;
@@ -273,6 +274,31 @@ fn body(frame: &Frame) -> Result {
             text("text", &n.text, false)
         }
         Body::Broadcast(b) => text("text", &b.text, false),
+        Body::Converse(c) => {
+            let most = MAX_CONVERSATION_PARTICIPANTS - 1;
+            if c.to.is_empty() || c.to.len() > most {
+                return Err(invalid(format!(
+                    "`to` names 1-{most} other participants (a conversation has at most {MAX_CONVERSATION_PARTICIPANTS})"
+                )));
+            }
+            for to in &c.to {
+                name("to[]", to)?;
+            }
+            let distinct: std::collections::HashSet<_> = c.to.iter().collect();
+            if distinct.len() != c.to.len() {
+                return Err(invalid("`to` names each participant once"));
+            }
+            opt_name("circle", &c.circle)?;
+            text("text", &c.text, false)
+        }
+        Body::Turn(t) => {
+            if !looks_like_conversation_id(&t.conversation_id) {
+                return Err(invalid(
+                    "`conversation_id` is `cv-` and 16 characters, as the relay minted it",
+                ));
+            }
+            text("text", &t.text, false)
+        }
         Body::Ack(a) => a
             .reply
             .as_deref()

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::*;
 use crate::codes::ErrorCode;
+use crate::conversation::ConversationRef;
 use crate::ids::{CorrelationId, MessageId, PeerId};
 use crate::question::{AnswerValue, Question};
 
@@ -105,6 +106,12 @@ pub struct Accepted {
     pub correlation_id: Option<CorrelationId>,
     /// Who will receive it (empty for a bare ack, or a broadcast nobody was online for).
     pub recipients: Vec<PeerSummary>,
+    /// For `converse` and `turn`: the conversation (minted by the relay for `converse`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<String>,
+    /// For `converse` and `turn`: the message's place in the conversation (1 for the opening).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_seq: Option<u64>,
 }
 
 /// What a message is.
@@ -185,6 +192,10 @@ pub struct Message {
         skip_serializing_if = "Option::is_none"
     )]
     pub to_session_id: Option<String>,
+    /// The direct conversation this message belongs to (kind `notify`): a reader that does not
+    /// know conversations ignores it and shows a notification from the speaker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<ConversationRef>,
     /// When the relay accepted it, milliseconds since the Unix epoch.
     pub created_at_ms: i64,
     /// When it expires undelivered.

@@ -2,12 +2,13 @@
 //!
 //! A frame is one JSON object per WebSocket text message:
 //! `{"v": 1, "type": "<type>", "id": "<uuidv7>", ...fields}`. `id` is minted by the sender of
-//! the frame; for frames that create a message (`ask`, `notify`, `broadcast`, `ack` with a
-//! reply) it is also the message id, so a retried frame is recognised as the same message.
+//! the frame; for frames that create a message (`ask`, `notify`, `broadcast`, `converse`,
+//! `turn`, `ack` with a reply) it is also the message id, so a retried frame is recognised as the same message.
 //! Replies to a request carry the request's id in `re`.
 
 use serde::{Deserialize, Serialize};
 
+use crate::conversation::{Converse, Turn};
 use crate::ids::MessageId;
 use crate::question::{ListQuestions, Questions};
 use crate::session::{BindSession, ListSessions, SessionBound, Sessions};
@@ -116,6 +117,10 @@ pub enum Body {
     BindSession(BindSession),
     /// List the Repowire sessions the peer may see.
     ListSessions(ListSessions),
+    /// Open a direct conversation with an opening message.
+    Converse(Converse),
+    /// A participant's finished turn, for the other participants.
+    Turn(Turn),
 
     // ---- relay → client ----
     /// Answer to `hello`.
@@ -163,7 +168,13 @@ impl Body {
     pub fn creates_message(&self) -> bool {
         matches!(
             self,
-            Body::Ask(_) | Body::Notify(_) | Body::Broadcast(_) | Body::Ack(_) | Body::Answer(_)
+            Body::Ask(_)
+                | Body::Notify(_)
+                | Body::Broadcast(_)
+                | Body::Ack(_)
+                | Body::Answer(_)
+                | Body::Converse(_)
+                | Body::Turn(_)
         )
     }
 
@@ -187,7 +198,9 @@ impl Body {
             | Body::StateGet(_)
             | Body::ListQuestions(_)
             | Body::BindSession(_)
-            | Body::ListSessions(_) => Direction::ToRelay,
+            | Body::ListSessions(_)
+            | Body::Converse(_)
+            | Body::Turn(_) => Direction::ToRelay,
             _ => Direction::ToClient,
         }
     }

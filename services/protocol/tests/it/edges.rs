@@ -3,11 +3,13 @@
 //! the frame limit against the worst JSON escaping of a frame within every field limit.
 
 use repowire_protocol::limits::{
-    MAX_FRAME_BYTES, MAX_NAME_BYTES, MAX_QUESTION_OPTIONS, MAX_TEXT_BYTES,
+    MAX_FRAME_BYTES, MAX_NAME_BYTES, MAX_QUESTION_OPTIONS, MAX_REASON_BYTES, MAX_TEXT_BYTES,
 };
 use repowire_protocol::{
-    Ask, Body, CorrelationId, Deliver, ErrorCode, Frame, Message, MessageId, MessageKind, PeerId,
-    PeerSummary, Question, QuestionKind, QuestionOption, decode, encode, session_id_from_random,
+    Ask, Body, ConversationEvent, ConversationRef, CorrelationId, Deliver, ErrorCode, Frame,
+    MAX_CONVERSATION_PARTICIPANTS, Message, MessageId, MessageKind, PeerId, PeerSummary, Question,
+    QuestionKind, QuestionOption, conversation_id_from_random, decode, encode,
+    session_id_from_random,
 };
 
 const ID: &str = "0193a4c2-7b10-7c3e-9a51-0f6e2d1b8a01";
@@ -216,6 +218,20 @@ fn the_deliver_of_the_largest_message_fits_the_frame_limit() {
             answer: None,
             from_session_id: Some(session_id_from_random(u128::MAX)),
             to_session_id: Some(session_id_from_random(u128::MAX)),
+            // No relay puts a conversation on an ask; the bound holds even if one did.
+            conversation: Some(ConversationRef {
+                id: conversation_id_from_random(u128::MAX),
+                seq: u64::MAX,
+                event: ConversationEvent::Resumed,
+                participants: (0..MAX_CONVERSATION_PARTICIPANTS)
+                    .map(|i| PeerSummary {
+                        peer_id: PeerId::from_random(i as u128),
+                        name: "n".repeat(MAX_NAME_BYTES),
+                        circle: "c".repeat(MAX_NAME_BYTES),
+                    })
+                    .collect(),
+                reason: Some("r".repeat(MAX_REASON_BYTES)),
+            }),
             created_at_ms: i64::MAX,
             expires_at_ms: i64::MAX,
         },

@@ -36,6 +36,7 @@ fn every_enum_spells_its_variants_as_serde_does() {
     spelled_like_serde::<DeliveryState>();
     spelled_like_serde::<PresenceEvent>();
     spelled_like_serde::<SessionStatus>();
+    spelled_like_serde::<ConversationEvent>();
     spelled_like_serde::<ErrorCode>();
 }
 
