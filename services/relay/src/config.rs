@@ -302,6 +302,10 @@ pub struct RelayConfig {
     /// Undelivered entries a peer's inbox may hold; more are refused with `inbox_full`.
     #[arg(long, env = "REPOWIRE_INBOX_CAP", default_value_t = 10_000)]
     pub inbox_cap: i64,
+    /// Most participants of one direct conversation, the opener included (2-32).
+    #[arg(long, env = "REPOWIRE_CONVERSATION_PARTICIPANTS", default_value_t = 8,
+          value_parser = clap::value_parser!(u32).range(2..=32))]
+    pub conversation_participants: u32,
     /// How long an undelivered message waits before it expires, seconds.
     #[arg(long, env = "REPOWIRE_MESSAGE_TTL_SECS", default_value_t = 7 * 24 * 3600)]
     pub message_ttl_secs: u64,

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use repowire_protocol::{
-    Accepted, AnswerValue, Body, Deliver, Delivery, DeliveryState, ErrorCode, ErrorFrame, Frame,
-    Message, MessageId, MessageKind, PeerSummary, Question, encode,
+    Accepted, AnswerValue, Body, ConversationRef, Deliver, Delivery, DeliveryState, ErrorCode,
+    ErrorFrame, Frame, Message, MessageId, MessageKind, PeerSummary, Question, encode,
 };
 
 use crate::cluster::Cluster;
@@ -60,13 +60,25 @@ pub fn to_wire(m: &StoredMessage) -> Message {
             .and_then(|a| serde_json::from_str::<AnswerValue>(a).ok()),
         from_session_id: m.from_session_id.clone(),
         to_session_id: m.to_session_id.clone(),
+        conversation: m.conversation.as_deref().and_then(conversation),
         created_at_ms: m.created_at_ms,
         expires_at_ms: m.expires_at_ms,
     }
 }
 
-/// A message being written, as it will read back.
-pub fn stored(m: &NewMessage, correlation_id: Option<String>) -> StoredMessage {
+/// A stored `Message.conversation`.
+pub(crate) fn conversation(json: &str) -> Option<ConversationRef> {
+    serde_json::from_str(json)
+        .inspect_err(|e| tracing::error!(error = %e, "stored conversation is not readable"))
+        .ok()
+}
+
+/// A message being written, as it will read back (`conversation`: as the store wrote it).
+pub fn stored(
+    m: &NewMessage,
+    correlation_id: Option<String>,
+    conversation: Option<String>,
+) -> StoredMessage {
     StoredMessage {
         message_id: m.message_id.clone(),
         kind: m.kind.as_str().to_owned(),
@@ -85,6 +97,7 @@ pub fn stored(m: &NewMessage, correlation_id: Option<String>) -> StoredMessage {
         traceparent: m.traceparent.clone(),
         from_session_id: m.from_session_id.clone(),
         to_session_id: m.to_session_id.clone(),
+        conversation,
     }
 }
 
@@ -152,7 +165,14 @@ impl Dispatcher {
         }
     }
 
-    fn accepted(&self, origin: Option<&Origin>, id: &str, cid: Option<String>, ids: &[String]) {
+    fn accepted(
+        &self,
+        origin: Option<&Origin>,
+        id: &str,
+        cid: Option<String>,
+        ids: &[String],
+        conversation: Option<&ConversationRef>,
+    ) {
         let Some(o) = origin else { return };
         self.metrics
             .accept_seconds
@@ -162,6 +182,7 @@ impl Dispatcher {
             .map(|id| {
                 o.recipients
                     .iter()
+                    .chain(conversation.iter().flat_map(|c| c.participants.iter()))
                     .find(|r| r.peer_id.as_str() == id)
                     .cloned()
                     .unwrap_or_else(|| PeerSummary {
@@ -178,6 +199,8 @@ impl Dispatcher {
                 message_id: message_id(id),
                 correlation_id: cid.map(Into::into),
                 recipients,
+                conversation_id: conversation.map(|c| c.id.clone()),
+                conversation_seq: conversation.map(|c| c.seq),
             }),
         );
     }
@@ -247,8 +270,14 @@ impl Dispatcher {
         });
     }
 
-    fn enqueue(&self, m: &NewMessage, cid: Option<String>, slots: &[Enqueued]) {
-        let message = to_wire(&stored(m, cid));
+    fn enqueue(
+        &self,
+        m: &NewMessage,
+        cid: Option<String>,
+        conversation: Option<String>,
+        slots: &[Enqueued],
+    ) {
+        let message = to_wire(&stored(m, cid, conversation));
         for slot in slots {
             let live = self
                 .hub
@@ -269,11 +298,12 @@ impl Dispatcher {
 
     fn accept(&self, m: &NewMessage, outcome: &AcceptOutcome, origin: Option<&Origin>) {
         match outcome {
-            AcceptOutcome::Accepted { enqueued, refused, correlation_id, closed_prior } => {
+            AcceptOutcome::Accepted { enqueued, refused, correlation_id, closed_prior, conversation: json } => {
                 self.metrics.messages_accepted.get_or_create(&TypeLabel { r#type: m.kind.as_str() }).inc();
                 let ids: Vec<String> = enqueued.iter().map(|e| e.peer_id.clone()).collect();
                 self.logged(m, correlation_id.as_deref(), ids.iter().chain(refused), origin);
-                self.accepted(origin, &m.message_id, correlation_id.clone(), &ids);
+                let conversation = json.as_deref().and_then(conversation);
+                self.accepted(origin, &m.message_id, correlation_id.clone(), &ids, conversation.as_ref());
                 for peer in refused {
                     self.state_change(&StateChange {
                         tenant_id: m.tenant_id.clone(),
@@ -288,11 +318,31 @@ impl Dispatcher {
                 if let Some(closed) = closed_prior {
                     self.closed(&m.tenant_id, closed);
                 }
-                self.enqueue(m, correlation_id.clone(), enqueued);
+                self.enqueue(m, correlation_id.clone(), json.clone(), enqueued);
             }
-            AcceptOutcome::Duplicate { recipients, correlation_id } => {
-                self.accepted(origin, &m.message_id, correlation_id.clone(), recipients);
+            AcceptOutcome::Duplicate { recipients, correlation_id, conversation: json } => {
+                let conversation = json.as_deref().and_then(conversation);
+                self.accepted(origin, &m.message_id, correlation_id.clone(), recipients, conversation.as_ref());
             }
+            AcceptOutcome::UnknownConversation => self.refuse(
+                origin,
+                ErrorCode::UnknownConversation,
+                format!("no conversation {} in this tenant", conversation_id(m)),
+            ),
+            AcceptOutcome::NotParticipant => self.refuse(
+                origin,
+                ErrorCode::NotParticipant,
+                format!("this peer is not a participant of {}", conversation_id(m)),
+            ),
+            AcceptOutcome::ConversationEnded { reason } => self.refuse(
+                origin,
+                ErrorCode::ConversationEnded,
+                format!(
+                    "{} has ended{}; nothing more is relayed in it",
+                    conversation_id(m),
+                    reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+                ),
+            ),
             AcceptOutcome::IdReused => self.refuse(
                 origin,
                 ErrorCode::DuplicateId,
@@ -341,6 +391,7 @@ impl Dispatcher {
                     &c.frame_id,
                     Some(c.correlation_id.clone()),
                     &ids,
+                    None,
                 );
                 self.closed(&c.tenant_id, closed);
                 if let (Some(r), Some(slot)) = (&c.reply, reply) {
@@ -360,6 +411,7 @@ impl Dispatcher {
                     self.enqueue(
                         &r,
                         Some(c.correlation_id.clone()),
+                        None,
                         std::slice::from_ref(slot),
                     );
                 }
@@ -370,6 +422,7 @@ impl Dispatcher {
                     &c.frame_id,
                     Some(closed.correlation_id.clone()),
                     &[],
+                    None,
                 );
             }
             CloseOutcome::Unknown => self.refuse(
@@ -478,6 +531,11 @@ impl Dispatcher {
             (op, outcome) => tracing::error!(?op, ?outcome, "write outcome does not match its op"),
         }
     }
+}
+
+/// The conversation a message was written to, for an error text.
+fn conversation_id(m: &NewMessage) -> &str {
+    m.conversation.as_ref().map_or("", ConversationWrite::id)
 }
 
 /// A non-revealing name for a storage failure.

@@ -11,6 +11,7 @@ mod admin_tokens;
 mod bad_input;
 mod bus;
 mod bus_reconnect;
+mod conversations;
 mod cross_pod;
 mod dashboard_store;
 mod hostile_clients;

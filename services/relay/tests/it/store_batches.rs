@@ -76,6 +76,7 @@ fn msg(tenant: &str, id: &str, kind: MessageKind, to: &[&str], body: &str, cap: 
         recipients: to.iter().map(|s| s.to_string()).collect(),
         inbox_cap: cap,
         traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into()),
+        conversation: None,
     }
 }
 

@@ -1,4 +1,5 @@
-//! `ask`, `notify`, `broadcast`, `ack`, `answer`: build the write, hand it to the writer.
+//! `ask`, `notify`, `broadcast`, `ack`, `answer`: build the write, hand it to the writer
+//! (`converse` and `turn` in `conversation.rs` build theirs with the same parts).
 //! The dispatcher answers `accepted` only after the write committed.
 
 use std::sync::Arc;
@@ -18,24 +19,24 @@ use crate::storage::store::{CloseAsk, MessageKey, NewMessage, WriteOp};
 use crate::tenancy::limits::enforce::{Reason, Snapshot};
 
 /// Hash of the request that created a message: a retry has the same, a reused id differs.
-fn content_hash(kind: &str, body: &impl Serialize) -> String {
+pub(super) fn content_hash(kind: &str, body: &impl Serialize) -> String {
     crate::tenancy::apikey::hash(&format!(
         "{kind}:{}",
         serde_json::to_string(body).unwrap_or_default()
     ))
 }
 
-struct Draft<'a> {
-    id: MessageId,
-    kind: MessageKind,
-    sender: &'a LivePeer,
-    body: String,
-    correlation_id: Option<String>,
-    content_hash: String,
-    recipients: Vec<String>,
+pub(super) struct Draft<'a> {
+    pub(super) id: MessageId,
+    pub(super) kind: MessageKind,
+    pub(super) sender: &'a LivePeer,
+    pub(super) body: String,
+    pub(super) correlation_id: Option<String>,
+    pub(super) content_hash: String,
+    pub(super) recipients: Vec<String>,
 }
 
-fn new_message(s: &Session, limits: &Snapshot, d: Draft<'_>) -> NewMessage {
+pub(super) fn new_message(s: &Session, limits: &Snapshot, d: Draft<'_>) -> NewMessage {
     let now = now_ms();
     // The relay's own cap bounds every inbox; a plan may set a smaller one.
     let inbox_cap = limits
@@ -67,6 +68,7 @@ fn new_message(s: &Session, limits: &Snapshot, d: Draft<'_>) -> NewMessage {
         inbox_cap,
         // Kept with the message: a push from the inbox later continues this trace.
         traceparent: crate::telemetry::current_traceparent(),
+        conversation: None,
     }
 }
 
@@ -108,7 +110,7 @@ async fn session_target(s: &Session, to: &str) -> Result<Option<Target>, Refusal
 /// already stored message is still answered `accepted` (names may have changed since the
 /// original was accepted, and the sender must learn that it was). Returns `Ok(None)` when the
 /// retry was answered.
-async fn resolve_or_settled(
+pub(super) async fn resolve_or_settled(
     s: &Session,
     id: MessageId,
     sender: &LivePeer,
@@ -141,7 +143,7 @@ async fn resolve_or_settled(
 
 /// Answers `accepted` if this message is already stored (a retry whose answer was lost), and
 /// says so; refuses a reused id with different content; `false` if it is not stored.
-async fn settled(
+pub(super) async fn settled(
     s: &Session,
     id: MessageId,
     sender: &LivePeer,
@@ -173,11 +175,18 @@ async fn settled(
             },
         });
     }
+    let conversation = stored
+        .message
+        .conversation
+        .as_deref()
+        .and_then(crate::routing::dispatch::conversation);
     s.send(Body::Accepted(Accepted {
         re: id,
         message_id: id,
         correlation_id: stored.message.correlation_id.map(Into::into),
         recipients,
+        conversation_id: conversation.as_ref().map(|c| c.id.clone()),
+        conversation_seq: conversation.as_ref().map(|c| c.seq),
     }));
     Ok(true)
 }
@@ -185,7 +194,7 @@ async fn settled(
 /// Whether the tenant's limits let this new message in. A refused retry of a message that is
 /// already stored is answered `accepted` instead: the sender must not be told that a message
 /// it already sent failed. Admitted: the tenant's limits; `None`: answered (settled).
-async fn admit(
+pub(super) async fn admit(
     s: &Session,
     id: MessageId,
     sender: &LivePeer,

@@ -5,6 +5,7 @@
 //! Handlers answer through the connection's queue. Writes go to the writer, whose dispatcher
 //! answers `accepted`/`error` after commit; everything else answers directly.
 
+mod conversation;
 mod inbox;
 mod message;
 mod peers;
@@ -71,6 +72,8 @@ async fn handle_body(s: &Session, id: MessageId, body: Body, started: Instant) -
         Body::ListQuestions(l) => questions::list(s, id, l).await,
         Body::BindSession(b) => sessions::bind(s, id, b).await,
         Body::ListSessions(l) => sessions::list(s, id, l).await,
+        Body::Converse(c) => conversation::converse(s, id, c, started).await,
+        Body::Turn(t) => conversation::turn(s, id, t, started).await,
         other => Err(Refusal::new(
             ErrorCode::UnexpectedFrame,
             format!(

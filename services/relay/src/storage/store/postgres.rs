@@ -47,6 +47,8 @@ const BACKEND: &str = "postgres";
 const BEGIN_WRITE: &str = "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan";
 /// Closing an ask locks its message row, so two pods closing it serialise.
 const LOCK_ASK: &str = " FOR UPDATE OF m";
+/// A conversation's turn locks its conversation row, so two pods take its seqs one at a time.
+const LOCK_ROW: &str = " FOR NO KEY UPDATE";
 
 /// The shared SQL body, compiled for Postgres.
 #[allow(clippy::duplicate_mod)] // on purpose: the same queries, once per driver

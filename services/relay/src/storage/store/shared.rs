@@ -12,7 +12,8 @@ pub(crate) const PEER_COLS: &str = "tenant_id, peer_id, name, circle, backend, r
      description, description_at_ms, created_at_ms, last_seen_ms, last_seq";
 pub(crate) const MSG_COLS: &str = "m.message_id, m.kind, m.from_peer_id, m.from_name, \
      m.from_circle, m.body, m.correlation_id, m.reply_to, m.question, m.answer, m.created_at_ms, \
-     m.expires_at_ms, m.reply_text, m.content_hash, m.traceparent, m.from_session_id, m.to_session_id";
+     m.expires_at_ms, m.reply_text, m.content_hash, m.traceparent, m.from_session_id, m.to_session_id, \
+     m.conversation";
 
 /// Reason recorded for a broadcast recipient whose inbox was full.
 pub(crate) const INBOX_FULL_REASON: &str = "inbox_full: the recipient's inbox is full";
@@ -56,8 +57,11 @@ pub(crate) fn is_simple(op: &super::WriteOp) -> bool {
     use repowire_protocol::DeliveryState::{Delivered, Injected};
     match op {
         // A chained ask closes another in the same transaction, and a question with a timeout
-        // stores its deadline: both take the op-by-op path.
-        super::WriteOp::Accept(m) => m.reply_to.is_none() && m.deadline_ms.is_none(),
+        // stores its deadline, and a conversation's message takes its conversation's next seq:
+        // all take the op-by-op path.
+        super::WriteOp::Accept(m) => {
+            m.reply_to.is_none() && m.deadline_ms.is_none() && m.conversation.is_none()
+        }
         // An `injected` receipt with a `reason` (how the message reached the agent) is
         // applied op by op, which stores the reason and passes it on to the sender.
         super::WriteOp::Receipt(r) => {

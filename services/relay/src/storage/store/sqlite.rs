@@ -151,6 +151,8 @@ const BACKEND: &str = "sqlite";
 const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
 /// Nothing to add: the write transaction holds the whole database.
 const LOCK_ASK: &str = "";
+/// Nothing to add: the write transaction holds the whole database.
+const LOCK_ROW: &str = "";
 
 /// The shared SQL body, compiled for SQLite.
 #[allow(clippy::duplicate_mod)] // on purpose: the same queries, once per driver

@@ -330,6 +330,7 @@ impl MessageStore for PoisonStore {
                     refused: Vec::new(),
                     correlation_id: None,
                     closed_prior: None,
+                    conversation: None,
                 })
             })
             .collect())
@@ -484,6 +485,7 @@ fn accept(id: &str) -> WriteOp {
         recipients: vec!["b".into()],
         inbox_cap: 10,
         traceparent: None,
+        conversation: None,
     })
 }
 

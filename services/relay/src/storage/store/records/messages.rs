@@ -98,6 +98,43 @@ pub struct NewMessage {
     pub inbox_cap: i64,
     /// The trace of the request that created it (W3C `traceparent`), if any.
     pub traceparent: Option<String>,
+    /// A direct conversation's message: the store checks the conversation, takes its next seq
+    /// and decides the recipients (every other participant; `recipients` is ignored).
+    pub conversation: Option<ConversationWrite>,
+}
+
+/// What a conversation message does to its conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConversationWrite {
+    /// `converse`: a new conversation with these participants, the opener first (its
+    /// `recipients` are the others).
+    Open {
+        /// The relay-minted id.
+        conversation_id: String,
+        /// Every participant, the opener first.
+        participants: Vec<repowire_protocol::PeerSummary>,
+    },
+    /// `turn`: one more message in an existing conversation, from one of its participants.
+    Turn {
+        /// The conversation.
+        conversation_id: String,
+        /// A person's prompt started the turn.
+        by_person: bool,
+    },
+}
+
+impl ConversationWrite {
+    /// The conversation written to.
+    pub fn id(&self) -> &str {
+        match self {
+            Self::Open {
+                conversation_id, ..
+            }
+            | Self::Turn {
+                conversation_id, ..
+            } => conversation_id,
+        }
+    }
 }
 
 /// Closing an ask with `ack` or `answer`.
@@ -190,6 +227,8 @@ pub enum AcceptOutcome {
         correlation_id: Option<String>,
         /// For `reply_to`: the ask closed by this one and its asker, to tell them.
         closed_prior: Option<Box<ClosedAsk>>,
+        /// A conversation's message: its `Message.conversation`, JSON, as stored.
+        conversation: Option<String>,
     },
     /// The same request was accepted before; nothing changed.
     Duplicate {
@@ -197,9 +236,20 @@ pub enum AcceptOutcome {
         recipients: Vec<String>,
         /// Correlation id of the original.
         correlation_id: Option<String>,
+        /// A conversation's message: its `Message.conversation`, JSON, as stored.
+        conversation: Option<String>,
     },
     /// The id was used before for a different message.
     IdReused,
+    /// A `turn` names no conversation of this tenant.
+    UnknownConversation,
+    /// The sender of a `turn` is not one of the conversation's participants.
+    NotParticipant,
+    /// The conversation has ended; `reason` says why.
+    ConversationEnded {
+        /// Why it ended.
+        reason: Option<String>,
+    },
     /// The (single) recipient's inbox is full.
     InboxFull {
         /// The recipient.
@@ -371,6 +421,8 @@ pub struct StoredMessage {
     pub from_session_id: Option<String>,
     /// The recipient's Repowire session, if known.
     pub to_session_id: Option<String>,
+    /// A conversation's message: its `Message.conversation`, JSON.
+    pub conversation: Option<String>,
 }
 
 /// An inbox entry with its message.

@@ -108,13 +108,15 @@ impl This {
         conn: &mut Conn,
         m: &NewMessage,
         cid: Option<&str>,
+        conversation: Option<&str>,
     ) -> Result<bool> {
         let inserted = sqlx::query(
             "INSERT INTO messages (tenant_id, message_id, kind, from_peer_id, from_name, \
              from_circle, body, correlation_id, reply_to, question, answer, content_hash, \
-             created_at_ms, expires_at_ms, traceparent, deadline_ms, from_session_id, to_session_id) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) \
-             ON CONFLICT DO NOTHING",
+             created_at_ms, expires_at_ms, traceparent, deadline_ms, from_session_id, to_session_id, \
+             conversation_id, conversation) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
+             $19, $20) ON CONFLICT DO NOTHING",
         )
         .bind(&m.tenant_id)
         .bind(&m.message_id)
@@ -134,6 +136,8 @@ impl This {
         .bind(m.deadline_ms)
         .bind(&m.from_session_id)
         .bind(&m.to_session_id)
+        .bind(m.conversation.as_ref().map(ConversationWrite::id))
+        .bind(conversation)
         .execute(&mut *conn)
         .await?
         .rows_affected();
@@ -173,10 +177,15 @@ impl This {
     }
 
     /// Writes the message row, re-minting an originating correlation id on a collision.
-    pub(super) async fn insert_with_cid(conn: &mut Conn, m: &NewMessage) -> Result<Option<String>> {
+    /// `conversation`: its `Message.conversation`, JSON, for a conversation's message.
+    pub(super) async fn insert_with_cid(
+        conn: &mut Conn,
+        m: &NewMessage,
+        conversation: Option<&str>,
+    ) -> Result<Option<String>> {
         let mut cid = m.correlation_id.clone();
         for _ in 0..4 {
-            if Self::insert_message(conn, m, cid.as_deref()).await? {
+            if Self::insert_message(conn, m, cid.as_deref(), conversation).await? {
                 return Ok(cid);
             }
             cid = match (m.kind, &cid) {
@@ -291,6 +300,7 @@ impl This {
                     AcceptOutcome::Duplicate {
                         recipients,
                         correlation_id: cid.clone(),
+                        conversation: None,
                     }
                 } else {
                     AcceptOutcome::IdReused
@@ -394,7 +404,7 @@ impl This {
                 m.correlation_id.clone()
             } else {
                 // A correlation-id collision: re-mint and insert this one alone.
-                Self::insert_with_cid(conn, m).await?
+                Self::insert_with_cid(conn, m, None).await?
             };
             cids.insert(pos, cid);
         }
@@ -420,6 +430,7 @@ impl This {
                     refused: refused.remove(&pos).unwrap_or_default(),
                     correlation_id: cids.remove(&pos).flatten(),
                     closed_prior: None,
+                    conversation: None,
                 },
             };
             outcomes[ms[pos].0] = Some(WriteOutcome::Accept(outcome));
@@ -436,6 +447,7 @@ impl This {
                 })) => AcceptOutcome::Duplicate {
                     recipients: enqueued.iter().map(|e| e.peer_id.clone()).collect(),
                     correlation_id: correlation_id.clone(),
+                    conversation: None,
                 },
                 Some(WriteOutcome::Accept(other)) => other.clone(),
                 _ => AcceptOutcome::IdReused,
@@ -459,11 +471,24 @@ impl This {
                 return Ok(AcceptOutcome::IdReused);
             }
             let recipients = Self::entry_peers(conn, &m.tenant_id, &m.message_id).await?;
+            let conversation = match &m.conversation {
+                Some(_) => Self::stored_conversation(conn, &m.tenant_id, &m.message_id).await?,
+                None => None,
+            };
             return Ok(AcceptOutcome::Duplicate {
                 recipients,
                 correlation_id,
+                conversation,
             });
         }
+        // A conversation's message goes to the conversation's other participants.
+        let conversation = match &m.conversation {
+            Some(write) => match Self::prepare_conversation(conn, m, write).await? {
+                Ok(prepared) => Some((write, prepared)),
+                Err(refused) => return Ok(refused),
+            },
+            None => None,
+        };
 
         let prior = match &m.reply_to {
             Some(cid) => match Self::ask_row(conn, &m.tenant_id, cid).await? {
@@ -477,8 +502,13 @@ impl This {
             None => None,
         };
 
-        let single = m.kind != MessageKind::Broadcast;
-        let mut recipients = m.recipients.clone();
+        // One recipient refuses the whole message; a broadcast or a conversation skips those it
+        // cannot reach (a full inbox gets a failed entry the sender can see).
+        let single = m.kind != MessageKind::Broadcast && conversation.is_none();
+        let mut recipients = match &conversation {
+            Some((_, prepared)) => prepared.recipients.clone(),
+            None => m.recipients.clone(),
+        };
         recipients.sort();
         recipients.dedup();
         let mut enqueued = Vec::with_capacity(recipients.len());
@@ -533,7 +563,11 @@ impl This {
             _ => None,
         };
 
-        let correlation_id = Self::insert_with_cid(conn, m).await?;
+        if let Some((write, prepared)) = &conversation {
+            Self::record_conversation(conn, m, write, prepared).await?;
+        }
+        let conversation = conversation.map(|(_, prepared)| prepared.conversation);
+        let correlation_id = Self::insert_with_cid(conn, m, conversation.as_deref()).await?;
         for slot in &enqueued {
             Self::insert_entry(conn, m, slot).await?;
         }
@@ -543,6 +577,7 @@ impl This {
             refused,
             correlation_id,
             closed_prior: closed_prior.map(Box::new),
+            conversation,
         })
     }
 }

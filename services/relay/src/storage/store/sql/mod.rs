@@ -25,6 +25,7 @@
 //! [`crate::storage::store::shared`].
 
 mod accept;
+mod conversations;
 mod dashboard;
 mod keys;
 mod members;
@@ -45,7 +46,7 @@ type Key = (String, String, String);
 use crate::storage::store::*;
 use repowire_protocol::{CorrelationId, DeliveryState, MessageKind};
 
-use super::{BACKEND, BEGIN_WRITE, Db, LOCK_ASK, This};
+use super::{BACKEND, BEGIN_WRITE, Db, LOCK_ASK, LOCK_ROW, This};
 
 type Conn = <Db as sqlx::Database>::Connection;
 
@@ -131,6 +132,8 @@ impl Store for This {
 impl MessageStore for This {
     async fn apply(&self, ops: &[WriteOp]) -> Result<Vec<WriteOutcome>> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        // Before any peer row (see `conversations`).
+        Self::lock_conversations(&mut tx, ops).await?;
         let mut outcomes: Vec<Option<WriteOutcome>> = ops.iter().map(|_| None).collect();
         let mut run = Vec::new();
         for (i, op) in ops.iter().enumerate() {

@@ -250,6 +250,8 @@ impl This {
             "tenant_members",
             "work_session_runtimes",
             "work_sessions",
+            "conversation_participants",
+            "conversations",
             "inbox",
             "messages",
             "peer_cursors",

@@ -461,7 +461,7 @@ impl This {
             let mut r = r.clone();
             r.answer = answer_json.clone();
             r.to_session_id = ask.from_session_id.clone();
-            Self::insert_with_cid(conn, &r).await?;
+            Self::insert_with_cid(conn, &r, None).await?;
             Self::insert_entry(conn, &r, slot).await?;
         }
         Ok(CloseOutcome::Closed {

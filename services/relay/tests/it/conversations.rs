@@ -1,0 +1,323 @@
+//! Direct conversations (protocol.md §10.15) over real WebSocket clients, on SQLite and on
+//! Postgres, and on two pods of one Postgres database.
+
+use crate::common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use common::{Db, Duo, TestClient, TestRelay};
+use repowire_e2e::{redis_prefix, redis_url};
+use repowire_protocol::*;
+use repowire_relay::cluster::bus::redis::RedisBus;
+
+both_backends!(
+    every_turn_reaches_the_other_participants_once_in_the_conversations_order,
+    turns_outside_a_conversation_are_refused_and_change_nothing,
+);
+
+fn converse(from: &PeerInfo, to: &[&str], text: &str) -> Body {
+    Body::Converse(Converse {
+        from: from.peer_id.clone(),
+        to: to.iter().map(|s| (*s).to_owned()).collect(),
+        circle: None,
+        text: text.into(),
+    })
+}
+
+fn turn(from: &PeerInfo, conversation_id: &str, text: &str) -> Body {
+    Body::Turn(Turn {
+        from: from.peer_id.clone(),
+        conversation_id: conversation_id.into(),
+        text: text.into(),
+        by_person: false,
+    })
+}
+
+/// The conversation a delivered message belongs to.
+fn conversation_of(d: &Deliver) -> ConversationRef {
+    d.message
+        .conversation
+        .clone()
+        .unwrap_or_else(|| panic!("no conversation on {:?}", d.message))
+}
+
+/// The next conversation message delivered to `to`, receipted.
+async fn next_turn(c: &mut TestClient, to: &PeerInfo) -> Deliver {
+    let d = c.delivered_to(&to.peer_id).await;
+    c.receipt(&to.peer_id, d.message.message_id, ReceiptState::Delivered)
+        .await;
+    d
+}
+
+/// Three peers, one of them in another circle (a conversation crosses circles once its opener
+/// named the participants): the opening and every turn reach each other participant once, never
+/// the speaker, with one seq per message shared by everyone; a retried turn is the same message.
+async fn every_turn_reaches_the_other_participants_once_in_the_conversations_order(db: Db) {
+    let Duo {
+        relay,
+        key,
+        mut a,
+        alice,
+        mut b,
+        bob,
+    } = Duo::start(&db).await;
+    let mut c = relay.client(&key).await;
+    let carol = c.peer("carol", "ops").await;
+
+    let opened = a
+        .submit(converse(
+            &alice,
+            &["bob", carol.peer_id.as_str()],
+            "schema?",
+        ))
+        .await
+        .expect("converse accepted");
+    let id = opened.conversation_id.clone().expect("a conversation id");
+    assert!(looks_like_conversation_id(&id), "{id}");
+    assert_eq!(opened.conversation_seq, Some(1));
+    let names: BTreeSet<&str> = opened.recipients.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, BTreeSet::from(["bob", "carol"]));
+
+    for (client, me) in [(&mut b, &bob), (&mut c, &carol)] {
+        let d = next_turn(client, me).await;
+        let conv = conversation_of(&d);
+        assert_eq!(d.message.kind, MessageKind::Notify);
+        assert_eq!(d.message.text, "schema?");
+        assert_eq!(
+            (conv.id.as_str(), conv.seq, conv.event),
+            (id.as_str(), 1, ConversationEvent::Open)
+        );
+        let who: Vec<&str> = conv.participants.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(who, ["alice", "bob", "carol"], "the opener first");
+    }
+
+    // bob, carol, alice, bob: each turn to the two others, seq 2..=5.
+    let mut sent = Vec::new();
+    for (n, speaker) in ["bob", "carol", "alice", "bob"].into_iter().enumerate() {
+        let text = format!("{speaker} says {n}");
+        let (client, me) = match speaker {
+            "alice" => (&mut a, &alice),
+            "bob" => (&mut b, &bob),
+            _ => (&mut c, &carol),
+        };
+        let frame = Frame::new(turn(me, &id, &text));
+        client.send_frame(&frame).await;
+        let Ok(Body::Accepted(acc)) = client.answer(frame.id).await else {
+            panic!("turn {n} refused")
+        };
+        assert_eq!(acc.conversation_id.as_deref(), Some(id.as_str()));
+        assert_eq!(acc.conversation_seq, Some(n as u64 + 2));
+        assert_eq!(acc.recipients.len(), 2, "{:?}", acc.recipients);
+        assert!(acc.recipients.iter().all(|r| r.peer_id != me.peer_id));
+        sent.push((speaker, text, frame));
+    }
+    // A retried turn (same id, same content): the same message and seq, delivered to nobody
+    // again (the next turn each participant gets is the next seq).
+    let (_, _, first) = &sent[0];
+    b.send_frame(first).await;
+    let Ok(Body::Accepted(again)) = b.answer(first.id).await else {
+        panic!("retry refused")
+    };
+    assert_eq!(again.conversation_seq, Some(2));
+
+    for (client, me) in [(&mut a, &alice), (&mut b, &bob), (&mut c, &carol)] {
+        let expected: Vec<(u64, String)> = sent
+            .iter()
+            .enumerate()
+            .filter(|(_, (speaker, _, _))| *speaker != me.name)
+            .map(|(n, (_, text, _))| (n as u64 + 2, text.clone()))
+            .collect();
+        let mut got = Vec::new();
+        for _ in 0..expected.len() {
+            let d = next_turn(client, me).await;
+            let conv = conversation_of(&d);
+            assert_eq!(conv.event, ConversationEvent::Turn);
+            assert_ne!(d.message.from.peer_id, me.peer_id, "echoed to its speaker");
+            got.push((conv.seq, d.message.text.clone()));
+        }
+        assert_eq!(got, expected, "{}", me.name);
+    }
+    let last = b
+        .submit(turn(&bob, &id, "the next one"))
+        .await
+        .expect("turn accepted");
+    assert_eq!(last.conversation_seq, Some(6), "the retry took no seq");
+    for (client, me) in [(&mut a, &alice), (&mut c, &carol)] {
+        let d = next_turn(client, me).await;
+        assert_eq!(
+            conversation_of(&d).seq,
+            6,
+            "{}: no duplicate came first",
+            me.name
+        );
+    }
+    relay.stop().await;
+}
+
+/// A turn from a peer that is not a participant, in a conversation that does not exist or is
+/// another tenant's, and openings that name the opener, name one peer twice or exceed the cap
+/// are refused with their codes, and none of them takes a seq or reaches anyone.
+async fn turns_outside_a_conversation_are_refused_and_change_nothing(db: Db) {
+    let mut config = repowire_relay::config::RelayConfig::for_tests();
+    config.conversation_participants = 3;
+    let Duo {
+        relay,
+        key,
+        mut a,
+        alice,
+        mut b,
+        bob,
+    } = Duo::start_with(&db, config).await;
+    let mut c = relay.client(&key).await;
+    let carol = c.peer("carol", "dev").await;
+    c.peer("dave", "dev").await;
+
+    let refused = |r: Result<Accepted, ErrorFrame>| r.expect_err("refused").code;
+    assert_eq!(
+        refused(a.submit(converse(&alice, &["alice"], "me")).await),
+        ErrorCode::InvalidFrame
+    );
+    assert_eq!(
+        refused(
+            a.submit(converse(&alice, &["bob", bob.peer_id.as_str()], "twice"))
+                .await
+        ),
+        ErrorCode::InvalidFrame
+    );
+    assert_eq!(
+        refused(
+            a.submit(converse(&alice, &["bob", "carol", "dave"], "four"))
+                .await
+        ),
+        ErrorCode::LimitExceeded
+    );
+    let id = a
+        .submit(converse(&alice, &["bob"], "just us"))
+        .await
+        .expect("converse accepted")
+        .conversation_id
+        .expect("id");
+    let d = next_turn(&mut b, &bob).await;
+    assert_eq!(
+        d.message.text, "just us",
+        "the refused openings reached nobody"
+    );
+
+    assert_eq!(
+        refused(c.submit(turn(&carol, &id, "let me in")).await),
+        ErrorCode::NotParticipant
+    );
+    assert_eq!(
+        refused(b.submit(turn(&bob, "cv-0000000000000000", "nowhere")).await),
+        ErrorCode::UnknownConversation
+    );
+    // Another tenant's peer cannot even see that the conversation exists.
+    let (_, other_key) = relay.tenant("globex").await;
+    let mut o = relay.client(&other_key).await;
+    let mallory = o.peer("mallory", "dev").await;
+    assert_eq!(
+        refused(o.submit(turn(&mallory, &id, "hello")).await),
+        ErrorCode::UnknownConversation
+    );
+
+    let next = b
+        .submit(turn(&bob, &id, "still here"))
+        .await
+        .expect("turn accepted");
+    assert_eq!(next.conversation_seq, Some(2), "no refused turn took a seq");
+    let d = next_turn(&mut a, &alice).await;
+    assert_eq!(d.message.text, "still here");
+    assert!(
+        c.buffered().all(|f| !matches!(f.body, Body::Deliver(_))),
+        "nothing reached a non-participant"
+    );
+    relay.stop().await;
+}
+
+/// Two pods on one Postgres database accept turns of one conversation at the same time: every
+/// turn gets its own seq, the seqs have no gap, and the observer on a third connection receives
+/// them in seq order (its inbox order is the conversation's order).
+#[sqlx::test(migrations = false)]
+async fn concurrent_turns_on_two_pods_get_one_order(pool: sqlx::PgPool) {
+    let prefix = redis_prefix();
+    let bus = |pod: &'static str| {
+        let prefix = prefix.clone();
+        async move {
+            Arc::new(
+                RedisBus::connect(&redis_url(), &prefix, pod)
+                    .await
+                    .expect("redis"),
+            )
+        }
+    };
+    let db = Db::Postgres(pool);
+    let pod_a = TestRelay::start_pod(&db, bus("pod-a").await).await;
+    let pod_b = TestRelay::start_pod(&db, bus("pod-b").await).await;
+    let (_, key) = pod_a.tenant("acme").await;
+    let mut a = pod_a.client(&key).await;
+    let alice = a.peer("alice", "dev").await;
+    let mut b = pod_b.client(&key).await;
+    let bob = b.peer("bob", "dev").await;
+    let mut o = pod_b.client(&key).await;
+    let olga = o.peer("olga", "dev").await;
+
+    let id = a
+        .submit(converse(
+            &alice,
+            &[bob.peer_id.as_str(), olga.peer_id.as_str()],
+            "go",
+        ))
+        .await
+        .expect("converse accepted")
+        .conversation_id
+        .expect("id");
+    next_turn(&mut o, &olga).await;
+
+    const EACH: usize = 25;
+    let mut frames = Vec::new();
+    for n in 0..EACH {
+        for (client, me) in [(&mut a, &alice), (&mut b, &bob)] {
+            let frame = Frame::new(turn(me, &id, &format!("{} {n}", me.name)));
+            client.send_frame(&frame).await;
+            frames.push((me.name.clone(), frame.id));
+        }
+    }
+    let mut seqs = BTreeSet::new();
+    for (name, frame_id) in &frames {
+        let client = if name == "alice" { &mut a } else { &mut b };
+        let Ok(Body::Accepted(acc)) = client.answer(*frame_id).await else {
+            panic!("a turn of {name} was refused")
+        };
+        assert!(
+            seqs.insert(acc.conversation_seq.expect("seq")),
+            "a seq given twice"
+        );
+    }
+    let all: BTreeSet<u64> = (2..2 + 2 * EACH as u64).collect();
+    assert_eq!(seqs, all, "one seq per turn, no gap");
+
+    let mut got = Vec::new();
+    for _ in 0..2 * EACH {
+        let d = next_turn(&mut o, &olga).await;
+        got.push((conversation_of(&d).seq, d.message.text.clone()));
+    }
+    let order: Vec<u64> = got.iter().map(|(seq, _)| *seq).collect();
+    assert_eq!(
+        order,
+        all.iter().copied().collect::<Vec<_>>(),
+        "delivered in seq order"
+    );
+    // Each speaker's own turns keep the order they were sent in.
+    for name in ["alice", "bob"] {
+        let mine: Vec<&str> = got
+            .iter()
+            .map(|(_, t)| t.as_str())
+            .filter(|t| t.starts_with(name))
+            .collect();
+        let sent: Vec<String> = (0..EACH).map(|n| format!("{name} {n}")).collect();
+        assert_eq!(mine, sent);
+    }
+    pod_a.stop().await;
+    pod_b.stop().await;
+}
