@@ -92,6 +92,9 @@ pub enum ErrorCode {
     NotParticipant,
     /// The conversation has ended; nothing more is relayed in it.
     ConversationEnded,
+    /// The conversation is paused (its loop guard tripped); a turn a person's prompt started
+    /// resumes it.
+    ConversationPaused,
 }
 
 impl ErrorCode {

@@ -306,6 +306,11 @@ pub struct RelayConfig {
     #[arg(long, env = "REPOWIRE_CONVERSATION_PARTICIPANTS", default_value_t = 8,
           value_parser = clap::value_parser!(u32).range(2..=32))]
     pub conversation_participants: u32,
+    /// A direct conversation's loop guard: after this many turns in a row that no person's
+    /// prompt started, it pauses and every participant is told (1-1000).
+    #[arg(long, env = "REPOWIRE_CONVERSATION_LOOP_TURNS", default_value_t = 20,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub conversation_loop_turns: u32,
     /// How long an undelivered message waits before it expires, seconds.
     #[arg(long, env = "REPOWIRE_MESSAGE_TTL_SECS", default_value_t = 7 * 24 * 3600)]
     pub message_ttl_secs: u64,

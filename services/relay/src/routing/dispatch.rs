@@ -334,6 +334,25 @@ impl Dispatcher {
                 ErrorCode::NotParticipant,
                 format!("this peer is not a participant of {}", conversation_id(m)),
             ),
+            AcceptOutcome::ConversationPaused { reason, notice } => {
+                self.refuse(
+                    origin,
+                    ErrorCode::ConversationPaused,
+                    format!(
+                        "{} is paused ({}); the turn was not relayed",
+                        conversation_id(m),
+                        reason.as_deref().unwrap_or("by its loop guard")
+                    ),
+                );
+                if let Some(n) = notice {
+                    self.enqueue(
+                        &n.message,
+                        n.correlation_id.clone(),
+                        Some(n.conversation.clone()),
+                        &n.enqueued,
+                    );
+                }
+            }
             AcceptOutcome::ConversationEnded { reason } => self.refuse(
                 origin,
                 ErrorCode::ConversationEnded,

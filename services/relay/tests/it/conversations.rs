@@ -14,6 +14,7 @@ use repowire_relay::cluster::bus::redis::RedisBus;
 both_backends!(
     every_turn_reaches_the_other_participants_once_in_the_conversations_order,
     turns_outside_a_conversation_are_refused_and_change_nothing,
+    the_loop_guard_pauses_after_n_turns_no_person_started_and_a_persons_turn_resumes,
 );
 
 fn converse(from: &PeerInfo, to: &[&str], text: &str) -> Body {
@@ -235,6 +236,119 @@ async fn turns_outside_a_conversation_are_refused_and_change_nothing(db: Db) {
     relay.stop().await;
 }
 
+/// With the loop guard at 3: three turns no person started go through; the fourth is refused
+/// with `conversation_paused`, and every participant (its speaker too) gets one pause notice in
+/// the conversation's order; more such turns are refused without another notice; a turn a
+/// person's prompt started resumes the conversation and starts a new run of 3.
+async fn the_loop_guard_pauses_after_n_turns_no_person_started_and_a_persons_turn_resumes(db: Db) {
+    let mut config = repowire_relay::config::RelayConfig::for_tests();
+    config.conversation_loop_turns = 3;
+    let Duo {
+        relay,
+        key: _,
+        mut a,
+        alice,
+        mut b,
+        bob,
+    } = Duo::start_with(&db, config).await;
+    let id = a
+        .submit(converse(&alice, &["bob"], "loop with me"))
+        .await
+        .expect("converse accepted")
+        .conversation_id
+        .expect("id");
+    next_turn(&mut b, &bob).await;
+    let by = |who: &PeerInfo, text: &str, by_person: bool| {
+        Body::Turn(Turn {
+            from: who.peer_id.clone(),
+            conversation_id: id.clone(),
+            text: text.into(),
+            by_person,
+        })
+    };
+    for (n, speaker) in ["bob", "alice", "bob"].into_iter().enumerate() {
+        let (client, me) = if speaker == "bob" {
+            (&mut b, &bob)
+        } else {
+            (&mut a, &alice)
+        };
+        let acc = client
+            .submit(by(me, &format!("turn {n}"), false))
+            .await
+            .expect("within the guard");
+        assert_eq!(acc.conversation_seq, Some(n as u64 + 2));
+    }
+    for (client, me, count) in [(&mut a, &alice, 2), (&mut b, &bob, 1)] {
+        for _ in 0..count {
+            assert_eq!(
+                conversation_of(&next_turn(client, me).await).event,
+                ConversationEvent::Turn
+            );
+        }
+    }
+    let tripped = a
+        .submit(by(&alice, "a fourth", false))
+        .await
+        .expect_err("the guard trips");
+    assert_eq!(
+        tripped.code,
+        ErrorCode::ConversationPaused,
+        "{}",
+        tripped.message
+    );
+    for (client, me) in [(&mut a, &alice), (&mut b, &bob)] {
+        let d = next_turn(client, me).await;
+        let conv = conversation_of(&d);
+        assert_eq!(
+            (conv.event, conv.seq),
+            (ConversationEvent::Paused, 5),
+            "{}",
+            me.name
+        );
+        let reason = conv.reason.unwrap_or_default();
+        assert!(
+            reason.starts_with("3 turns in a row without a person's prompt"),
+            "{reason}"
+        );
+        assert_ne!(
+            d.message.text, "a fourth",
+            "the refused turn is not relayed"
+        );
+    }
+    let again = b
+        .submit(by(&bob, "still looping", false))
+        .await
+        .expect_err("paused");
+    assert_eq!(again.code, ErrorCode::ConversationPaused);
+
+    let resumed = a
+        .submit(by(&alice, "my person says: go on", true))
+        .await
+        .expect("a person's turn resumes it");
+    assert_eq!(
+        resumed.conversation_seq,
+        Some(6),
+        "the refusals took no seq"
+    );
+    let d = next_turn(&mut b, &bob).await;
+    assert_eq!(
+        (d.message.text.as_str(), conversation_of(&d).seq),
+        ("my person says: go on", 6),
+        "bob got no second notice and no refused turn"
+    );
+    for n in 0..3 {
+        b.submit(by(&bob, &format!("again {n}"), false))
+            .await
+            .expect("a new run of 3");
+    }
+    let tripped = b
+        .submit(by(&bob, "one too many", false))
+        .await
+        .expect_err("trips again");
+    assert_eq!(tripped.code, ErrorCode::ConversationPaused);
+    relay.stop().await;
+}
+
 /// Two pods on one Postgres database accept turns of one conversation at the same time: every
 /// turn gets its own seq, the seqs have no gap, and the observer on a third connection receives
 /// them in seq order (its inbox order is the conversation's order).
@@ -252,8 +366,11 @@ async fn concurrent_turns_on_two_pods_get_one_order(pool: sqlx::PgPool) {
         }
     };
     let db = Db::Postgres(pool);
-    let pod_a = TestRelay::start_pod(&db, bus("pod-a").await).await;
-    let pod_b = TestRelay::start_pod(&db, bus("pod-b").await).await;
+    // The agents here never get a person's prompt: the loop guard must let 50 turns through.
+    let mut config = repowire_relay::config::RelayConfig::for_tests();
+    config.conversation_loop_turns = 1000;
+    let pod_a = TestRelay::start_pod_with(&db, config.clone(), bus("pod-a").await).await;
+    let pod_b = TestRelay::start_pod_with(&db, config, bus("pod-b").await).await;
     let (_, key) = pod_a.tenant("acme").await;
     let mut a = pod_a.client(&key).await;
     let alice = a.peer("alice", "dev").await;

@@ -99,6 +99,7 @@ pub(super) async fn turn(s: &Session, id: MessageId, t: Turn, started: Instant) 
     m.conversation = Some(ConversationWrite::Turn {
         conversation_id: t.conversation_id,
         by_person: t.by_person,
+        loop_turns: i64::from(s.state.config.conversation_loop_turns),
     });
     s.submit(id, WriteOp::Accept(m), Vec::new(), started).await
 }

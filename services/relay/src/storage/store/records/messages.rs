@@ -118,8 +118,11 @@ pub enum ConversationWrite {
     Turn {
         /// The conversation.
         conversation_id: String,
-        /// A person's prompt started the turn.
+        /// A person's prompt started the turn (resumes a paused conversation).
         by_person: bool,
+        /// The loop guard: turns in a row no person started, after which the conversation
+        /// pauses.
+        loop_turns: i64,
     },
 }
 
@@ -250,6 +253,14 @@ pub enum AcceptOutcome {
         /// Why it ended.
         reason: Option<String>,
     },
+    /// The conversation is paused; the turn was not stored. When this turn tripped the loop
+    /// guard, `notice` is the pause notice stored for every participant.
+    ConversationPaused {
+        /// Why it is paused.
+        reason: Option<String>,
+        /// The notice written now (none when it was paused before).
+        notice: Option<Box<Notice>>,
+    },
     /// The (single) recipient's inbox is full.
     InboxFull {
         /// The recipient.
@@ -262,6 +273,19 @@ pub enum AcceptOutcome {
     },
     /// `reply_to` names no ask, or one the sender is not part of.
     BadReplyTo,
+}
+
+/// A notice the relay wrote into a conversation (paused, ended), for every participant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    /// The notice as a message.
+    pub message: NewMessage,
+    /// Its correlation id as stored.
+    pub correlation_id: Option<String>,
+    /// Its `Message.conversation`, JSON.
+    pub conversation: String,
+    /// The participants' slots.
+    pub enqueued: Vec<Enqueued>,
 }
 
 /// An ask that was closed, for telling its asker.

@@ -484,8 +484,11 @@ impl This {
         // A conversation's message goes to the conversation's other participants.
         let conversation = match &m.conversation {
             Some(write) => match Self::prepare_conversation(conn, m, write).await? {
-                Ok(prepared) => Some((write, prepared)),
-                Err(refused) => return Ok(refused),
+                super::conversations::Check::Go(prepared) => Some((write, prepared)),
+                super::conversations::Check::Refuse(refused) => return Ok(refused),
+                super::conversations::Check::Pause(prepared) => {
+                    return Self::pause_conversation(conn, m, write, prepared).await;
+                }
             },
             None => None,
         };

@@ -10,8 +10,20 @@ use super::*;
 
 /// Conversation states as stored.
 pub(crate) const ACTIVE: &str = "active";
+/// Paused by the loop guard; a person's turn resumes it.
+pub(crate) const PAUSED: &str = "paused";
 /// Ended: final.
 pub(crate) const ENDED: &str = "ended";
+
+/// What a checked conversation message does.
+pub(super) enum Check {
+    /// Goes ahead as prepared.
+    Go(Prepared),
+    /// Refused; nothing is written.
+    Refuse(AcceptOutcome),
+    /// Trips the loop guard: the conversation pauses with this notice instead.
+    Pause(Prepared),
+}
 
 /// What a conversation message will be, once checked: its recipients and its
 /// `Message.conversation`, JSON.
@@ -19,6 +31,8 @@ pub(super) struct Prepared {
     pub(super) recipients: Vec<String>,
     pub(super) seq: i64,
     pub(super) conversation: String,
+    /// Why the conversation pauses instead (the loop guard tripped).
+    pub(super) reason: Option<String>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -26,6 +40,7 @@ struct ConversationRow {
     state: String,
     reason: Option<String>,
     last_seq: i64,
+    turns_since_person: i64,
 }
 
 #[derive(sqlx::FromRow)]
@@ -70,21 +85,22 @@ impl This {
     }
 
     /// Checks a conversation message and decides its recipients and seq; writes nothing.
-    /// `Err`: the refusal to answer.
     pub(super) async fn prepare_conversation(
         conn: &mut Conn,
         m: &NewMessage,
         write: &ConversationWrite,
-    ) -> Result<std::result::Result<Prepared, AcceptOutcome>> {
-        let (participants, seq, event) = match write {
+    ) -> Result<Check> {
+        let (participants, seq, event, trips) = match write {
             ConversationWrite::Open { participants, .. } => {
-                (participants.clone(), 1, ConversationEvent::Open)
+                (participants.clone(), 1, ConversationEvent::Open, None)
             }
             ConversationWrite::Turn {
-                conversation_id, ..
+                conversation_id,
+                by_person,
+                loop_turns,
             } => {
                 let row: Option<ConversationRow> = sqlx::query_as(
-                    "SELECT state, reason, last_seq FROM conversations \
+                    "SELECT state, reason, last_seq, turns_since_person FROM conversations \
                      WHERE tenant_id = $1 AND conversation_id = $2",
                 )
                 .bind(&m.tenant_id)
@@ -92,7 +108,7 @@ impl This {
                 .fetch_optional(&mut *conn)
                 .await?;
                 let Some(row) = row else {
-                    return Ok(Err(AcceptOutcome::UnknownConversation));
+                    return Ok(Check::Refuse(AcceptOutcome::UnknownConversation));
                 };
                 let rows: Vec<ParticipantRow> = sqlx::query_as(
                     "SELECT peer_id, name, circle, left_at_ms FROM conversation_participants \
@@ -106,11 +122,26 @@ impl This {
                     .iter()
                     .any(|p| p.peer_id == m.from_peer_id && p.left_at_ms.is_none())
                 {
-                    return Ok(Err(AcceptOutcome::NotParticipant));
+                    return Ok(Check::Refuse(AcceptOutcome::NotParticipant));
                 }
                 if row.state == ENDED {
-                    return Ok(Err(AcceptOutcome::ConversationEnded { reason: row.reason }));
+                    return Ok(Check::Refuse(AcceptOutcome::ConversationEnded {
+                        reason: row.reason,
+                    }));
                 }
+                if row.state == PAUSED && !by_person {
+                    return Ok(Check::Refuse(AcceptOutcome::ConversationPaused {
+                        reason: row.reason,
+                        notice: None,
+                    }));
+                }
+                // The loop guard: one more turn no person started than it allows pauses it.
+                let trips = (!by_person && row.turns_since_person >= *loop_turns).then(|| {
+                    format!(
+                        "{loop_turns} turns in a row without a person's prompt; a person's \
+                         prompt in any participant's session resumes it"
+                    )
+                });
                 let participants = rows
                     .into_iter()
                     .filter(|p| p.left_at_ms.is_none())
@@ -120,28 +151,93 @@ impl This {
                         circle: p.circle,
                     })
                     .collect();
-                (participants, row.last_seq + 1, ConversationEvent::Turn)
+                let event = if trips.is_some() {
+                    ConversationEvent::Paused
+                } else {
+                    ConversationEvent::Turn
+                };
+                (participants, row.last_seq + 1, event, trips)
             }
         };
+        // A notice goes to every participant, the speaker too; a message to the others.
         let recipients = participants
             .iter()
             .map(|p| p.peer_id.0.clone())
-            .filter(|p| *p != m.from_peer_id)
+            .filter(|p| trips.is_some() || *p != m.from_peer_id)
             .collect();
         let conversation = ConversationRef {
             id: write.id().to_owned(),
             seq: u64::try_from(seq).unwrap_or_default(),
             event,
             participants,
-            reason: None,
+            reason: trips.clone(),
         };
         let conversation = serde_json::to_string(&conversation)
             .map_err(|e| StoreError::Corrupt(format!("conversation does not encode: {e}")))?;
-        Ok(Ok(Prepared {
+        let prepared = Prepared {
             recipients,
             seq,
             conversation,
-        }))
+            reason: trips,
+        };
+        Ok(if prepared.reason.is_some() {
+            Check::Pause(prepared)
+        } else {
+            Check::Go(prepared)
+        })
+    }
+
+    /// The loop guard tripped: the conversation pauses, and every participant gets a notice
+    /// (a message of the relay's, from the speaker's peer, in the conversation's order). The
+    /// turn itself is not stored.
+    pub(super) async fn pause_conversation(
+        conn: &mut Conn,
+        m: &NewMessage,
+        write: &ConversationWrite,
+        prepared: Prepared,
+    ) -> Result<AcceptOutcome> {
+        let reason = prepared.reason.clone().unwrap_or_default();
+        sqlx::query(
+            "UPDATE conversations SET state = $3, reason = $4, last_seq = $5 \
+             WHERE tenant_id = $1 AND conversation_id = $2",
+        )
+        .bind(&m.tenant_id)
+        .bind(write.id())
+        .bind(PAUSED)
+        .bind(&reason)
+        .bind(prepared.seq)
+        .execute(&mut *conn)
+        .await?;
+        let mut notice = m.clone();
+        notice.message_id = repowire_protocol::MessageId::new().to_string();
+        notice.body = format!("The conversation is paused: {reason}.");
+        notice.content_hash = format!("notice:{}", notice.message_id);
+        notice.correlation_id = Some(CorrelationId::notif_from_random(rand::random()).0);
+        notice.recipients = prepared.recipients.clone();
+        notice.conversation = None;
+        let mut enqueued = Vec::new();
+        let mut recipients = prepared.recipients.clone();
+        recipients.sort();
+        for peer_id in recipients {
+            // Past the cap too: a notice that the conversation stopped is never refused.
+            if let Some(seq) = Self::allocate_unbounded(conn, &m.tenant_id, &peer_id).await? {
+                enqueued.push(Enqueued { peer_id, seq });
+            }
+        }
+        let correlation_id =
+            Self::insert_with_cid(conn, &notice, Some(&prepared.conversation)).await?;
+        for slot in &enqueued {
+            Self::insert_entry(conn, &notice, slot).await?;
+        }
+        Ok(AcceptOutcome::ConversationPaused {
+            reason: Some(reason),
+            notice: Some(Box::new(Notice {
+                message: notice,
+                correlation_id,
+                conversation: prepared.conversation,
+                enqueued,
+            })),
+        })
     }
 
     /// Records a conversation message in its conversation: the new conversation and its
@@ -187,10 +283,14 @@ impl This {
             ConversationWrite::Turn {
                 conversation_id,
                 by_person,
+                ..
             } => {
+                // A person's turn counts as the first of a new run, and resumes a paused
+                // conversation.
                 sqlx::query(
                     "UPDATE conversations SET last_seq = $3, last_turn_at_ms = $4, \
-                     turns_since_person = CASE WHEN $5 THEN 0 ELSE turns_since_person + 1 END \
+                     turns_since_person = CASE WHEN $5 THEN 0 ELSE turns_since_person + 1 END, \
+                     state = $6, reason = NULL \
                      WHERE tenant_id = $1 AND conversation_id = $2",
                 )
                 .bind(&m.tenant_id)
@@ -198,6 +298,7 @@ impl This {
                 .bind(prepared.seq)
                 .bind(m.created_at_ms)
                 .bind(*by_person)
+                .bind(ACTIVE)
                 .execute(&mut *conn)
                 .await?;
             }
