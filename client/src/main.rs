@@ -48,6 +48,11 @@ enum Command {
         #[command(subcommand)]
         command: cli::approvals::ApprovalsCommand,
     },
+    /// Direct conversations: open one, list them.
+    Conversation {
+        #[command(subcommand)]
+        command: cli::conversation::ConversationCommand,
+    },
     /// Ask a typed question and wait for the answer (for scripts).
     Question {
         #[command(subcommand)]
@@ -220,6 +225,7 @@ fn main() -> ExitCode {
         Command::Inbox(args) => cli::inbox::inbox(&cli.config, args),
         Command::Approvals { command } => cli::approvals::run(&cli.config, command),
         Command::Question { command } => cli::question::run(&cli.config, command),
+        Command::Conversation { command } => cli::conversation::run(&cli.config, command),
         Command::Whoami { from, json } => cli::inbox::whoami(&cli.config, from, json),
         Command::Session { command } => cli::session::run(&cli.config, command),
         Command::Outbox { command } => cli::outbox::run(&cli.config, command),

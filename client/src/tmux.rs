@@ -238,6 +238,27 @@ pub async fn backspace(socket: Option<&str>, pane: &str, count: usize) -> Result
     run(socket, "send-keys BSpace", cmd).await.map(drop)
 }
 
+/// Shows `text` for `seconds` on the status line of the clients that show the pane's session
+/// (none attached: nothing shown). Never keystrokes: the pane's program sees nothing. `#` is
+/// doubled, so the text is never read as a tmux format (`#(…)` would run a command).
+pub async fn display_message(
+    socket: Option<&str>,
+    pane: &str,
+    text: &str,
+    seconds: u32,
+) -> Result<(), TmuxError> {
+    let mut cmd = TmuxCommand::new_full("display-message");
+    cmd.push_option("-t", pane.to_owned())
+        .push_option("-d", (u64::from(seconds) * 1000).to_string())
+        .push_param(literal(text));
+    run(socket, "display-message", cmd).await.map(drop)
+}
+
+/// `text` as tmux shows it literally in a format: every `#` doubled.
+fn literal(text: &str) -> String {
+    text.replace('#', "##")
+}
+
 /// Presses Enter in the pane.
 pub async fn enter(socket: Option<&str>, pane: &str) -> Result<(), TmuxError> {
     let keys = SendKeys::new()
@@ -286,5 +307,13 @@ mod tests {
             Some("/tmp/tmux-0/default")
         );
         assert_eq!(socket_of(""), None);
+    }
+
+    #[test]
+    fn a_status_line_notice_is_never_a_format() {
+        assert_eq!(
+            literal("a #(rm -rf ~) #{pane_id} ##"),
+            "a ##(rm -rf ~) ##{pane_id} ####"
+        );
     }
 }

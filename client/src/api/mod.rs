@@ -12,6 +12,7 @@ use serde_json::Value;
 mod approvals;
 mod circle;
 mod code;
+mod conversation;
 mod dashboard;
 mod inbox;
 mod outbox;
@@ -26,6 +27,7 @@ mod wait;
 pub use approvals::{Approval, LocalAsker, LocalDenial};
 pub use circle::{CircleState, Described, FileRead, StateWritten};
 pub use code::{ApiCode, DaemonCode};
+pub use conversation::{Conversation, ConversationStarted};
 pub use dashboard::DashboardLink;
 pub use inbox::{InboxListing, InboxMessage, InboxPeer};
 pub use outbox::{OutboxDropped, OutboxRealm, OutboxReport};
@@ -284,6 +286,29 @@ pub enum Request {
         correlation_id: String,
         /// How long to wait.
         timeout_ms: u64,
+    },
+    /// Open a direct conversation: an opening message to `peers`, then every finished turn of
+    /// each participant goes to the others.
+    StartConversation {
+        /// Act as this local peer.
+        #[serde(default)]
+        from: Option<String>,
+        /// The other participants: names, peer ids or `rs-…` session ids.
+        peers: Vec<String>,
+        /// Resolve the names in this circle.
+        #[serde(default)]
+        circle: Option<String>,
+        /// The opening message.
+        text: String,
+    },
+    /// The conversations the acting peer takes part in (with `ended`, also the ended ones).
+    Conversations {
+        /// Act as this local peer.
+        #[serde(default)]
+        from: Option<String>,
+        /// Ended ones too.
+        #[serde(default)]
+        ended: bool,
     },
     /// The sessions this daemon hosts.
     Sessions,

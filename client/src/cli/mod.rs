@@ -6,6 +6,7 @@ pub mod check_relay;
 pub mod claude_settings;
 pub mod codex_config;
 mod config_write;
+pub mod conversation;
 pub mod daemon;
 pub mod dashboard;
 pub mod doctor;

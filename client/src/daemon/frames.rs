@@ -39,6 +39,9 @@ impl Daemon {
                                     .await;
                             }
                         }
+                        Body::Converse(_) | Body::Turn(_) => {
+                            self.conversation_accepted(&sent.body, a).await;
+                        }
                         _ => {}
                     }
                 }
@@ -94,6 +97,10 @@ impl Daemon {
                     if let Some((from, cid)) = closing {
                         let _ = self.store.close_ask(from.as_str(), cid.as_str()).await;
                     }
+                }
+                if let Ok(sent) = serde_json::from_str::<Frame>(&text) {
+                    self.conversation_refused(&sent.body, e.code, &e.message)
+                        .await;
                 }
                 if self.store.remove_outbox(&id).await.unwrap_or(false) {
                     let _ = self
@@ -187,6 +194,7 @@ impl Daemon {
         if !fresh {
             return;
         }
+        let wake = self.conversation_delivered(to, &d.message).await;
         tracing::info!(%to, from = %d.message.from.name, kind = d.message.kind.as_str(), msg = %message_id, "message delivered");
         self.inbox_arrivals.send_modify(|n| *n += 1);
         if d.message.kind == MessageKind::Reply
@@ -218,7 +226,9 @@ impl Daemon {
                 _ => {}
             }
         }
-        self.clone().maybe_wake(to).await;
+        if wake {
+            self.clone().maybe_wake(to).await;
+        }
     }
 
     /// A reply to a blocking ask whose caller stopped waiting without it: it counts for

@@ -103,6 +103,7 @@ impl Daemon {
                             .unwrap_or(false));
                 let session = self.known_session(&session_id, &call).await?;
                 self.prompt_seen(&session_id);
+                self.segment_started(&session, !ours).await;
                 self.turn(&session, TurnState::Working).await?;
                 let via = (!ours).then_some("with the next prompt typed in the pane");
                 Ok(match self.hand_over(&session, true, via).await? {
@@ -115,6 +116,8 @@ impl Daemon {
             }
             HookEvent::Stop => {
                 let session = self.known_session(&session_id, &call).await?;
+                // The segment's words go to its conversations, whatever happens next.
+                self.relay_turn(&session, call.runtime, call.payload).await;
                 let continuing = call
                     .payload
                     .get("stop_hook_active")
@@ -144,7 +147,9 @@ impl Daemon {
                         .hand_over(&session, false, Some("at the agent's turn boundary"))
                         .await?
                 {
-                    // The agent keeps working on these: its turn state stays `working`.
+                    // The agent keeps working on these: its turn state stays `working`, and
+                    // what it says next is a new segment, started by a relayed message.
+                    self.segment_started(&session, false).await;
                     let output = call.runtime.stop_output(&text, session.agent_pid).await;
                     return Ok((Some(output), after));
                 }

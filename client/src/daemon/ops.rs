@@ -262,7 +262,7 @@ impl Daemon {
     }
 
     /// Records a message-creating frame this daemon is sending (`peer status` shows it).
-    async fn record_sent(
+    pub(super) async fn record_sent(
         &self,
         frame: &Frame,
         peer: &str,
@@ -292,6 +292,30 @@ impl Daemon {
             .map_err(store_error)
     }
 
+    /// Validates, records and puts a frame in the outbox, and sends it when the link is up,
+    /// without waiting for the answer (its `accepted` or `error` is handled as it arrives).
+    pub(super) async fn enqueue(
+        &self,
+        frame: Frame,
+        peer: &str,
+        kind: &str,
+        to: Option<String>,
+        text: String,
+    ) -> Result<(), ApiError> {
+        self.validated(&frame)?;
+        let encoded = repowire_protocol::encode(&frame);
+        let id = frame.id.to_string();
+        self.record_sent(&frame, peer, kind, to, text).await?;
+        self.store
+            .put_outbox(&id, peer, &encoded)
+            .await
+            .map_err(store_error)?;
+        if self.link.is_ready() {
+            self.link.send(&frame);
+        }
+        Ok(())
+    }
+
     /// Validates, records, sends, and waits briefly for the relay's answer.
     async fn submit(
         &self,
@@ -301,6 +325,19 @@ impl Daemon {
         to: Option<String>,
         text: String,
     ) -> Result<SendOutcome, ApiError> {
+        Ok(self.submit_answered(frame, peer, kind, to, text).await?.0)
+    }
+
+    /// [`Self::submit`], with the relay's `accepted` when it came in time (a conversation's
+    /// opening learns its conversation id from it).
+    pub(super) async fn submit_answered(
+        &self,
+        frame: Frame,
+        peer: &str,
+        kind: &str,
+        to: Option<String>,
+        text: String,
+    ) -> Result<(SendOutcome, Option<repowire_protocol::Accepted>), ApiError> {
         // The relay's own decoder: the same limits and rules, checked before anything is stored.
         self.validated(&frame)?;
         // A link that gave up will not come back by itself: say so, and keep nothing that
@@ -322,20 +359,27 @@ impl Daemon {
         // Until the sessions are registered after a reconnect, a frame would be refused as
         // `not_registered`: it waits in the outbox, which is sent once registration is done.
         if !self.link.is_ready() {
-            return Ok(SendOutcome::Queued {
-                message_id: id,
-                reason: "the relay link is not up; kept in the outbox and sent when it is".into(),
-            });
+            return Ok((
+                SendOutcome::Queued {
+                    message_id: id,
+                    reason: "the relay link is not up; kept in the outbox and sent when it is"
+                        .into(),
+                },
+                None,
+            ));
         }
         match self.link.request(frame, RELAY_TIMEOUT).await {
             Ok(Frame {
                 body: Body::Accepted(a),
                 ..
-            }) => Ok(SendOutcome::Accepted {
-                message_id: id,
-                correlation_id: a.correlation_id.map(|c| c.0),
-                recipients: a.recipients,
-            }),
+            }) => Ok((
+                SendOutcome::Accepted {
+                    message_id: id,
+                    correlation_id: a.correlation_id.clone().map(|c| c.0),
+                    recipients: a.recipients.clone(),
+                },
+                Some(a),
+            )),
             Ok(Frame {
                 body: Body::Error(e),
                 ..
@@ -343,15 +387,21 @@ impl Daemon {
             Ok(Frame {
                 body: Body::Error(e),
                 ..
-            }) => Ok(SendOutcome::Queued {
-                message_id: id,
-                reason: format!("the relay will be asked again: {}", e.message),
-            }),
+            }) => Ok((
+                SendOutcome::Queued {
+                    message_id: id,
+                    reason: format!("the relay will be asked again: {}", e.message),
+                },
+                None,
+            )),
             Ok(other) => Err(unexpected(&other.body)),
-            Err(e) => Ok(SendOutcome::Queued {
-                message_id: id,
-                reason: format!("{e}; kept in the outbox and sent when the relay is reachable"),
-            }),
+            Err(e) => Ok((
+                SendOutcome::Queued {
+                    message_id: id,
+                    reason: format!("{e}; kept in the outbox and sent when the relay is reachable"),
+                },
+                None,
+            )),
         }
     }
 

@@ -3,7 +3,7 @@
 //! another message's header, control characters made visible, and, for an ask, how to close it
 //! (through our MCP tools when they are registered, else the CLI).
 
-use repowire_protocol::{Message, MessageKind, QuestionKind};
+use repowire_protocol::{ConversationEvent, ConversationRef, Message, MessageKind, QuestionKind};
 
 use super::store::InboxRow;
 use crate::runtimes::Runtime;
@@ -66,6 +66,9 @@ pub(super) fn render(row: &InboxRow, me: &str, tools: Tools) -> String {
     let Ok(m) = serde_json::from_str::<Message>(&row.body) else {
         return format!("--- message {} (unreadable) ---\n", row.message_id);
     };
+    if let Some(c) = &m.conversation {
+        return conversation(&m, c, &row.peer_id);
+    }
     let cid = m.correlation_id.as_ref().map(|c| c.as_str()).unwrap_or("");
     let tag = match m.kind {
         MessageKind::Ask => format!("[ask #{cid}]"),
@@ -133,6 +136,59 @@ pub(super) fn render(row: &InboxRow, me: &str, tools: Tools) -> String {
             Tools::Cli => format!("(Answer with: repowire peer ack {cid} -m \"your reply\")\n"),
         }),
         _ => {}
+    }
+    out
+}
+
+/// A conversation's message: `[speaker] (n):` and the words, quoted line by line like every
+/// body. The opening also says what the conversation is, so a receiving agent needs nothing
+/// else to take part.
+fn conversation(m: &Message, c: &ConversationRef, me: &str) -> String {
+    // `me`: the recipient's peer id.
+    let others: Vec<String> = c
+        .participants
+        .iter()
+        .filter(|p| p.peer_id.as_str() != me)
+        .map(|p| format!("@{}", display_name(&p.name)))
+        .collect();
+    if matches!(
+        c.event,
+        ConversationEvent::Paused | ConversationEvent::Ended
+    ) {
+        // The relay's notice, not the speaker's words.
+        let (what, then) = match c.event {
+            ConversationEvent::Paused => (
+                "paused",
+                "Nothing you say is relayed until a person prompts one of you.",
+            ),
+            _ => ("ended", "Nothing you say is relayed any more."),
+        };
+        return format!(
+            "--- conversation #{} with {}: {what} ({}) ---\n({}) {then}\n",
+            sanitize::for_context(&c.id),
+            others.join(", "),
+            c.seq,
+            sanitize::for_context(c.reason.as_deref().unwrap_or("no reason given")),
+        );
+    }
+    let body: String = sanitize::for_context(&m.text)
+        .lines()
+        .map(|l| format!("> {l}\n"))
+        .collect();
+    let mut out = format!(
+        "--- conversation #{} with {} ---\n[{}] ({}):\n\n{body}",
+        sanitize::for_context(&c.id),
+        others.join(", "),
+        display_name(&m.from.name),
+        c.seq,
+    );
+    if c.event == ConversationEvent::Open {
+        out.push_str(&format!(
+            "(@{} opened a direct conversation: what you say at the end of each of your turns \
+             is relayed to {} as your part of it; answer in your reply, no tool needed.)\n",
+            display_name(&m.from.name),
+            others.join(", "),
+        ));
     }
     out
 }

@@ -247,6 +247,19 @@ async fn handle(
             .await
             .map(typed),
         Request::DashboardLink => daemon.dashboard_link(pid).await.map(typed),
+        Request::StartConversation {
+            from,
+            peers,
+            circle,
+            text,
+        } => daemon
+            .start_conversation(from.as_deref(), pid, peers, circle, text)
+            .await
+            .map(typed),
+        Request::Conversations { from, ended } => daemon
+            .conversations(from.as_deref(), pid, ended)
+            .await
+            .map(typed),
         Request::Sessions => {
             let sessions = daemon
                 .store

@@ -146,6 +146,18 @@ pub struct NotifyArgs {
     pub circle: Option<String>,
 }
 
+/// `start_conversation` arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct StartConversationArgs {
+    /// The other participants: display names or peer ids (1 to 7).
+    pub peer_names: Vec<String>,
+    /// The opening message: what the conversation is about.
+    pub message: String,
+    /// Resolve `peer_names` in this circle instead of your own.
+    #[serde(default)]
+    pub circle: Option<String>,
+}
+
 /// `broadcast` arguments.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct BroadcastArgs {

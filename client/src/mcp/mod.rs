@@ -384,6 +384,35 @@ impl RepowireMcp {
         })
     }
 
+    #[tool(
+        description = "Open a direct conversation with one or more peers: they get your message, and from then on what each of you says at the end of a turn reaches the others by itself, headed `[name] (n):` (no tool call per message). Returns the conversation's cv-… id."
+    )]
+    async fn start_conversation(
+        &self,
+        Parameters(a): Parameters<StartConversationArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let who = a.peer_names.join(", ");
+        let answer: Result<api::ConversationStarted, String> = async {
+            let v = self
+                .as_me(
+                    |from| Request::StartConversation {
+                        from,
+                        peers: a.peer_names,
+                        circle: a.circle,
+                        text: a.message,
+                    },
+                    Duration::from_secs(15),
+                )
+                .await?;
+            api::typed(v).map_err(describe_error)
+        }
+        .await;
+        Ok(match answer {
+            Ok(started) => results::conversation_result(&who, &started),
+            Err(e) => error_result(e),
+        })
+    }
+
     #[tool(description = "Send a message to every online peer of your circle.")]
     async fn broadcast(
         &self,
@@ -497,7 +526,9 @@ impl ServerHandler for RepowireMcp {
             .with_instructions(
                 "Repowire connects you with other agent sessions (peers). list_peers shows who is \
              there; ask sends a question (close asks you receive with ack); notify_peer and \
-             broadcast send messages. Messages for you arrive in your context at turn boundaries.",
+             broadcast send messages; start_conversation opens a direct conversation in which \
+             each participant's turns reach the others by themselves. Messages for you arrive in \
+             your context at turn boundaries.",
             )
     }
 }

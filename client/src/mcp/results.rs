@@ -49,6 +49,27 @@ pub(super) fn describe_error(e: CallError) -> String {
     }
 }
 
+/// `start_conversation`'s result: the conversation's id once the relay accepted the opening.
+pub(super) fn conversation_result(
+    who: &str,
+    started: &crate::api::ConversationStarted,
+) -> CallToolResult {
+    let text = match (&started.conversation_id, &started.outcome) {
+        (Some(id), SendOutcome::Accepted { recipients, .. }) => {
+            let to: Vec<String> = recipients.iter().map(|p| format!("@{}", p.name)).collect();
+            format!(
+                "Conversation {id} opened with {}. What you say at the end of each turn now reaches them; their turns reach you as messages.",
+                to.join(", ")
+            )
+        }
+        (_, outcome) => sent_text(&format!("Conversation with {who}"), outcome),
+    };
+    text_result(
+        text,
+        serde_json::to_value(started).expect("a typed reply serializes (string keys only)"),
+    )
+}
+
 /// A send's, ack's or answer's result: what became of it, with the reply as structured content.
 pub(super) fn sent_result(what: &str, sent: &Sent) -> CallToolResult {
     text_result(

@@ -172,6 +172,22 @@ impl Runtime {
         }
     }
 
+    /// The final text of the turn segment that just ended, from the Stop hook's payload:
+    /// Claude Code's and Codex's `last_assistant_message` (the text that ended this segment:
+    /// after a tool call, the text after it; after a Stop continuation, the continuation's own;
+    /// `tests/it/claude_facts.rs`, `codex_facts.rs`). Not read yet for Gemini CLI (its
+    /// `prompt_response` is garbled when the reply was streamed in chunks) or OpenCode (its
+    /// plugin has no such field): their turns are not relayed.
+    pub fn turn_text(self, payload: &serde_json::Value) -> Option<String> {
+        match self {
+            Runtime::ClaudeCode | Runtime::Codex => payload
+                .get("last_assistant_message")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned),
+            Runtime::Gemini | Runtime::OpenCode => None,
+        }
+    }
+
     /// Whether the Stop hook's answer itself hands queued messages over (the turn continues
     /// with them). Not OpenCode's: told that messages wait, its plugin sends a prompt of its
     /// own (`client.session.promptAsync`), and that prompt's prompt-submit hands them over, so

@@ -10,6 +10,7 @@ mod claude_facts;
 mod client_approvals;
 mod client_check_relay;
 mod client_codex;
+mod client_conversations;
 mod client_daemon;
 mod client_gemini;
 mod client_hostile;

@@ -77,6 +77,7 @@ async fn tools_and_schemas_match_the_fixture_and_work_without_a_daemon() {
         "answer",
         "notify_peer",
         "broadcast",
+        "start_conversation",
         "read_peer_file",
     ] {
         assert!(names.contains(&n), "{n} missing: {names:?}");

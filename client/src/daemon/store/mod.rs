@@ -492,6 +492,8 @@ impl Store {
     }
 }
 
+mod conversations;
+pub use conversations::{ConversationRow, Segment};
 mod decisions;
 pub use decisions::LocalDecision;
 mod inbox;

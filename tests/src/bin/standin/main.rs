@@ -41,6 +41,9 @@
 //! 100 ms after a paste is part of it (a newline, recorded as `enter_in_paste`); its box, its
 //! working line and `/dialog` as Gemini draws them; `--version` says `0.61.0`.
 //! `--paste-lag-ms N` plays a loaded machine: the end of a paste is read N ms late.
+//! `--reply TEMPLATE` makes the model's plain replies (those that would be `ok`, continuations
+//! too) the template with `{n}` replaced by how many such replies it gave, from 1: a
+//! conversation partner whose every turn can be told apart.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -81,6 +84,8 @@ struct Agent {
     /// `--paste-lag-ms N`: a busy process, which reads the end of a paste N ms late (and so
     /// opens Gemini's paste window, and draws the paste, that much after it came).
     paste_lag: Duration,
+    /// `--reply TEMPLATE`, and the replies given from it so far.
+    reply: Option<(String, u64)>,
 }
 
 fn main() {
@@ -92,7 +97,11 @@ fn main() {
     let mut fork = false;
     let mut runtime = Runtime::Claude;
     let mut paste_lag = Duration::ZERO;
+    let mut reply = None;
     while let Some(a) = args.next() {
+        if a == "--reply" {
+            reply = Some((args.next().expect("--reply TEMPLATE"), 0));
+        }
         if a == "--paste-lag-ms" {
             let ms = args
                 .next()
@@ -178,6 +187,7 @@ fn main() {
         mcp: None,
         source: "startup",
         paste_lag,
+        reply,
     };
     agent.record(
         json!({ "event": "start", "pid": std::process::id(), "session_id": agent.session_id }),
@@ -544,10 +554,21 @@ impl Agent {
                 asked = reason;
             }
             continuing = true;
-            reply = "ok".to_owned();
+            reply = self.plain_reply();
             self.record(json!({ "event": "reply", "text": reply }));
         }
         true
+    }
+
+    /// A reply to anything that is not a command: `ok`, or the next of `--reply`.
+    fn plain_reply(&mut self) -> String {
+        match &mut self.reply {
+            Some((template, n)) => {
+                *n += 1;
+                template.replace("{n}", &n.to_string())
+            }
+            None => "ok".to_owned(),
+        }
     }
 
     fn respond(&mut self, prompt: &str) -> String {
@@ -618,7 +639,7 @@ impl Agent {
             let _ = std::fs::remove_file(&release);
             "done".to_owned()
         } else {
-            "ok".to_owned()
+            self.plain_reply()
         };
         if self.runtime == Runtime::Claude {
             print!("● {reply}\r\n");

@@ -1,0 +1,213 @@
+//! Direct conversations end to end (issue 34): two machines (two daemons), one relay process,
+//! real tmux, a Claude Code stand-in on one machine and a Codex stand-in on the other, each
+//! replying with numbered text so every turn can be told apart.
+
+use std::collections::BTreeMap;
+
+use repowire_e2e::agents::{Agent, Home, Tmux, eventually};
+use repowire_e2e::process::{RelayProcess, relay_bin};
+use serde_json::Value;
+
+/// `(seq, speaker, first line of the body)` of every conversation turn in `context`, in the
+/// order it was handed over: the `[name] (n):` header and the quoted line after it.
+fn turns_in(context: &str) -> Vec<(u64, String, String)> {
+    let lines: Vec<&str> = context.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(rest) = line.strip_prefix('[') else {
+            continue;
+        };
+        let Some((name, tail)) = rest.split_once("] (") else {
+            continue;
+        };
+        let Some(seq) = tail.strip_suffix("):").and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        // The header, a blank line, then the body quoted line by line.
+        let body = lines
+            .get(i + 2)
+            .and_then(|l| l.strip_prefix("> "))
+            .unwrap_or("")
+            .to_owned();
+        out.push((seq, name.to_owned(), body));
+    }
+    out
+}
+
+/// The texts the agent's Stop hooks reported (its replies), in order.
+fn replies(agent: &Agent) -> Vec<String> {
+    agent
+        .events()
+        .iter()
+        .filter(|e| e["event"] == "reply")
+        .filter_map(|e| e["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The one conversation `home`'s session `from` takes part in, as `conversation list` shows it.
+fn conversation(home: &Home, from: &str) -> Option<Value> {
+    let list = home.json(&["conversation", "list", "--all", "--from", from]);
+    list.as_array().and_then(|l| l.first().cloned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claude_code_and_a_codex_session_converse_across_two_machines_until_the_loop_guard() {
+    let data = tempfile::tempdir().expect("data");
+    let dir = data.path().to_str().expect("utf8").to_owned();
+    let relay = RelayProcess::start(&relay_bin(), &["--data-dir", &dir], &[]).await;
+    let key = relay.first_key.clone().expect("key");
+    let tmux = Tmux::start();
+
+    let laptop = Home::new(Some((relay.http.clone(), key.clone())));
+    laptop.install_and_start();
+    let desk = Home::new(Some((relay.http.clone(), key)));
+    std::fs::create_dir_all(desk.path().join(".codex")).expect("~/.codex");
+    desk.install_and_start();
+
+    let alpha = laptop.agent_with(&tmux, "alpha", &["--reply", "alpha says {n}"]);
+    let beta = desk.agent_with(
+        &tmux,
+        "beta",
+        &["--runtime", "codex", "--reply", "beta says {n}"],
+    );
+    alpha.hook_done("SessionStart", 1).await;
+    // Codex registers at its first prompt; that turn is before the conversation.
+    beta.wait("the composer drawn", |e| e["event"] == "start")
+        .await;
+    beta.submit(&tmux, "hello");
+    beta.hook_done("Stop", 1).await;
+
+    alpha.submit(
+        &tmux,
+        r#"/mcp start_conversation {"peer_names": ["beta"], "message": "let us agree on the API"}"#,
+    );
+    let opened = alpha
+        .wait("the tool's answer", |e| e["event"] == "mcp")
+        .await;
+    assert_eq!(opened["is_error"], false, "{opened}");
+    let id = opened["structured"]["conversation_id"]
+        .as_str()
+        .expect("a conversation id")
+        .to_owned();
+    assert!(id.starts_with("cv-"), "{id}");
+
+    // Nobody prompts either agent from now on: each is woken by the other's turns until the
+    // loop guard (20 turns without a person's prompt) pauses the conversation.
+    for (home, from) in [(&laptop, "alpha"), (&desk, "beta")] {
+        let c = eventually(&format!("{from}'s daemon sees the pause"), || {
+            conversation(home, from).filter(|c| c["state"] == "paused")
+        })
+        .await;
+        assert_eq!(c["conversation_id"], id.as_str());
+        assert_eq!(
+            c["last_seq"], 22,
+            "{from}: the opening, 20 turns and the notice"
+        );
+        let names: Vec<&str> = c["participants"]
+            .as_array()
+            .expect("participants")
+            .iter()
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        assert_eq!(names, ["alpha", "beta"], "the opener first");
+    }
+
+    // What each side was handed: the other's turns, each exactly once, in the conversation's
+    // order, attributed, and each exactly the text one of the other's Stop hooks reported.
+    let alpha_got = turns_in(&alpha.context());
+    let beta_got = turns_in(&beta.context());
+    assert_eq!(
+        beta_got.first().map(|t| t.0),
+        Some(1),
+        "beta got the opening"
+    );
+    assert_eq!(
+        beta_got[0],
+        (1, "alpha".to_owned(), "let us agree on the API".to_owned())
+    );
+    let beta_turns: Vec<(u64, String)> = (0..10)
+        .map(|k| (2 + 2 * k, format!("beta says {}", k + 2)))
+        .collect();
+    let alpha_turns: Vec<(u64, String)> = (0..10)
+        .map(|k| (3 + 2 * k, format!("alpha says {}", k + 1)))
+        .collect();
+    let strip = |got: &[(u64, String, String)], who: &str| -> Vec<(u64, String)> {
+        got.iter()
+            .filter(|(seq, _, _)| *seq > 1)
+            .map(|(seq, name, body)| {
+                assert_eq!(name, who, "turn {seq} attributed to its speaker");
+                (*seq, body.clone())
+            })
+            .collect()
+    };
+    assert_eq!(strip(&alpha_got, "beta"), beta_turns, "alpha's view");
+    assert_eq!(strip(&beta_got, "alpha"), alpha_turns, "beta's view");
+    // Relayed texts are the Stop hooks' own: beta's first reply ("beta says 1") answered the
+    // person's "hello" before the conversation, alpha's "called" ended the turn that opened it.
+    let said_by_beta = replies(&beta);
+    assert_eq!(said_by_beta[0], "beta says 1");
+    for (_, text) in &beta_turns {
+        assert!(said_by_beta.contains(text), "{text} was never said");
+    }
+    assert!(replies(&alpha).contains(&"called".to_owned()));
+    let mut seen = BTreeMap::new();
+    for (seq, _, _) in alpha_got.iter().chain(&beta_got) {
+        *seen.entry(*seq).or_insert(0) += 1;
+    }
+    assert!(
+        seen.values().all(|n| *n == 1),
+        "a seq handed over twice: {seen:?}"
+    );
+    // Nothing came back to its speaker.
+    assert!(
+        !alpha.context().contains("alpha says"),
+        "alpha's words echoed back"
+    );
+    assert!(
+        !beta.context().contains("beta says"),
+        "beta's words echoed back"
+    );
+    assert!(
+        beta_got.iter().all(|(_, _, body)| body != "called"),
+        "the opener's own turn was relayed"
+    );
+
+    // The pause notice waits for a person: alpha was not woken for it, so the prompt a person
+    // types now hands it over, and that turn (a person's) resumes the conversation.
+    let prompts_before = alpha
+        .events()
+        .iter()
+        .filter(|e| e["event"] == "prompt")
+        .count();
+    alpha.submit(&tmux, "please go on");
+    let context = alpha
+        .wait_nth(prompts_before + 1, "the person's prompt", |e| {
+            e["event"] == "prompt"
+        })
+        .await;
+    assert_eq!(context["text"], "please go on", "no wake came before it");
+    eventually("the notice handed over with the person's prompt", || {
+        alpha
+            .context()
+            .contains(&format!(
+                "--- conversation #{id} with @beta: paused (22) ---"
+            ))
+            .then_some(())
+    })
+    .await;
+    eventually("beta gets alpha's next turn, a person's", || {
+        turns_in(&beta.context())
+            .into_iter()
+            .find(|(seq, _, _)| *seq == 23)
+    })
+    .await;
+    let resumed = turns_in(&beta.context())
+        .into_iter()
+        .find(|(seq, _, _)| *seq == 23)
+        .expect("turn 23");
+    assert_eq!(
+        resumed,
+        (23, "alpha".to_owned(), "alpha says 11".to_owned()),
+        "the refused turn took no seq, the notice took 22"
+    );
+}
