@@ -314,15 +314,17 @@ impl ClaudeTeam {
         match member.cli {
             Cli::Claude(_) => self.tmux.type_text(&member.pane, text),
             Cli::Codex(_) | Cli::Gemini(_) | Cli::OpenCode(_) => {
-                let pasted = Instant::now();
                 self.tmux.paste(&member.pane, text);
                 self.until(Duration::from_secs(10), "the prompt in the box", |t| {
                     t.tmux.capture(&member.pane).contains(text)
                 })
                 .await?;
-                let settle = repowire::runtimes::Runtime::Gemini.paste_settle();
-                if matches!(member.cli, Cli::Gemini(_)) && pasted.elapsed() < settle {
-                    tokio::time::sleep(settle - pasted.elapsed()).await;
+                // Gemini takes an Enter within its paste window as part of the paste. As the
+                // daemon's wake does, the window is counted from when the paste is seen drawn:
+                // a loaded machine reads and draws it late, and counted from the paste the
+                // Enter landed inside it (the prompt stayed in the box, nothing was sent).
+                if matches!(member.cli, Cli::Gemini(_)) {
+                    tokio::time::sleep(repowire::runtimes::Runtime::Gemini.paste_settle()).await;
                 }
             }
         }
