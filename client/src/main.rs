@@ -48,7 +48,7 @@ enum Command {
         #[command(subcommand)]
         command: cli::approvals::ApprovalsCommand,
     },
-    /// Direct conversations: open one, list them.
+    /// Direct conversations: open, end and list them.
     Conversation {
         #[command(subcommand)]
         command: cli::conversation::ConversationCommand,

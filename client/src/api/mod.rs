@@ -301,6 +301,17 @@ pub enum Request {
         /// The opening message.
         text: String,
     },
+    /// End a conversation the acting peer takes part in; the others are told.
+    EndConversation {
+        /// Act as this local peer.
+        #[serde(default)]
+        from: Option<String>,
+        /// `cv-…`.
+        conversation_id: String,
+        /// Why, for the others.
+        #[serde(default)]
+        reason: Option<String>,
+    },
     /// The conversations the acting peer takes part in (with `ended`, also the ended ones).
     Conversations {
         /// Act as this local peer.

@@ -1,5 +1,5 @@
 //! `repowire conversation …`: open a direct conversation as the person at this terminal (or
-//! as `--from`), and list the conversations a local peer takes part in.
+//! as `--from`), end one, and list the conversations a local peer takes part in.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -25,6 +25,20 @@ pub enum ConversationCommand {
         /// Resolve the names in this circle.
         #[arg(long)]
         circle: Option<String>,
+        /// Act as this local session.
+        #[arg(long)]
+        from: Option<String>,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// End a conversation: the other participants are told, nothing more is relayed in it.
+    End {
+        /// `cv-…`.
+        conversation_id: String,
+        /// Why, for the others.
+        #[arg(long)]
+        reason: Option<String>,
         /// Act as this local session.
         #[arg(long)]
         from: Option<String>,
@@ -84,6 +98,35 @@ pub fn run(config: &Config, command: ConversationCommand) -> anyhow::Result<Exit
                     outcome.message_id(),
                     for_terminal(outcome.reason())
                 ),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ConversationCommand::End {
+            conversation_id,
+            reason,
+            from,
+            json,
+        } => {
+            let sent: crate::api::Sent = super::call_as(
+                config,
+                &Request::EndConversation {
+                    from,
+                    conversation_id: conversation_id.clone(),
+                    reason,
+                },
+                Duration::from_secs(15),
+            )?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&sent)?);
+            } else {
+                println!(
+                    "{}: {}",
+                    for_terminal(&conversation_id),
+                    match &sent.outcome {
+                        SendOutcome::Accepted { .. } => "ended; the others are told".to_owned(),
+                        other => format!("{} ({})", other.state(), for_terminal(other.reason())),
+                    }
+                );
             }
             Ok(ExitCode::SUCCESS)
         }

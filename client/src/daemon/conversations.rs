@@ -78,6 +78,60 @@ impl Daemon {
         })
     }
 
+    /// Ends a conversation the acting peer takes part in: the others get a notice, and
+    /// nothing more is relayed in it.
+    pub async fn end_conversation(
+        &self,
+        from: Option<&str>,
+        caller_pid: Option<u32>,
+        conversation_id: String,
+        reason: Option<String>,
+    ) -> Result<crate::api::Sent, ApiError> {
+        let (session, peer) = self.registered_actor(from, caller_pid).await?;
+        let frame = Frame::new(Body::EndConversation(repowire_protocol::EndConversation {
+            from: PeerId(peer.clone()),
+            conversation_id: conversation_id.clone(),
+            reason: reason.clone(),
+        }));
+        let body = frame.body.clone();
+        let (outcome, accepted) = self
+            .submit_answered(
+                frame,
+                &peer,
+                "notify",
+                Some(conversation_id),
+                reason.unwrap_or_default(),
+            )
+            .await?;
+        if let Some(a) = &accepted {
+            self.conversation_accepted(&body, a).await;
+        }
+        Ok(super::ops::with_sender(outcome, &session))
+    }
+
+    /// A session ends: its peer's conversations end too, the others told why (best effort, as
+    /// the `unregister` that follows: with the link down they are not told).
+    pub(super) async fn end_conversations_of(&self, session: &SessionRow, peer: &str) {
+        let Ok(open) = self.store.conversations_of(peer, false).await else {
+            return;
+        };
+        let who = session.name.as_deref().unwrap_or(peer);
+        let reason = format!("the session of @{who} ended");
+        for c in open {
+            self.link.send(&Frame::new(Body::EndConversation(
+                repowire_protocol::EndConversation {
+                    from: PeerId(peer.to_owned()),
+                    conversation_id: c.conversation_id.clone(),
+                    reason: Some(reason.clone()),
+                },
+            )));
+            let _ = self
+                .store
+                .conversation_state(peer, &c.conversation_id, "ended", &reason)
+                .await;
+        }
+    }
+
     /// The conversations the acting peer takes part in, newest first.
     pub async fn conversations(
         &self,
@@ -142,6 +196,14 @@ impl Daemon {
                     .and_then(|rows| rows.into_iter().find(|r| r.conversation_id == *id));
                 let Some(known) = known else { return };
                 (t.from.as_str(), known.participants())
+            }
+            Body::EndConversation(e) => {
+                let why = e.reason.as_deref().unwrap_or("ended here");
+                let _ = self
+                    .store
+                    .conversation_state(e.from.as_str(), id, "ended", why)
+                    .await;
+                return;
             }
             _ => return,
         };
@@ -223,7 +285,11 @@ impl Daemon {
     /// A turn of ours was refused for good: the conversation is over, or paused, for its
     /// speaker.
     pub(super) async fn conversation_refused(&self, sent: &Body, code: ErrorCode, why: &str) {
-        let Body::Turn(t) = sent else { return };
+        let (from, id) = match sent {
+            Body::Turn(t) => (&t.from, &t.conversation_id),
+            Body::EndConversation(e) => (&e.from, &e.conversation_id),
+            _ => return,
+        };
         let state = match code {
             ErrorCode::ConversationPaused => "paused",
             code if ends_conversation(code) => "ended",
@@ -231,7 +297,7 @@ impl Daemon {
         };
         let _ = self
             .store
-            .conversation_state(t.from.as_str(), &t.conversation_id, state, why)
+            .conversation_state(from.as_str(), id, state, why)
             .await;
     }
 

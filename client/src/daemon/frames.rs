@@ -39,7 +39,7 @@ impl Daemon {
                                     .await;
                             }
                         }
-                        Body::Converse(_) | Body::Turn(_) => {
+                        Body::Converse(_) | Body::Turn(_) | Body::EndConversation(_) => {
                             self.conversation_accepted(&sent.body, a).await;
                         }
                         _ => {}

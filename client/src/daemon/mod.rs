@@ -450,6 +450,7 @@ impl Daemon {
                 )
                 .await;
         }
+        self.end_conversations_of(session, peer).await;
         self.unregister(&session.session_id, peer).await;
         Ok(())
     }

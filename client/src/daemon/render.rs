@@ -67,7 +67,7 @@ pub(super) fn render(row: &InboxRow, me: &str, tools: Tools) -> String {
         return format!("--- message {} (unreadable) ---\n", row.message_id);
     };
     if let Some(c) = &m.conversation {
-        return conversation(&m, c, &row.peer_id);
+        return conversation(&m, c, &row.peer_id, tools);
     }
     let cid = m.correlation_id.as_ref().map(|c| c.as_str()).unwrap_or("");
     let tag = match m.kind {
@@ -143,7 +143,7 @@ pub(super) fn render(row: &InboxRow, me: &str, tools: Tools) -> String {
 /// A conversation's message: `[speaker] (n):` and the words, quoted line by line like every
 /// body. The opening also says what the conversation is, so a receiving agent needs nothing
 /// else to take part.
-fn conversation(m: &Message, c: &ConversationRef, me: &str) -> String {
+fn conversation(m: &Message, c: &ConversationRef, me: &str, tools: Tools) -> String {
     // `me`: the recipient's peer id.
     let others: Vec<String> = c
         .participants
@@ -183,9 +183,15 @@ fn conversation(m: &Message, c: &ConversationRef, me: &str) -> String {
         c.seq,
     );
     if c.event == ConversationEvent::Open {
+        let id = sanitize::for_context(&c.id);
+        let end = match tools {
+            Tools::Mcp => format!("the MCP tool `end_conversation` (conversation_id \"{id}\")"),
+            Tools::Cli => format!("`repowire conversation end {id}`"),
+        };
         out.push_str(&format!(
             "(@{} opened a direct conversation: what you say at the end of each of your turns \
-             is relayed to {} as your part of it; answer in your reply, no tool needed.)\n",
+             is relayed to {} as your part of it; answer in your reply, no tool needed. End it \
+             with {end} when it has served its purpose.)\n",
             display_name(&m.from.name),
             others.join(", "),
         ));

@@ -256,6 +256,14 @@ async fn handle(
             .start_conversation(from.as_deref(), pid, peers, circle, text)
             .await
             .map(typed),
+        Request::EndConversation {
+            from,
+            conversation_id,
+            reason,
+        } => daemon
+            .end_conversation(from.as_deref(), pid, conversation_id, reason)
+            .await
+            .map(typed),
         Request::Conversations { from, ended } => daemon
             .conversations(from.as_deref(), pid, ended)
             .await

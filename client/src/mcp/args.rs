@@ -158,6 +158,16 @@ pub struct StartConversationArgs {
     pub circle: Option<String>,
 }
 
+/// `end_conversation` arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct EndConversationArgs {
+    /// The conversation (`cv-…`).
+    pub conversation_id: String,
+    /// Why, for the other participants.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
 /// `broadcast` arguments.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct BroadcastArgs {

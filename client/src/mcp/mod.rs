@@ -413,6 +413,32 @@ impl RepowireMcp {
         })
     }
 
+    #[tool(
+        description = "End a direct conversation you take part in: the others are told, and nothing more is relayed in it."
+    )]
+    async fn end_conversation(
+        &self,
+        Parameters(a): Parameters<EndConversationArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let what = format!("End of {}", a.conversation_id);
+        Ok(
+            match self
+                .sent(
+                    |from| Request::EndConversation {
+                        from,
+                        conversation_id: a.conversation_id,
+                        reason: a.reason,
+                    },
+                    Duration::from_secs(15),
+                )
+                .await
+            {
+                Ok(sent) => sent_result(&what, &sent),
+                Err(e) => error_result(e),
+            },
+        )
+    }
+
     #[tool(description = "Send a message to every online peer of your circle.")]
     async fn broadcast(
         &self,

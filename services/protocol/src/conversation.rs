@@ -2,7 +2,7 @@
 //! finished turn reaches the others, in one order the relay keeps per conversation.
 //!
 //! A conversation is opened with `converse` (its text is the opening message) and fed with
-//! `turn`. Every message of a conversation is a `notify` to an old daemon; a new one reads the
+//! `turn`, and ended with `end_conversation`. Every message of a conversation is a `notify` to an old daemon; a new one reads the
 //! `conversation` of the delivered [`crate::Message`] and heads the text `[name] (n):`.
 
 use serde::{Deserialize, Serialize};
@@ -67,6 +67,20 @@ pub struct Turn {
     /// True when a person's prompt started the turn (not a relayed message).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub by_person: bool,
+}
+
+/// `end_conversation`: a participant ends a conversation; every other participant gets the
+/// notice. The frame id is the notice's message id.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndConversation {
+    /// The ending participant (registered on this connection).
+    pub from: PeerId,
+    /// The conversation.
+    pub conversation_id: String,
+    /// Why, for the others (at most 512 bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// What a conversation message is.

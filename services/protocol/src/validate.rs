@@ -98,6 +98,16 @@ fn text(field: &str, value: &str, allow_empty: bool) -> Result {
     Ok(())
 }
 
+fn conversation_id(value: &str) -> Result {
+    if looks_like_conversation_id(value) {
+        Ok(())
+    } else {
+        Err(invalid(
+            "`conversation_id` is `cv-` and 16 characters, as the relay minted it",
+        ))
+    }
+}
+
 fn question(q: &Question) -> Result {
     if q.options.len() > MAX_QUESTION_OPTIONS {
         return Err(invalid(format!(
@@ -292,12 +302,18 @@ fn body(frame: &Frame) -> Result {
             text("text", &c.text, false)
         }
         Body::Turn(t) => {
-            if !looks_like_conversation_id(&t.conversation_id) {
-                return Err(invalid(
-                    "`conversation_id` is `cv-` and 16 characters, as the relay minted it",
-                ));
-            }
+            conversation_id(&t.conversation_id)?;
             text("text", &t.text, false)
+        }
+        Body::EndConversation(e) => {
+            conversation_id(&e.conversation_id)?;
+            match &e.reason {
+                Some(r) => {
+                    bounded("reason", r, MAX_REASON_BYTES)?;
+                    plain("reason", r)
+                }
+                None => Ok(()),
+            }
         }
         Body::Ack(a) => a
             .reply

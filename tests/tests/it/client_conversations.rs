@@ -211,3 +211,110 @@ async fn a_claude_code_and_a_codex_session_converse_across_two_machines_until_th
         "the refused turn took no seq, the notice took 22"
     );
 }
+
+/// Ending: a person ends a conversation from the CLI as one participant, and a participant's
+/// session ends (`repowire session end`) in another. Each time the other side's daemon learns it
+/// from the relay's notice (its agent gets it at its next turn), and no turn after the end
+/// reaches anyone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_ends_from_the_cli_and_when_a_participants_session_ends() {
+    let data = tempfile::tempdir().expect("data");
+    let dir = data.path().to_str().expect("utf8").to_owned();
+    let relay = RelayProcess::start(&relay_bin(), &["--data-dir", &dir], &[]).await;
+    let key = relay.first_key.clone().expect("key");
+    let tmux = Tmux::start();
+    let laptop = Home::new(Some((relay.http.clone(), key.clone())));
+    laptop.install_and_start();
+    let desk = Home::new(Some((relay.http.clone(), key)));
+    desk.install_and_start();
+    let alpha = laptop.agent_with(&tmux, "alpha", &["--reply", "alpha says {n}"]);
+    let beta = desk.agent_with(&tmux, "beta", &["--reply", "beta says {n}"]);
+    alpha.hook_done("SessionStart", 1).await;
+    beta.hook_done("SessionStart", 1).await;
+
+    // 1. A person on the laptop opens one as alpha and, once beta has answered, ends it.
+    let started = laptop.json(&[
+        "conversation",
+        "start",
+        "beta",
+        "-m",
+        "short one",
+        "--from",
+        "alpha",
+    ]);
+    let first = started["conversation_id"]
+        .as_str()
+        .expect("an id")
+        .to_owned();
+    eventually("beta's first turn reaches alpha", || {
+        turns_in(&alpha.context())
+            .into_iter()
+            .find(|(seq, _, _)| *seq == 2)
+    })
+    .await;
+    let ended = laptop.json(&[
+        "conversation",
+        "end",
+        &first,
+        "--reason",
+        "enough for today",
+        "--from",
+        "alpha",
+    ]);
+    assert_eq!(ended["state"], "accepted", "{ended}");
+    for (home, from) in [(&laptop, "alpha"), (&desk, "beta")] {
+        let c = eventually(&format!("{from}'s daemon sees the end"), || {
+            conversation(home, from).filter(|c| c["state"] == "ended")
+        })
+        .await;
+        assert_eq!(c["conversation_id"], first.as_str());
+    }
+    let end_seq = conversation(&desk, "beta").expect("beta's")["last_seq"]
+        .as_u64()
+        .expect("seq");
+    // beta's agent gets the notice at its next turn: handed over at the Stop of a turn that was
+    // under way, or waiting unread (it is not woken for it).
+    let notice = "@alpha ended the conversation: enough for today";
+    let header = format!("--- conversation #{first} with @alpha: ended ({end_seq}) ---");
+    eventually("the end notice handed over or waiting for beta", || {
+        let inbox = desk.json(&["inbox", "--from", "beta", "--peek"]);
+        let waiting = inbox["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|m| m["unread"] == true && m["text"] == notice);
+        (waiting || beta.context().contains(&header)).then_some(())
+    })
+    .await;
+    // Turns that were under way are refused by the relay; none after the end was handed over.
+    for (who, agent) in [("alpha", &alpha), ("beta", &beta)] {
+        let late: Vec<_> = turns_in(&agent.context())
+            .into_iter()
+            .filter(|(seq, _, _)| *seq > end_seq)
+            .collect();
+        assert!(late.is_empty(), "{who} got turns after the end: {late:?}");
+    }
+
+    // 2. beta opens another; beta's session is ended on the desk: alpha learns it.
+    let again = desk.json(&[
+        "conversation",
+        "start",
+        "alpha",
+        "-m",
+        "one more",
+        "--from",
+        "beta",
+    ]);
+    let second = again["conversation_id"].as_str().expect("an id").to_owned();
+    eventually("alpha takes part", || {
+        conversation(&laptop, "alpha").filter(|c| c["conversation_id"] == second.as_str())
+    })
+    .await;
+    desk.ok(&["session", "end", "beta"]);
+    let c = eventually("alpha's daemon sees the second end", || {
+        conversation(&laptop, "alpha")
+            .filter(|c| c["conversation_id"] == second.as_str() && c["state"] == "ended")
+    })
+    .await;
+    assert_eq!(c["reason"], "the session of @beta ended", "{c}");
+}

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::conversation::{Converse, Turn};
+use crate::conversation::{Converse, EndConversation, Turn};
 use crate::ids::MessageId;
 use crate::question::{ListQuestions, Questions};
 use crate::session::{BindSession, ListSessions, SessionBound, Sessions};
@@ -121,6 +121,8 @@ pub enum Body {
     Converse(Converse),
     /// A participant's finished turn, for the other participants.
     Turn(Turn),
+    /// A participant ends a conversation.
+    EndConversation(EndConversation),
 
     // ---- relay → client ----
     /// Answer to `hello`.
@@ -175,6 +177,7 @@ impl Body {
                 | Body::Answer(_)
                 | Body::Converse(_)
                 | Body::Turn(_)
+                | Body::EndConversation(_)
         )
     }
 
@@ -200,7 +203,8 @@ impl Body {
             | Body::BindSession(_)
             | Body::ListSessions(_)
             | Body::Converse(_)
-            | Body::Turn(_) => Direction::ToRelay,
+            | Body::Turn(_)
+            | Body::EndConversation(_) => Direction::ToRelay,
             _ => Direction::ToClient,
         }
     }

@@ -15,6 +15,7 @@ both_backends!(
     every_turn_reaches_the_other_participants_once_in_the_conversations_order,
     turns_outside_a_conversation_are_refused_and_change_nothing,
     the_loop_guard_pauses_after_n_turns_no_person_started_and_a_persons_turn_resumes,
+    a_participant_ends_a_conversation_and_the_others_are_told_once,
 );
 
 fn converse(from: &PeerInfo, to: &[&str], text: &str) -> Body {
@@ -346,6 +347,89 @@ async fn the_loop_guard_pauses_after_n_turns_no_person_started_and_a_persons_tur
         .await
         .expect_err("trips again");
     assert_eq!(tripped.code, ErrorCode::ConversationPaused);
+    relay.stop().await;
+}
+
+/// `end_conversation` from a participant: the others get one notice (event `ended`, the reason,
+/// the next seq); the ender is answered `accepted` and a retry of it again, with the same seq;
+/// from then on every turn and a second end are refused with `conversation_ended`; a peer that
+/// is not a participant cannot end it.
+async fn a_participant_ends_a_conversation_and_the_others_are_told_once(db: Db) {
+    let Duo {
+        relay,
+        key,
+        mut a,
+        alice,
+        mut b,
+        bob,
+    } = Duo::start(&db).await;
+    let mut c = relay.client(&key).await;
+    let carol = c.peer("carol", "dev").await;
+    let id = a
+        .submit(converse(&alice, &["bob"], "quick one"))
+        .await
+        .expect("converse accepted")
+        .conversation_id
+        .expect("id");
+    next_turn(&mut b, &bob).await;
+    let end = |who: &PeerInfo, reason: Option<&str>| {
+        Body::EndConversation(EndConversation {
+            from: who.peer_id.clone(),
+            conversation_id: id.clone(),
+            reason: reason.map(str::to_owned),
+        })
+    };
+    let outsider = c.submit(end(&carol, None)).await.expect_err("not hers");
+    assert_eq!(outsider.code, ErrorCode::NotParticipant);
+
+    let frame = Frame::new(end(&bob, Some("settled: v2 it is")));
+    b.send_frame(&frame).await;
+    let Ok(Body::Accepted(ended)) = b.answer(frame.id).await else {
+        panic!("end refused")
+    };
+    assert_eq!(ended.conversation_seq, Some(2));
+    assert_eq!(ended.recipients.len(), 1);
+    assert_eq!(ended.recipients[0].peer_id, alice.peer_id);
+    b.send_frame(&frame).await;
+    let Ok(Body::Accepted(again)) = b.answer(frame.id).await else {
+        panic!("a retried end is the same message")
+    };
+    assert_eq!(again.conversation_seq, Some(2));
+
+    let d = next_turn(&mut a, &alice).await;
+    let conv = conversation_of(&d);
+    assert_eq!((conv.event, conv.seq), (ConversationEvent::Ended, 2));
+    assert_eq!(conv.reason.as_deref(), Some("settled: v2 it is"));
+    assert_eq!(
+        d.message.text,
+        "@bob ended the conversation: settled: v2 it is"
+    );
+
+    for (client, me) in [(&mut a, &alice), (&mut b, &bob)] {
+        let late = client
+            .submit(turn(me, &id, "one more thing"))
+            .await
+            .expect_err("ended");
+        assert_eq!(late.code, ErrorCode::ConversationEnded, "{}", late.message);
+        assert!(
+            late.message.contains("settled: v2 it is"),
+            "{}",
+            late.message
+        );
+    }
+    let twice = a
+        .submit(end(&alice, None))
+        .await
+        .expect_err("ended already");
+    assert_eq!(twice.code, ErrorCode::ConversationEnded);
+    // Nothing after the notice reached alice (a turn or a second notice would come first).
+    let probe = b
+        .notify(&bob, "alice", "plain notify after the end")
+        .await
+        .expect("notify");
+    let d = next_turn(&mut a, &alice).await;
+    assert_eq!(d.message.message_id, probe.message_id);
+    assert!(d.message.conversation.is_none());
     relay.stop().await;
 }
 

@@ -1,16 +1,18 @@
-//! `converse` and `turn` (protocol.md §10.15): a direct conversation's messages. The opener's
-//! names are resolved here, once; from then on the conversation's participants are its
+//! `converse`, `turn` and `end_conversation` (protocol.md §10.15): a direct conversation's
+//! messages. The opener's names are resolved here, once; from then on the conversation's participants are its
 //! recipients, whatever their circle (the tenant wall still holds: they are the tenant's peers).
 //! The store checks the conversation and takes its next seq in the write's transaction.
 
 use std::time::Instant;
 
 use repowire_protocol::{
-    Converse, CorrelationId, ErrorCode, MessageId, MessageKind, PeerSummary, Turn,
+    Converse, CorrelationId, EndConversation, ErrorCode, MessageId, MessageKind, PeerSummary, Turn,
     conversation_id_from_random,
 };
 
-use super::message::{Draft, admit, content_hash, new_message, resolve_or_settled, settled};
+use super::message::{
+    Draft, admit, content_hash, new_message, reply_fits, resolve_or_settled, settled,
+};
 use super::session::{Handled, Refusal, Session};
 use crate::storage::store::{ConversationWrite, WriteOp};
 
@@ -100,6 +102,43 @@ pub(super) async fn turn(s: &Session, id: MessageId, t: Turn, started: Instant) 
         conversation_id: t.conversation_id,
         by_person: t.by_person,
         loop_turns: i64::from(s.state.config.conversation_loop_turns),
+    });
+    s.submit(id, WriteOp::Accept(m), Vec::new(), started).await
+}
+
+/// A participant ends a conversation: the others get a notice (the message), and no turn is
+/// accepted in it any more. Held to the message size only, as a reply is: a conversation the
+/// tenant could open can always be ended.
+pub(super) async fn end(
+    s: &Session,
+    id: MessageId,
+    e: EndConversation,
+    started: Instant,
+) -> Handled {
+    let sender = s.own(e.from.as_str())?;
+    let hash = content_hash("end_conversation", &e);
+    let reason = e
+        .reason
+        .clone()
+        .unwrap_or_else(|| format!("@{} ended it", sender.record.name));
+    let text = format!("@{} ended the conversation: {reason}", sender.record.name);
+    let limits = reply_fits(s, Some(&text)).await?;
+    let mut m = new_message(
+        s,
+        &limits,
+        Draft {
+            id,
+            kind: MessageKind::Notify,
+            sender: &sender,
+            body: text,
+            correlation_id: Some(CorrelationId::notif_from_random(rand::random()).0),
+            content_hash: hash,
+            recipients: Vec::new(),
+        },
+    );
+    m.conversation = Some(ConversationWrite::End {
+        conversation_id: e.conversation_id,
+        reason,
     });
     s.submit(id, WriteOp::Accept(m), Vec::new(), started).await
 }

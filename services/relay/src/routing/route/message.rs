@@ -441,7 +441,7 @@ fn close(
 /// the rate or the monthly quota (the quota counts it): a conversation the tenant could start
 /// can always finish.
 /// Admitted: the tenant's limits.
-async fn reply_fits(s: &Session, text: Option<&str>) -> Result<Arc<Snapshot>, Refusal> {
+pub(super) async fn reply_fits(s: &Session, text: Option<&str>) -> Result<Arc<Snapshot>, Refusal> {
     let bytes = text.map_or(0, str::len);
     match s.state.limits.reply_fits(&s.tenant_id, bytes).await? {
         Ok(limits) => Ok(limits),

@@ -74,6 +74,7 @@ async fn handle_body(s: &Session, id: MessageId, body: Body, started: Instant) -
         Body::ListSessions(l) => sessions::list(s, id, l).await,
         Body::Converse(c) => conversation::converse(s, id, c, started).await,
         Body::Turn(t) => conversation::turn(s, id, t, started).await,
+        Body::EndConversation(e) => conversation::end(s, id, e, started).await,
         other => Err(Refusal::new(
             ErrorCode::UnexpectedFrame,
             format!(

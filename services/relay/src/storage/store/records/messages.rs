@@ -124,6 +124,13 @@ pub enum ConversationWrite {
         /// pauses.
         loop_turns: i64,
     },
+    /// `end_conversation`: a participant ends it; the message is the notice to the others.
+    End {
+        /// The conversation.
+        conversation_id: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl ConversationWrite {
@@ -134,6 +141,9 @@ impl ConversationWrite {
                 conversation_id, ..
             }
             | Self::Turn {
+                conversation_id, ..
+            }
+            | Self::End {
                 conversation_id, ..
             } => conversation_id,
         }

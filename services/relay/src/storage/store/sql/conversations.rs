@@ -31,7 +31,7 @@ pub(super) struct Prepared {
     pub(super) recipients: Vec<String>,
     pub(super) seq: i64,
     pub(super) conversation: String,
-    /// Why the conversation pauses instead (the loop guard tripped).
+    /// Why it pauses (the loop guard tripped) or ends.
     pub(super) reason: Option<String>,
 }
 
@@ -52,7 +52,7 @@ struct ParticipantRow {
 }
 
 impl This {
-    /// Locks the rows of every conversation a turn of `ops` writes to, in key order, before
+    /// Locks the rows of every conversation a turn or an end of `ops` writes to, in key order, before
     /// the batch touches anything else.
     pub(super) async fn lock_conversations(conn: &mut Conn, ops: &[WriteOp]) -> Result<()> {
         let keys: BTreeSet<(&str, &str)> = ops
@@ -90,7 +90,7 @@ impl This {
         m: &NewMessage,
         write: &ConversationWrite,
     ) -> Result<Check> {
-        let (participants, seq, event, trips) = match write {
+        let (participants, seq, event, why) = match write {
             ConversationWrite::Open { participants, .. } => {
                 (participants.clone(), 1, ConversationEvent::Open, None)
             }
@@ -99,36 +99,10 @@ impl This {
                 by_person,
                 loop_turns,
             } => {
-                let row: Option<ConversationRow> = sqlx::query_as(
-                    "SELECT state, reason, last_seq, turns_since_person FROM conversations \
-                     WHERE tenant_id = $1 AND conversation_id = $2",
-                )
-                .bind(&m.tenant_id)
-                .bind(conversation_id)
-                .fetch_optional(&mut *conn)
-                .await?;
-                let Some(row) = row else {
-                    return Ok(Check::Refuse(AcceptOutcome::UnknownConversation));
+                let (row, participants) = match Self::member_of(conn, m, conversation_id).await? {
+                    Ok(found) => found,
+                    Err(refused) => return Ok(Check::Refuse(refused)),
                 };
-                let rows: Vec<ParticipantRow> = sqlx::query_as(
-                    "SELECT peer_id, name, circle, left_at_ms FROM conversation_participants \
-                     WHERE tenant_id = $1 AND conversation_id = $2 ORDER BY position",
-                )
-                .bind(&m.tenant_id)
-                .bind(conversation_id)
-                .fetch_all(&mut *conn)
-                .await?;
-                if !rows
-                    .iter()
-                    .any(|p| p.peer_id == m.from_peer_id && p.left_at_ms.is_none())
-                {
-                    return Ok(Check::Refuse(AcceptOutcome::NotParticipant));
-                }
-                if row.state == ENDED {
-                    return Ok(Check::Refuse(AcceptOutcome::ConversationEnded {
-                        reason: row.reason,
-                    }));
-                }
                 if row.state == PAUSED && !by_person {
                     return Ok(Check::Refuse(AcceptOutcome::ConversationPaused {
                         reason: row.reason,
@@ -136,41 +110,50 @@ impl This {
                     }));
                 }
                 // The loop guard: one more turn no person started than it allows pauses it.
-                let trips = (!by_person && row.turns_since_person >= *loop_turns).then(|| {
+                let why = (!by_person && row.turns_since_person >= *loop_turns).then(|| {
                     format!(
                         "{loop_turns} turns in a row without a person's prompt; a person's \
                          prompt in any participant's session resumes it"
                     )
                 });
-                let participants = rows
-                    .into_iter()
-                    .filter(|p| p.left_at_ms.is_none())
-                    .map(|p| PeerSummary {
-                        peer_id: p.peer_id.into(),
-                        name: p.name,
-                        circle: p.circle,
-                    })
-                    .collect();
-                let event = if trips.is_some() {
+                let event = if why.is_some() {
                     ConversationEvent::Paused
                 } else {
                     ConversationEvent::Turn
                 };
-                (participants, row.last_seq + 1, event, trips)
+                (participants, row.last_seq + 1, event, why)
+            }
+            ConversationWrite::End {
+                conversation_id,
+                reason,
+            } => {
+                let (row, participants) = match Self::member_of(conn, m, conversation_id).await? {
+                    Ok(found) => found,
+                    Err(refused) => return Ok(Check::Refuse(refused)),
+                };
+                let ended = Some(reason.clone());
+                (
+                    participants,
+                    row.last_seq + 1,
+                    ConversationEvent::Ended,
+                    ended,
+                )
             }
         };
-        // A notice goes to every participant, the speaker too; a message to the others.
+        // The loop guard's notice goes to every participant, the speaker too; anything else
+        // to the others.
+        let pauses = event == ConversationEvent::Paused;
         let recipients = participants
             .iter()
             .map(|p| p.peer_id.0.clone())
-            .filter(|p| trips.is_some() || *p != m.from_peer_id)
+            .filter(|p| pauses || *p != m.from_peer_id)
             .collect();
         let conversation = ConversationRef {
             id: write.id().to_owned(),
             seq: u64::try_from(seq).unwrap_or_default(),
             event,
             participants,
-            reason: trips.clone(),
+            reason: why.clone(),
         };
         let conversation = serde_json::to_string(&conversation)
             .map_err(|e| StoreError::Corrupt(format!("conversation does not encode: {e}")))?;
@@ -178,13 +161,60 @@ impl This {
             recipients,
             seq,
             conversation,
-            reason: trips,
+            reason: why,
         };
-        Ok(if prepared.reason.is_some() {
+        Ok(if pauses {
             Check::Pause(prepared)
         } else {
             Check::Go(prepared)
         })
+    }
+
+    /// A conversation `m`'s sender takes part in and that has not ended, with its participants
+    /// still in it, the opener first.
+    async fn member_of(
+        conn: &mut Conn,
+        m: &NewMessage,
+        conversation_id: &str,
+    ) -> Result<std::result::Result<(ConversationRow, Vec<PeerSummary>), AcceptOutcome>> {
+        let row: Option<ConversationRow> = sqlx::query_as(
+            "SELECT state, reason, last_seq, turns_since_person FROM conversations \
+             WHERE tenant_id = $1 AND conversation_id = $2",
+        )
+        .bind(&m.tenant_id)
+        .bind(conversation_id)
+        .fetch_optional(&mut *conn)
+        .await?;
+        let Some(row) = row else {
+            return Ok(Err(AcceptOutcome::UnknownConversation));
+        };
+        let rows: Vec<ParticipantRow> = sqlx::query_as(
+            "SELECT peer_id, name, circle, left_at_ms FROM conversation_participants \
+             WHERE tenant_id = $1 AND conversation_id = $2 ORDER BY position",
+        )
+        .bind(&m.tenant_id)
+        .bind(conversation_id)
+        .fetch_all(&mut *conn)
+        .await?;
+        if !rows
+            .iter()
+            .any(|p| p.peer_id == m.from_peer_id && p.left_at_ms.is_none())
+        {
+            return Ok(Err(AcceptOutcome::NotParticipant));
+        }
+        if row.state == ENDED {
+            return Ok(Err(AcceptOutcome::ConversationEnded { reason: row.reason }));
+        }
+        let participants = rows
+            .into_iter()
+            .filter(|p| p.left_at_ms.is_none())
+            .map(|p| PeerSummary {
+                peer_id: p.peer_id.into(),
+                name: p.name,
+                circle: p.circle,
+            })
+            .collect();
+        Ok(Ok((row, participants)))
     }
 
     /// The loop guard tripped: the conversation pauses, and every participant gets a notice
@@ -299,6 +329,23 @@ impl This {
                 .bind(m.created_at_ms)
                 .bind(*by_person)
                 .bind(ACTIVE)
+                .execute(&mut *conn)
+                .await?;
+            }
+            ConversationWrite::End {
+                conversation_id,
+                reason,
+            } => {
+                sqlx::query(
+                    "UPDATE conversations SET last_seq = $3, state = $4, reason = $5, \
+                     ended_at_ms = $6 WHERE tenant_id = $1 AND conversation_id = $2",
+                )
+                .bind(&m.tenant_id)
+                .bind(conversation_id)
+                .bind(prepared.seq)
+                .bind(ENDED)
+                .bind(reason)
+                .bind(m.created_at_ms)
                 .execute(&mut *conn)
                 .await?;
             }
