@@ -18,9 +18,16 @@ CREATE TABLE conversations (
     PRIMARY KEY (realm, peer_id, conversation_id)
 );
 -- The current segment of each session's turn: when it started (a prompt, or a Stop that
--- handed messages over and let the agent go on) and whether a person's prompt started it.
+-- handed messages over and let the agent go on), whether a person's prompt started it, and
+-- the conversations whose messages it was handed (JSON array of ids): a segment no person
+-- started is relayed only to those, so an answer to another peer's ask never leaks into a
+-- conversation.
 CREATE TABLE turn_segments (
     session_id     TEXT PRIMARY KEY,
     started_at_ms  INTEGER NOT NULL,
-    by_person      INTEGER NOT NULL
+    by_person      INTEGER NOT NULL,
+    conversations  TEXT NOT NULL DEFAULT '[]'
 );
+-- A delivered message that does not wake the agent nor make it go on at Stop (a conversation's
+-- pause or end notice): handed over with the next turn's other messages.
+ALTER TABLE inbox ADD COLUMN quiet INTEGER NOT NULL DEFAULT 0;

@@ -302,11 +302,17 @@ impl Daemon {
     }
 
     /// A new segment of a session's turn starts (a prompt: a person's unless `ours`; or a
-    /// Stop that handed messages over and lets the agent go on).
-    pub(super) async fn segment_started(&self, session: &SessionRow, by_person: bool) {
+    /// Stop that handed messages over and lets the agent go on), with what was handed over.
+    pub(super) async fn segment_started(
+        &self,
+        session: &SessionRow,
+        by_person: bool,
+        handed: Option<&super::hooks::AfterWrite>,
+    ) {
+        let conversations = handed.map(|a| a.conversations.as_slice()).unwrap_or(&[]);
         if let Err(error) = self
             .store
-            .segment_started(&session.session_id, by_person)
+            .segment_started(&session.session_id, by_person, conversations)
             .await
         {
             tracing::warn!(%error, session = %session.session_id, "could not record a turn segment");
@@ -333,9 +339,17 @@ impl Daemon {
             return;
         };
         let text = turn_text(&text);
-        // A paused conversation takes only a turn a person started (it resumes it).
+        // A segment a person started goes to every conversation (a paused one resumes); one a
+        // relayed message started, only to the conversations whose messages it was handed:
+        // an answer to another peer's ask is not a conversation's business.
+        let handed = segment.conversations();
         for c in conversations.iter().filter(|c| {
-            c.joined_at_ms <= segment.started_at_ms && (c.state == "active" || segment.by_person)
+            c.joined_at_ms <= segment.started_at_ms
+                && if segment.by_person {
+                    true
+                } else {
+                    c.state == "active" && handed.contains(&c.conversation_id)
+                }
         }) {
             let frame = Frame::new(Body::Turn(Turn {
                 from: PeerId(peer.clone()),

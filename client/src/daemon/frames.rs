@@ -219,6 +219,7 @@ impl Daemon {
                         message_ids: vec![message_id.clone()],
                         state: "consumed",
                         how: Default::default(),
+                        conversations: Vec::new(),
                     };
                     self.commit_hand_over(after).await;
                     return;

@@ -42,6 +42,9 @@ pub struct AfterWrite {
     /// Per message: how it reached the agent when a wake had not typed it, the `injected`
     /// receipt's `reason`, so its sender sees why it waited for the agent's next turn.
     pub how: HashMap<String, String>,
+    /// The conversations whose messages the answer carried (what the agent says next is
+    /// relayed to those).
+    pub conversations: Vec<String>,
 }
 
 /// Facts the hook command passes along besides the payload.
@@ -103,10 +106,12 @@ impl Daemon {
                             .unwrap_or(false));
                 let session = self.known_session(&session_id, &call).await?;
                 self.prompt_seen(&session_id);
-                self.segment_started(&session, !ours).await;
                 self.turn(&session, TurnState::Working).await?;
                 let via = (!ours).then_some("with the next prompt typed in the pane");
-                Ok(match self.hand_over(&session, true, via).await? {
+                let handed = self.hand_over(&session, true, via).await?;
+                let carried = handed.as_ref().and_then(|(_, after)| after.as_ref());
+                self.segment_started(&session, !ours, carried).await;
+                Ok(match handed {
                     Some((text, after)) => (
                         Some(call.runtime.context_output(HookEvent::PromptSubmit, &text)),
                         after,
@@ -125,12 +130,11 @@ impl Daemon {
                     .unwrap_or(false);
                 if !continuing && !call.runtime.hands_over_at_stop() {
                     let waiting = match &session.peer_id {
-                        Some(peer) => !self
+                        Some(peer) => self
                             .store
-                            .queued(peer)
+                            .has_waking(peer)
                             .await
-                            .map_err(errors::store_error)?
-                            .is_empty(),
+                            .map_err(errors::store_error)?,
                         None => false,
                     };
                     if waiting {
@@ -141,15 +145,25 @@ impl Daemon {
                         return Ok((Some(call.runtime.stop_output("", None).await), None));
                     }
                 }
+                // Notices alone (a conversation paused or ended) do not make the agent go on.
+                let waking = match &session.peer_id {
+                    Some(peer) => self
+                        .store
+                        .has_waking(peer)
+                        .await
+                        .map_err(errors::store_error)?,
+                    None => false,
+                };
                 if !continuing
+                    && waking
                     && call.runtime.hands_over_at_stop()
                     && let Some((text, after)) = self
                         .hand_over(&session, false, Some("at the agent's turn boundary"))
                         .await?
                 {
                     // The agent keeps working on these: its turn state stays `working`, and
-                    // what it says next is a new segment, started by a relayed message.
-                    self.segment_started(&session, false).await;
+                    // what it says next is a new segment, started by the handed messages.
+                    self.segment_started(&session, false, after.as_ref()).await;
                     let output = call.runtime.stop_output(&text, session.agent_pid).await;
                     return Ok((Some(output), after));
                 }
@@ -463,11 +477,17 @@ impl Daemon {
                 .collect(),
             _ => HashMap::new(),
         };
+        let conversations = queued
+            .iter()
+            .filter_map(|r| serde_json::from_str::<Message>(&r.body).ok()?.conversation)
+            .map(|c| c.id)
+            .collect();
         let after = (!queued.is_empty()).then(|| AfterWrite {
             peer_id: peer.to_owned(),
             message_ids: queued.iter().map(|r| r.message_id.clone()).collect(),
             state: "handed",
             how,
+            conversations,
         });
         Ok(Some((text, after)))
     }

@@ -404,6 +404,7 @@ fn waited(cid: &str, outcome: Outcome) -> (WaitOutcome, Option<AfterWrite>) {
                 message_ids: vec![row.message_id.clone()],
                 state: "consumed",
                 how: Default::default(),
+                conversations: Vec::new(),
             });
             let reply: Option<Reply> = serde_json::from_str(&row.body).ok();
             let state = if reply.as_ref().is_some_and(|r| r.answer.is_some()) {

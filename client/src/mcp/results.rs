@@ -58,7 +58,7 @@ pub(super) fn conversation_result(
         (Some(id), SendOutcome::Accepted { recipients, .. }) => {
             let to: Vec<String> = recipients.iter().map(|p| format!("@{}", p.name)).collect();
             format!(
-                "Conversation {id} opened with {}. What you say at the end of each turn now reaches them; their turns reach you as messages.",
+                "Conversation {id} opened with {}. From your next turn on, what you say at the end of each turn reaches them; their turns reach you as messages.",
                 to.join(", ")
             )
         }

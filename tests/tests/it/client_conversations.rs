@@ -318,3 +318,58 @@ async fn a_conversation_ends_from_the_cli_and_when_a_participants_session_ends()
     .await;
     assert_eq!(c["reason"], "the session of @beta ended", "{c}");
 }
+
+/// A turn that answered something else is not the conversation's: alpha, in a conversation with
+/// beta, is woken by an unrelated notification and answers it; that answer is not relayed.
+/// Only what alpha says after being handed one of the conversation's messages is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_to_an_unrelated_message_is_not_relayed_into_a_conversation() {
+    let data = tempfile::tempdir().expect("data");
+    let dir = data.path().to_str().expect("utf8").to_owned();
+    let relay = RelayProcess::start(&relay_bin(), &["--data-dir", &dir], &[]).await;
+    let key = relay.first_key.clone().expect("key");
+    let tmux = Tmux::start();
+    let laptop = Home::new(Some((relay.http.clone(), key.clone())));
+    laptop.install_and_start();
+    let desk = Home::new(Some((relay.http.clone(), key)));
+    desk.install_and_start();
+    let alpha = laptop.agent_with(&tmux, "alpha", &["--reply", "alpha says {n}"]);
+    let beta = desk.agent_with(&tmux, "beta", &["--reply", "beta says {n}"]);
+    alpha.hook_done("SessionStart", 1).await;
+    beta.hook_done("SessionStart", 1).await;
+    // beta is busy: the opening waits for the end of its turn.
+    beta.submit(&tmux, "/busy");
+    beta.wait("busy", |e| e["event"] == "busy").await;
+    laptop.json(&[
+        "conversation",
+        "start",
+        "beta",
+        "-m",
+        "when you are free",
+        "--from",
+        "alpha",
+    ]);
+    // A person on the laptop notifies alpha about something else: alpha is woken and answers.
+    laptop.ok(&["peer", "notify", "alpha", "unrelated: how is the build?"]);
+    alpha.hook_done("Stop", 1).await;
+    assert_eq!(replies(&alpha), ["alpha says 1"]);
+    beta.release();
+    let first = eventually("alpha's first relayed turn reaches beta", || {
+        turns_in(&beta.context())
+            .into_iter()
+            .find(|(seq, _, _)| *seq > 1)
+    })
+    .await;
+    assert_eq!(
+        first,
+        (3, "alpha".to_owned(), "alpha says 2".to_owned()),
+        "alpha's first turn in it answers beta's turn 2"
+    );
+    let got = turns_in(&beta.context());
+    assert_eq!(got[0], (1, "alpha".into(), "when you are free".into()));
+    assert!(
+        got.iter().all(|(_, _, body)| body != "alpha says 1"),
+        "the answer to the notification was relayed: {got:?}"
+    );
+    desk.ok(&["session", "end", "beta"]);
+}

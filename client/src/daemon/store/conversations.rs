@@ -37,12 +37,21 @@ impl ConversationRow {
 }
 
 /// Where a session's current turn segment started.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct Segment {
     /// When (ms).
     pub started_at_ms: i64,
     /// A person's prompt started it.
     pub by_person: bool,
+    /// JSON: the conversations whose messages started it.
+    pub conversations: String,
+}
+
+impl Segment {
+    /// The conversations whose messages started it.
+    pub fn conversations(&self) -> Vec<String> {
+        serde_json::from_str(&self.conversations).unwrap_or_default()
+    }
 }
 
 impl Store {
@@ -135,15 +144,22 @@ impl Store {
     }
 
     /// Starts a new segment of a session's turn.
-    pub async fn segment_started(&self, session_id: &str, by_person: bool) -> Result<()> {
+    pub async fn segment_started(
+        &self,
+        session_id: &str,
+        by_person: bool,
+        conversations: &[String],
+    ) -> Result<()> {
         sqlx::query(
-            "INSERT INTO turn_segments (session_id, started_at_ms, by_person) VALUES (?, ?, ?) \
-             ON CONFLICT (session_id) DO UPDATE SET started_at_ms = excluded.started_at_ms, \
-             by_person = excluded.by_person",
+            "INSERT INTO turn_segments (session_id, started_at_ms, by_person, conversations) \
+             VALUES (?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET \
+             started_at_ms = excluded.started_at_ms, by_person = excluded.by_person, \
+             conversations = excluded.conversations",
         )
         .bind(session_id)
         .bind(now_ms())
         .bind(by_person)
+        .bind(serde_json::to_string(conversations).unwrap_or_else(|_| "[]".into()))
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -151,7 +167,9 @@ impl Store {
 
     /// The current segment of a session's turn, if one started while this daemon watched.
     pub async fn segment(&self, session_id: &str) -> Result<Option<Segment>> {
-        sqlx::query_as("SELECT started_at_ms, by_person FROM turn_segments WHERE session_id = ?")
+        sqlx::query_as(
+            "SELECT started_at_ms, by_person, conversations FROM turn_segments WHERE session_id = ?",
+        )
             .bind(session_id)
             .fetch_optional(&self.pool)
             .await

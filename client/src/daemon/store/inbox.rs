@@ -13,9 +13,17 @@ impl Store {
         message: &repowire_protocol::Message,
     ) -> Result<bool> {
         let body = serde_json::to_string(message).unwrap_or_default();
+        // A conversation's notice (paused, ended) waits for the agent's next turn.
+        let quiet = message.conversation.as_ref().is_some_and(|c| {
+            matches!(
+                c.event,
+                repowire_protocol::ConversationEvent::Paused
+                    | repowire_protocol::ConversationEvent::Ended
+            )
+        });
         let done = sqlx::query(
-            "INSERT INTO inbox (message_id, peer_id, seq, kind, correlation_id, body, state, received_at_ms, realm)
-             VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?) ON CONFLICT(peer_id, message_id) DO NOTHING",
+            "INSERT INTO inbox (message_id, peer_id, seq, kind, correlation_id, body, state, received_at_ms, realm, quiet)
+             VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?) ON CONFLICT(peer_id, message_id) DO NOTHING",
         )
         .bind(message.message_id.to_string())
         .bind(peer_id)
@@ -25,9 +33,22 @@ impl Store {
         .bind(body)
         .bind(now_ms())
         .bind(self.realm())
+        .bind(quiet)
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    /// Whether a peer has queued messages worth a turn of its agent: any but quiet ones (a
+    /// conversation's notices), which only go along with others or at the next prompt.
+    pub async fn has_waking(&self, peer_id: &str) -> Result<bool> {
+        let found: Option<(String,)> = sqlx::query_as(
+            "SELECT message_id FROM inbox WHERE peer_id = ? AND state = 'queued' AND quiet = 0 LIMIT 1",
+        )
+        .bind(peer_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(found.is_some())
     }
 
     /// Messages for a peer not yet handed to its agent, oldest first.

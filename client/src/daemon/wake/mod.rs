@@ -186,9 +186,9 @@ impl Daemon {
     /// wake does not paste into it again.
     async fn wake(&self, session: SessionRow, draft: &mut Option<String>) -> Outcome {
         let peer = session.peer_id.clone()?;
-        match self.store.queued(&peer).await {
-            Ok(q) if !q.is_empty() => {}
-            _ => return None,
+        // Notices alone (a conversation paused or ended) wait for the agent's next turn.
+        if !self.store.has_waking(&peer).await.unwrap_or(false) {
+            return None;
         }
         if let Some(pid) = session.agent_pid
             && !crate::procinfo::same_process(pid as u32, session.agent_start)
@@ -218,6 +218,9 @@ impl Daemon {
             Err(error) => return Some(("failed", Some(error.to_string()))),
         }
         // What is queued now (more may have come, or some gone, while the wake waited).
+        if !self.store.has_waking(&peer).await.unwrap_or(false) {
+            return None;
+        }
         let queued = match self.store.queued(&peer).await {
             Ok(q) if !q.is_empty() => q,
             _ => return None,
@@ -400,12 +403,7 @@ impl Daemon {
             tracing::debug!(session = %session.session_id, %reason, "a person is at the pane; the wake waits");
             tokio::time::sleep(TYPING_POLL).await;
             let idle = matches!(self.store.session(&session.session_id).await, Ok(Some(s)) if s.turn_state == "idle");
-            let queued = self
-                .store
-                .queued(peer)
-                .await
-                .map(|q| !q.is_empty())
-                .unwrap_or(false);
+            let queued = self.store.has_waking(peer).await.unwrap_or(false);
             if !idle || !queued {
                 return Ok(Quiet::HandedOver);
             }

@@ -61,11 +61,12 @@ impl This {
                 WriteOp::Accept(NewMessage {
                     tenant_id,
                     conversation:
-                        Some(ConversationWrite::Turn {
-                            conversation_id, ..
-                        }),
+                        Some(
+                            write
+                            @ (ConversationWrite::Turn { .. } | ConversationWrite::End { .. }),
+                        ),
                     ..
-                }) => Some((tenant_id.as_str(), conversation_id.as_str())),
+                }) => Some((tenant_id.as_str(), write.id())),
                 _ => None,
             })
             .collect();
@@ -244,7 +245,6 @@ impl This {
         notice.content_hash = format!("notice:{}", notice.message_id);
         notice.correlation_id = Some(CorrelationId::notif_from_random(rand::random()).0);
         notice.recipients = prepared.recipients.clone();
-        notice.conversation = None;
         let mut enqueued = Vec::new();
         let mut recipients = prepared.recipients.clone();
         recipients.sort();
@@ -315,8 +315,7 @@ impl This {
                 by_person,
                 ..
             } => {
-                // A person's turn counts as the first of a new run, and resumes a paused
-                // conversation.
+                // A person's turn resets the count, and resumes a paused conversation.
                 sqlx::query(
                     "UPDATE conversations SET last_seq = $3, last_turn_at_ms = $4, \
                      turns_since_person = CASE WHEN $5 THEN 0 ELSE turns_since_person + 1 END, \
