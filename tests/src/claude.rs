@@ -325,11 +325,34 @@ impl ClaudeTeam {
                 // Enter landed inside it (the prompt stayed in the box, nothing was sent).
                 if matches!(member.cli, Cli::Gemini(_)) {
                     tokio::time::sleep(repowire::runtimes::Runtime::Gemini.paste_settle()).await;
+                    return self.enter_until_sent(member).await;
                 }
             }
         }
         self.tmux.enter(&member.pane);
         Ok(())
+    }
+
+    /// Presses Enter in a Gemini pane until the model is called, at most three times, as the
+    /// daemon's wake does (a verify window, then Enter again). On a loaded machine Gemini can
+    /// still take the first Enter for part of the paste (CI, 2026-11-28: the prompt stayed in
+    /// the box and the model saw nothing); an Enter in an empty box or during a turn does
+    /// nothing.
+    async fn enter_until_sent(&self, member: &Member) -> anyhow::Result<()> {
+        const VERIFY: Duration = Duration::from_secs(5);
+        let before = self.model.requests().len();
+        for _ in 0..3 {
+            self.tmux.enter(&member.pane);
+            let sent = self
+                .until(VERIFY, "a model request after Enter", |t| {
+                    t.model.requests().len() > before
+                })
+                .await;
+            if sent.is_ok() {
+                return Ok(());
+            }
+        }
+        Err(self.stuck("a model request after three Enters"))
     }
 
     /// Whether `member`'s daemon reports its session between turns.

@@ -311,6 +311,11 @@ pub struct RelayConfig {
     #[arg(long, env = "REPOWIRE_CONVERSATION_LOOP_TURNS", default_value_t = 20,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub conversation_loop_turns: u32,
+    /// A direct conversation with no turn for this long ends, and every participant is told,
+    /// seconds (60-604800).
+    #[arg(long, env = "REPOWIRE_CONVERSATION_IDLE_SECS", default_value_t = 3600,
+          value_parser = clap::value_parser!(u64).range(60..=604_800))]
+    pub conversation_idle_secs: u64,
     /// How long an undelivered message waits before it expires, seconds.
     #[arg(long, env = "REPOWIRE_MESSAGE_TTL_SECS", default_value_t = 7 * 24 * 3600)]
     pub message_ttl_secs: u64,

@@ -547,6 +547,16 @@ impl Dispatcher {
                     self.closed(tenant_id, ask);
                 }
             }
+            (WriteOp::EndConversation(_), WriteOutcome::EndConversation(notice)) => {
+                if let Some(n) = notice {
+                    self.enqueue(
+                        &n.message,
+                        n.correlation_id.clone(),
+                        Some(n.conversation.clone()),
+                        &n.enqueued,
+                    );
+                }
+            }
             (op, outcome) => tracing::error!(?op, ?outcome, "write outcome does not match its op"),
         }
     }

@@ -4,6 +4,7 @@
 //! other pods send (forwards, presence, revocations), and the `sweeper` expires what could not be
 //! delivered.
 
+pub mod conversation_ends;
 pub mod directory;
 pub mod dispatch;
 pub mod hub;

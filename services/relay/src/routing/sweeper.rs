@@ -3,7 +3,7 @@
 //! through `status_query`); closes, every second by default, the asks whose question timed out (with the
 //! question's default, or as expired), so their askers learn it as it happens; purges tenants deleted longer ago than the retention period; and
 //! forgets key-creation idempotency records after [`KEY_REQUEST_TTL_MS`] and idle HTTP rate
-//! buckets.
+//! buckets; ends the direct conversations idle for `REPOWIRE_CONVERSATION_IDLE_SECS`.
 
 use std::time::Duration;
 
@@ -41,6 +41,7 @@ pub async fn run(state: AppState) {
                 sweep(&state).await;
                 purge_deleted(&state).await;
                 forget_old_key_requests(&state).await;
+                super::conversation_ends::end_idle(&state, now_ms()).await;
                 state.http_limit.prune();
                 state.failed_auth.prune();
             }

@@ -16,6 +16,8 @@ both_backends!(
     turns_outside_a_conversation_are_refused_and_change_nothing,
     the_loop_guard_pauses_after_n_turns_no_person_started_and_a_persons_turn_resumes,
     a_participant_ends_a_conversation_and_the_others_are_told_once,
+    an_unregistered_participant_ends_its_conversations_and_the_others_are_told,
+    a_conversation_idle_past_the_timeout_ends_and_every_participant_is_told,
 );
 
 fn converse(from: &PeerInfo, to: &[&str], text: &str) -> Body {
@@ -430,6 +432,148 @@ async fn a_participant_ends_a_conversation_and_the_others_are_told_once(db: Db) 
     let d = next_turn(&mut a, &alice).await;
     assert_eq!(d.message.message_id, probe.message_id);
     assert!(d.message.conversation.is_none());
+    relay.stop().await;
+}
+
+/// A participant's peer is unregistered (its session ended; the daemon's own end is best
+/// effort): each conversation it took part in ends, once, with a notice from it to the others
+/// (the next seq, "@bob's session ended"); a conversation without it goes on.
+async fn an_unregistered_participant_ends_its_conversations_and_the_others_are_told(db: Db) {
+    let Duo {
+        relay,
+        key,
+        mut a,
+        alice,
+        mut b,
+        bob,
+    } = Duo::start(&db).await;
+    let mut c = relay.client(&key).await;
+    let carol = c.peer("carol", "dev").await;
+    let with_bob = a
+        .submit(converse(&alice, &["bob", "carol"], "three of us"))
+        .await
+        .expect("converse accepted")
+        .conversation_id
+        .expect("id");
+    let without_bob = a
+        .submit(converse(&alice, &["carol"], "just us two"))
+        .await
+        .expect("converse accepted")
+        .conversation_id
+        .expect("id");
+    next_turn(&mut b, &bob).await;
+    next_turn(&mut c, &carol).await;
+    next_turn(&mut c, &carol).await;
+    b.submit(turn(&bob, &with_bob, "my last word"))
+        .await
+        .expect("turn accepted");
+    for (client, me) in [(&mut a, &alice), (&mut c, &carol)] {
+        assert_eq!(next_turn(client, me).await.message.text, "my last word");
+    }
+
+    let id = b
+        .send(Body::Unregister(PeerRef {
+            peer_id: bob.peer_id.clone(),
+        }))
+        .await;
+    b.answer(id).await.expect("unregistered");
+    for (client, me) in [(&mut a, &alice), (&mut c, &carol)] {
+        let d = next_turn(client, me).await;
+        let conv = conversation_of(&d);
+        assert_eq!(
+            (conv.id.as_str(), conv.event, conv.seq),
+            (with_bob.as_str(), ConversationEvent::Ended, 3),
+            "{}",
+            me.name
+        );
+        assert_eq!(conv.reason.as_deref(), Some("@bob's session ended"));
+        assert_eq!(d.message.from.peer_id, bob.peer_id);
+        assert_eq!(d.message.text, "The conversation ended: @bob's session ended.");
+    }
+    let late = a
+        .submit(turn(&alice, &with_bob, "bob?"))
+        .await
+        .expect_err("ended");
+    assert_eq!(late.code, ErrorCode::ConversationEnded);
+    assert!(late.message.contains("@bob's session ended"), "{}", late.message);
+    // The other conversation goes on, and its next message is the next alice gets: no second
+    // notice came for the first.
+    let next = c
+        .submit(turn(&carol, &without_bob, "still here"))
+        .await
+        .expect("turn accepted");
+    assert_eq!(next.conversation_seq, Some(2));
+    let d = next_turn(&mut a, &alice).await;
+    assert_eq!(d.message.text, "still here");
+    relay.stop().await;
+}
+
+/// No turn for the idle timeout: the sweep ends the conversation, once, and every participant
+/// (the opener too) gets a notice with the next seq; a conversation with a turn after the
+/// cut-off goes on; a second sweep ends nothing more.
+async fn a_conversation_idle_past_the_timeout_ends_and_every_participant_is_told(db: Db) {
+    use repowire_relay::routing::conversation_ends::end_idle;
+    let Duo {
+        relay,
+        key: _,
+        mut a,
+        alice,
+        mut b,
+        bob,
+    } = Duo::start(&db).await;
+    let idle_ms = i64::try_from(relay.state.config.conversation_idle_secs * 1000).expect("ms");
+    let opened = repowire_relay::ids::now_ms();
+    let quiet = a
+        .submit(converse(&alice, &["bob"], "anyone?"))
+        .await
+        .expect("converse accepted")
+        .conversation_id
+        .expect("id");
+    let busy = a
+        .submit(converse(&alice, &["bob"], "and this one"))
+        .await
+        .expect("converse accepted")
+        .conversation_id
+        .expect("id");
+    next_turn(&mut b, &bob).await;
+    next_turn(&mut b, &bob).await;
+    // Both were opened before the cut-off; a turn after it keeps `busy` going.
+    let cut = repowire_relay::ids::now_ms() + 1;
+    while repowire_relay::ids::now_ms() <= cut {
+        tokio::task::yield_now().await;
+    }
+    b.submit(turn(&bob, &busy, "still on it"))
+        .await
+        .expect("turn accepted");
+    assert_eq!(next_turn(&mut a, &alice).await.message.text, "still on it");
+
+    assert_eq!(end_idle(&relay.state, opened + idle_ms).await, 0, "not idle yet");
+    assert_eq!(end_idle(&relay.state, cut + idle_ms).await, 1);
+    for (client, me) in [(&mut a, &alice), (&mut b, &bob)] {
+        let d = next_turn(client, me).await;
+        let conv = conversation_of(&d);
+        assert_eq!(
+            (conv.id.as_str(), conv.event, conv.seq),
+            (quiet.as_str(), ConversationEvent::Ended, 2),
+            "{}",
+            me.name
+        );
+        assert_eq!(conv.reason.as_deref(), Some("no turn for 1 hour"));
+        assert_eq!(d.message.from.peer_id, alice.peer_id, "from the opener");
+    }
+    assert_eq!(end_idle(&relay.state, cut + idle_ms).await, 0, "ended once");
+    let late = b
+        .submit(turn(&bob, &quiet, "hello?"))
+        .await
+        .expect_err("ended");
+    assert_eq!(late.code, ErrorCode::ConversationEnded);
+    let next = a
+        .submit(turn(&alice, &busy, "yes"))
+        .await
+        .expect("the busy one goes on");
+    assert_eq!(next.conversation_seq, Some(3));
+    let d = next_turn(&mut b, &bob).await;
+    assert_eq!(d.message.text, "yes", "no second notice came first");
     relay.stop().await;
 }
 

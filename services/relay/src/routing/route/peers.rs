@@ -148,7 +148,10 @@ pub(super) async fn unregister(s: &Session, id: MessageId, r: PeerRef) -> Handle
         ));
     };
     s.send(Body::Ok(Reply { re: id }));
+    let peer_id = record.peer_id.clone();
     went_offline(&s.state, record).await;
+    // Unregistered means its session ended: so do its conversations.
+    crate::routing::conversation_ends::peer_left(&s.state, &s.tenant_id, &peer_id).await;
     Ok(())
 }
 

@@ -338,6 +338,12 @@ pub trait MessageStore: Send + Sync {
         sender: &str,
         key: &MessageKey,
     ) -> Result<Option<MessageStatus>>;
+    /// Conversations not ended whose last turn came before `before_ms`, oldest first, at most
+    /// `limit`: (tenant, conversation).
+    async fn idle_conversations(&self, before_ms: i64, limit: i64)
+    -> Result<Vec<(String, String)>>;
+    /// The conversations a peer takes part in that have not ended.
+    async fn live_conversations_of(&self, tenant_id: &str, peer_id: &str) -> Result<Vec<String>>;
 }
 
 /// Session bindings: which work stream a peer executes.

@@ -353,6 +353,20 @@ impl MessageStore for PoisonStore {
     ) -> crate::storage::store::Result<Option<MessageStatus>> {
         unused()
     }
+    async fn idle_conversations(
+        &self,
+        _: i64,
+        _: i64,
+    ) -> crate::storage::store::Result<Vec<(String, String)>> {
+        unused()
+    }
+    async fn live_conversations_of(
+        &self,
+        _: &str,
+        _: &str,
+    ) -> crate::storage::store::Result<Vec<String>> {
+        unused()
+    }
     async fn list_questions(
         &self,
         _: &str,

@@ -1,6 +1,7 @@
 //! Peers, messages, inbox entries, write operations and their outcomes, as the store keeps them.
 
 use repowire_protocol::{DeliveryState, MessageKind};
+use super::{ConversationWrite, Notice, RelayEnd};
 
 /// A peer's durable identity. Presence (online, turn state) lives in the hub, not here.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -103,52 +104,6 @@ pub struct NewMessage {
     pub conversation: Option<ConversationWrite>,
 }
 
-/// What a conversation message does to its conversation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConversationWrite {
-    /// `converse`: a new conversation with these participants, the opener first (its
-    /// `recipients` are the others).
-    Open {
-        /// The relay-minted id.
-        conversation_id: String,
-        /// Every participant, the opener first.
-        participants: Vec<repowire_protocol::PeerSummary>,
-    },
-    /// `turn`: one more message in an existing conversation, from one of its participants.
-    Turn {
-        /// The conversation.
-        conversation_id: String,
-        /// A person's prompt started the turn (resumes a paused conversation).
-        by_person: bool,
-        /// The loop guard: turns in a row no person started, after which the conversation
-        /// pauses.
-        loop_turns: i64,
-    },
-    /// `end_conversation`: a participant ends it; the message is the notice to the others.
-    End {
-        /// The conversation.
-        conversation_id: String,
-        /// Why.
-        reason: String,
-    },
-}
-
-impl ConversationWrite {
-    /// The conversation written to.
-    pub fn id(&self) -> &str {
-        match self {
-            Self::Open {
-                conversation_id, ..
-            }
-            | Self::Turn {
-                conversation_id, ..
-            }
-            | Self::End {
-                conversation_id, ..
-            } => conversation_id,
-        }
-    }
-}
 
 /// Closing an ask with `ack` or `answer`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,6 +171,8 @@ pub enum WriteOp {
         /// Batch bound.
         limit: i64,
     },
+    /// The relay ends a conversation on its own (a participant left, or it went idle).
+    EndConversation(RelayEnd),
 }
 
 /// A recipient's inbox slot for a newly accepted message.
@@ -285,18 +242,6 @@ pub enum AcceptOutcome {
     BadReplyTo,
 }
 
-/// A notice the relay wrote into a conversation (paused, ended), for every participant.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Notice {
-    /// The notice as a message.
-    pub message: NewMessage,
-    /// Its correlation id as stored.
-    pub correlation_id: Option<String>,
-    /// Its `Message.conversation`, JSON.
-    pub conversation: String,
-    /// The participants' slots.
-    pub enqueued: Vec<Enqueued>,
-}
 
 /// An ask that was closed, for telling its asker.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -416,6 +361,9 @@ pub enum WriteOutcome {
     Expire(Vec<StateChange>),
     /// For `CloseOverdue`: the asks closed, with their tenant.
     CloseOverdue(Vec<(String, ClosedAsk)>),
+    /// For `EndConversation`: the notice, or `None` when it had ended already, the peer was
+    /// not in it, or a turn came since the idle cut-off.
+    EndConversation(Option<Box<Notice>>),
 }
 
 /// A stored message, as read back for delivery and status.

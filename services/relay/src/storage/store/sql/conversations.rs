@@ -44,15 +44,15 @@ struct ConversationRow {
 }
 
 #[derive(sqlx::FromRow)]
-struct ParticipantRow {
-    peer_id: String,
-    name: String,
-    circle: String,
-    left_at_ms: Option<i64>,
+pub(super) struct ParticipantRow {
+    pub(super) peer_id: String,
+    pub(super) name: String,
+    pub(super) circle: String,
+    pub(super) left_at_ms: Option<i64>,
 }
 
 impl This {
-    /// Locks the rows of every conversation a turn or an end of `ops` writes to, in key order, before
+    /// Locks the rows of every conversation a turn or an end (a participant's or the relay's) of `ops` writes to, in key order, before
     /// the batch touches anything else.
     pub(super) async fn lock_conversations(conn: &mut Conn, ops: &[WriteOp]) -> Result<()> {
         let keys: BTreeSet<(&str, &str)> = ops
@@ -67,6 +67,9 @@ impl This {
                         ),
                     ..
                 }) => Some((tenant_id.as_str(), write.id())),
+                WriteOp::EndConversation(e) => {
+                    Some((e.tenant_id.as_str(), e.conversation_id.as_str()))
+                }
                 _ => None,
             })
             .collect();

@@ -25,6 +25,7 @@
 //! [`crate::storage::store::shared`].
 
 mod accept;
+mod conversation_ends;
 mod conversations;
 mod dashboard;
 mod keys;
@@ -153,6 +154,9 @@ impl MessageStore for This {
                 WriteOp::CloseOverdue { now_ms, limit } => {
                     WriteOutcome::CloseOverdue(Self::close_overdue(&mut tx, *now_ms, *limit).await?)
                 }
+                WriteOp::EndConversation(e) => {
+                    WriteOutcome::EndConversation(Self::end_by_relay(&mut tx, e).await?)
+                }
             });
         }
         Self::flush_run(&mut tx, ops, &run, &mut outcomes).await?;
@@ -198,5 +202,17 @@ impl MessageStore for This {
         key: &MessageKey,
     ) -> Result<Option<MessageStatus>> {
         self.message_status_sql(tenant_id, sender, key).await
+    }
+
+    async fn idle_conversations(
+        &self,
+        before_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<(String, String)>> {
+        self.idle_conversations_sql(before_ms, limit).await
+    }
+
+    async fn live_conversations_of(&self, tenant_id: &str, peer_id: &str) -> Result<Vec<String>> {
+        self.live_conversations_of_sql(tenant_id, peer_id).await
     }
 }
