@@ -12,28 +12,18 @@ use crate::ids::PeerId;
 
 /// Prefix of conversation ids.
 pub const CONVERSATION_ID_PREFIX: &str = "cv-";
-/// Characters after the prefix.
-const CONVERSATION_ID_BODY: usize = 16;
-/// The alphabet of conversation ids (the peer ids' one).
-const ALPHABET: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
 /// Most participants a conversation may have on the wire (the relay's own cap is lower).
 pub const MAX_CONVERSATION_PARTICIPANTS: usize = 32;
 
 /// True for a conversation id as the relay mints them: `cv-` and 16 characters of the peer-id
 /// alphabet.
 pub fn looks_like_conversation_id(s: &str) -> bool {
-    s.strip_prefix(CONVERSATION_ID_PREFIX).is_some_and(|body| {
-        body.len() == CONVERSATION_ID_BODY && body.bytes().all(|b| ALPHABET.contains(&b))
-    })
+    crate::ids::looks_like_relay_id(CONVERSATION_ID_PREFIX, s)
 }
 
 /// A new conversation id from 80 random bits.
 pub fn conversation_id_from_random(bits: u128) -> String {
-    let mut out = String::from(CONVERSATION_ID_PREFIX);
-    for i in 0..CONVERSATION_ID_BODY {
-        out.push(ALPHABET[((bits >> (5 * i)) & 31) as usize] as char);
-    }
-    out
+    crate::ids::relay_id_from_random(CONVERSATION_ID_PREFIX, bits)
 }
 
 /// `converse`: open a conversation with `to`; `text` is the opening message. The frame id is

@@ -138,14 +138,25 @@ pub const NOTIF_ID_PREFIX: &str = "notif-";
 impl PeerId {
     /// Builds a peer id from 80 random bits.
     pub fn from_random(bits: u128) -> Self {
-        Self(format!("{PEER_ID_PREFIX}{}", digits(bits, 16, BASE32)))
+        Self(relay_id_from_random(PEER_ID_PREFIX, bits))
     }
 
     /// True when the string has the shape of a peer id (it may still be unknown).
     pub fn looks_like(s: &str) -> bool {
-        s.strip_prefix(PEER_ID_PREFIX)
-            .is_some_and(|rest| rest.len() == 16 && rest.bytes().all(|b| BASE32.contains(&b)))
+        looks_like_relay_id(PEER_ID_PREFIX, s)
     }
+}
+
+/// A relay-minted id (peer, Repowire session, conversation): `prefix` and 16 characters of
+/// base 32 from 80 random bits (no `i`, `l`, `o`, `u`).
+pub(crate) fn relay_id_from_random(prefix: &str, bits: u128) -> String {
+    format!("{prefix}{}", digits(bits, 16, BASE32))
+}
+
+/// True for a relay-minted id with `prefix` (see [`relay_id_from_random`]).
+pub(crate) fn looks_like_relay_id(prefix: &str, s: &str) -> bool {
+    s.strip_prefix(prefix)
+        .is_some_and(|rest| rest.len() == 16 && rest.bytes().all(|b| BASE32.contains(&b)))
 }
 
 impl CorrelationId {

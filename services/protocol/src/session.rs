@@ -10,31 +10,20 @@ use crate::ids::{MessageId, PeerId};
 
 /// Prefix of Repowire session ids.
 pub const SESSION_ID_PREFIX: &str = "rs-";
-/// Characters after the prefix.
-const SESSION_ID_BODY: usize = 16;
 /// Longest runtime session id.
 pub const MAX_RUNTIME_SESSION_ID_BYTES: usize = 128;
 /// Runtime session ids a session remembers (the newest).
 pub const MAX_RUNTIME_SESSION_IDS: usize = 16;
 
-/// The alphabet of session ids (the peer ids' one: no `i`, `l`, `o`, `u`).
-const ALPHABET: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
-
 /// True for a Repowire session id as the relay mints them: `rs-` and 16 characters of the
 /// peer-id alphabet.
 pub fn looks_like_session_id(s: &str) -> bool {
-    s.strip_prefix(SESSION_ID_PREFIX).is_some_and(|body| {
-        body.len() == SESSION_ID_BODY && body.bytes().all(|b| ALPHABET.contains(&b))
-    })
+    crate::ids::looks_like_relay_id(SESSION_ID_PREFIX, s)
 }
 
 /// A new session id from 80 random bits (16 characters of base 32).
 pub fn session_id_from_random(bits: u128) -> String {
-    let mut out = String::from(SESSION_ID_PREFIX);
-    for i in 0..SESSION_ID_BODY {
-        out.push(ALPHABET[((bits >> (5 * i)) & 31) as usize] as char);
-    }
-    out
+    crate::ids::relay_id_from_random(SESSION_ID_PREFIX, bits)
 }
 
 /// True for a runtime session id: 1–128 bytes of letters, digits, `.`, `_`, `:`, `-`, the
