@@ -34,6 +34,18 @@ fn turns_in(context: &str) -> Vec<(u64, String, String)> {
     out
 }
 
+/// Every context the agent's hooks handed over, joined, each once (`Agent::context` also
+/// holds a Stop continuation's reason, the same text again).
+fn handed(agent: &Agent) -> String {
+    agent
+        .events()
+        .iter()
+        .filter(|e| e["event"] == "context")
+        .filter_map(|e| e["text"].as_str().map(str::to_owned))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The texts the agent's Stop hooks reported (its replies), in order.
 fn replies(agent: &Agent) -> Vec<String> {
     agent
@@ -44,6 +56,42 @@ fn replies(agent: &Agent) -> Vec<String> {
         .collect()
 }
 
+/// One relay process (embedded storage) and a machine (a home with its daemon running) per
+/// entry of `machines`, each prepared by its function before setup, sharing one tmux server.
+struct Machines {
+    _data: tempfile::TempDir,
+    _relay: RelayProcess,
+    tmux: Tmux,
+    homes: Vec<Home>,
+}
+
+impl Machines {
+    async fn start(machines: &[fn(&Home)]) -> Self {
+        let data = tempfile::tempdir().expect("data");
+        let dir = data.path().to_str().expect("utf8").to_owned();
+        let relay = RelayProcess::start(&relay_bin(), &["--data-dir", &dir], &[]).await;
+        let key = relay.first_key.clone().expect("key");
+        let homes = machines
+            .iter()
+            .map(|prepare| {
+                let home = Home::new(Some((relay.http.clone(), key.clone())));
+                prepare(&home);
+                home.install_and_start();
+                home
+            })
+            .collect();
+        Self {
+            _data: data,
+            _relay: relay,
+            tmux: Tmux::start(),
+            homes,
+        }
+    }
+}
+
+/// A machine with nothing more than setup does.
+fn plain(_: &Home) {}
+
 /// The one conversation `home`'s session `from` takes part in, as `conversation list` shows it.
 fn conversation(home: &Home, from: &str) -> Option<Value> {
     let list = home.json(&["conversation", "list", "--all", "--from", from]);
@@ -52,17 +100,13 @@ fn conversation(home: &Home, from: &str) -> Option<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claude_code_and_a_codex_session_converse_across_two_machines_until_the_loop_guard() {
-    let data = tempfile::tempdir().expect("data");
-    let dir = data.path().to_str().expect("utf8").to_owned();
-    let relay = RelayProcess::start(&relay_bin(), &["--data-dir", &dir], &[]).await;
-    let key = relay.first_key.clone().expect("key");
-    let tmux = Tmux::start();
-
-    let laptop = Home::new(Some((relay.http.clone(), key.clone())));
-    laptop.install_and_start();
-    let desk = Home::new(Some((relay.http.clone(), key)));
-    std::fs::create_dir_all(desk.path().join(".codex")).expect("~/.codex");
-    desk.install_and_start();
+    let m = Machines::start(&[plain, |desk| {
+        std::fs::create_dir_all(desk.path().join(".codex")).expect("~/.codex");
+    }])
+    .await;
+    let (tmux, [laptop, desk]) = (&m.tmux, &m.homes[..]) else {
+        unreachable!()
+    };
 
     let alpha = laptop.agent_with(&tmux, "alpha", &["--reply", "alpha says {n}"]);
     let beta = desk.agent_with(
@@ -218,15 +262,10 @@ async fn a_claude_code_and_a_codex_session_converse_across_two_machines_until_th
 /// reaches anyone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversation_ends_from_the_cli_and_when_a_participants_session_ends() {
-    let data = tempfile::tempdir().expect("data");
-    let dir = data.path().to_str().expect("utf8").to_owned();
-    let relay = RelayProcess::start(&relay_bin(), &["--data-dir", &dir], &[]).await;
-    let key = relay.first_key.clone().expect("key");
-    let tmux = Tmux::start();
-    let laptop = Home::new(Some((relay.http.clone(), key.clone())));
-    laptop.install_and_start();
-    let desk = Home::new(Some((relay.http.clone(), key)));
-    desk.install_and_start();
+    let m = Machines::start(&[plain, plain]).await;
+    let (tmux, [laptop, desk]) = (&m.tmux, &m.homes[..]) else {
+        unreachable!()
+    };
     let alpha = laptop.agent_with(&tmux, "alpha", &["--reply", "alpha says {n}"]);
     let beta = desk.agent_with(&tmux, "beta", &["--reply", "beta says {n}"]);
     alpha.hook_done("SessionStart", 1).await;
@@ -324,15 +363,10 @@ async fn a_conversation_ends_from_the_cli_and_when_a_participants_session_ends()
 /// Only what alpha says after being handed one of the conversation's messages is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_to_an_unrelated_message_is_not_relayed_into_a_conversation() {
-    let data = tempfile::tempdir().expect("data");
-    let dir = data.path().to_str().expect("utf8").to_owned();
-    let relay = RelayProcess::start(&relay_bin(), &["--data-dir", &dir], &[]).await;
-    let key = relay.first_key.clone().expect("key");
-    let tmux = Tmux::start();
-    let laptop = Home::new(Some((relay.http.clone(), key.clone())));
-    laptop.install_and_start();
-    let desk = Home::new(Some((relay.http.clone(), key)));
-    desk.install_and_start();
+    let m = Machines::start(&[plain, plain]).await;
+    let (tmux, [laptop, desk]) = (&m.tmux, &m.homes[..]) else {
+        unreachable!()
+    };
     let alpha = laptop.agent_with(&tmux, "alpha", &["--reply", "alpha says {n}"]);
     let beta = desk.agent_with(&tmux, "beta", &["--reply", "beta says {n}"]);
     alpha.hook_done("SessionStart", 1).await;
@@ -372,4 +406,166 @@ async fn an_answer_to_an_unrelated_message_is_not_relayed_into_a_conversation() 
         "the answer to the notification was relayed: {got:?}"
     );
     desk.ok(&["session", "end", "beta"]);
+}
+
+/// Three participants on three machines, and one daemon restarted mid-conversation. Alpha opens
+/// a conversation with beta and gamma; nobody prompts them, so they talk until the loop guard
+/// pauses it (20 turns without a person's prompt; then a notice). Gamma's daemon is then
+/// stopped; a person's prompt to alpha resumes the conversation and alpha and beta talk on until
+/// the guard pauses it again, their turns piling up in gamma's inbox at the relay. Gamma's daemon
+/// starts again and loses nothing: every participant was handed every turn of the others, once
+/// each, in the conversation's order, never its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_participants_converse_and_a_restarted_daemon_loses_nothing() {
+    let m = Machines::start(&[plain, plain, plain]).await;
+    let (tmux, [laptop, desk, attic]) = (&m.tmux, &m.homes[..]) else {
+        unreachable!()
+    };
+    let alpha = laptop.agent_with(tmux, "alpha", &["--reply", "alpha says {n}"]);
+    let beta = desk.agent_with(tmux, "beta", &["--reply", "beta says {n}"]);
+    let gamma = attic.agent_with(tmux, "gamma", &["--reply", "gamma says {n}"]);
+    for agent in [&alpha, &beta, &gamma] {
+        agent.hook_done("SessionStart", 1).await;
+    }
+    let machines = [(laptop, "alpha"), (desk, "beta"), (attic, "gamma")];
+    let agents = [("alpha", &alpha), ("beta", &beta), ("gamma", &gamma)];
+    // The seq a machine's daemon last saw the conversation paused at, once paused after `after`.
+    let paused_after = |(home, from): &(&Home, &str), after: u64| {
+        conversation(home, from)
+            .filter(|c| c["state"] == "paused")
+            .and_then(|c| c["last_seq"].as_u64())
+            .filter(|seq| *seq > after)
+    };
+    // Whether every turn up to `upto` (but the notices) was handed to each of `to` that did not
+    // say it.
+    let handed_all = |upto: u64, notices: &[u64], to: &[&str]| {
+        let views: Vec<Vec<(u64, String, String)>> =
+            agents.iter().map(|(_, a)| turns_in(&handed(a))).collect();
+        let speakers: BTreeMap<u64, String> = views
+            .iter()
+            .flatten()
+            .map(|(seq, who, _)| (*seq, who.clone()))
+            .collect();
+        (2..=upto)
+            .filter(|s| !notices.contains(s))
+            .all(|s| {
+                speakers.get(&s).is_some_and(|who| {
+                    agents
+                        .iter()
+                        .zip(&views)
+                        .filter(|((me, _), _)| to.contains(me) && me != who)
+                        .all(|(_, view)| view.iter().any(|(seq, _, _)| *seq == s))
+                })
+            })
+            .then_some(())
+    };
+
+    let started = laptop.json(&[
+        "conversation",
+        "start",
+        "beta",
+        "gamma",
+        "-m",
+        "the three of us",
+        "--from",
+        "alpha",
+    ]);
+    let id = started["conversation_id"]
+        .as_str()
+        .expect("an id")
+        .to_owned();
+    // A speaker refused by the guard learns of the pause before the notice reaches it: wait
+    // until every daemon has the notice.
+    let p1 = eventually("every daemon sees the first pause", || {
+        let seqs: Vec<u64> = machines
+            .iter()
+            .map(|m| paused_after(m, 0))
+            .collect::<Option<_>>()?;
+        seqs.iter().all(|s| *s == seqs[0]).then(|| seqs[0])
+    })
+    .await;
+    for (home, from) in &machines {
+        let c = conversation(home, from).expect("cached");
+        assert_eq!(c["conversation_id"], id.as_str());
+        let names: Vec<&str> = c["participants"]
+            .as_array()
+            .expect("participants")
+            .iter()
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        assert_eq!(names, ["alpha", "beta", "gamma"], "the opener first");
+    }
+    assert!(p1 >= 22, "at least 20 turns before the guard: {p1}");
+    eventually("every turn of the first part handed over", || {
+        handed_all(p1 - 1, &[], &["alpha", "beta", "gamma"])
+    })
+    .await;
+    eventually("gamma idle", || {
+        attic
+            .json(&["peer", "list"])
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|p| p["name"] == "gamma" && p["turn_state"] == "idle")
+            .then_some(())
+    })
+    .await;
+    let stops = |a: &Agent| {
+        a.events()
+            .iter()
+            .filter(|e| e["event"] == "hook_done" && e["hook"] == "Stop")
+            .count()
+    };
+    let gamma_stops = stops(&gamma);
+    attic.ok(&["daemon", "stop"]);
+
+    alpha.submit(tmux, "a person: go on, you two");
+    let p2 = eventually("alpha's and beta's daemons see the second pause", || {
+        let seqs: Vec<u64> = machines[..2]
+            .iter()
+            .map(|m| paused_after(m, p1))
+            .collect::<Option<_>>()?;
+        (seqs[0] == seqs[1]).then(|| seqs[0])
+    })
+    .await;
+    assert!(p2 >= p1 + 22, "a person's turn, then 20 more: {p1} {p2}");
+    eventually("alpha and beta handed each other's turns", || {
+        handed_all(p2 - 1, &[p1], &["alpha", "beta"])
+    })
+    .await;
+    assert_eq!(stops(&gamma), gamma_stops, "gamma had no turn meanwhile");
+
+    attic.ok(&["daemon", "start"]);
+    eventually("gamma's daemon sees the second pause", || {
+        paused_after(&machines[2], p1).filter(|p| *p == p2)
+    })
+    .await;
+    eventually("every turn handed to gamma after the restart", || {
+        handed_all(p2 - 1, &[p1], &["alpha", "beta", "gamma"])
+    })
+    .await;
+    for (me, agent) in &agents {
+        let view = turns_in(&handed(agent));
+        let seqs: Vec<u64> = view.iter().map(|(seq, _, _)| *seq).collect();
+        assert!(
+            seqs.windows(2).all(|w| w[0] < w[1]),
+            "{me}: not once each in order: {seqs:?}"
+        );
+        for (seq, who, body) in view.iter().filter(|(seq, _, _)| *seq > 1) {
+            assert_ne!(who, me, "{me} was handed its own turn {seq}");
+            let (_, speaker) = agents
+                .iter()
+                .find(|(n, _)| n == who)
+                .expect("a participant");
+            assert!(
+                replies(speaker).contains(body),
+                "{me}: turn {seq} of {who} ({body}) was never said by {who}"
+            );
+        }
+    }
+    let resumed = turns_in(&handed(&beta))
+        .into_iter()
+        .find(|(seq, _, _)| *seq == p1 + 1)
+        .expect("the turn after the first pause");
+    assert_eq!(resumed.1, "alpha", "the person's prompt resumed it");
 }

@@ -61,7 +61,8 @@ pub async fn peer_left(state: &AppState, tenant_id: &str, peer_id: &str) -> usiz
 /// Ends the conversations with no turn for the idle timeout, as of `now_ms`; returns how many.
 pub async fn end_idle(state: &AppState, now_ms: i64) -> usize {
     let idle_secs = state.config.conversation_idle_secs;
-    let before_ms = now_ms.saturating_sub(i64::try_from(idle_secs.saturating_mul(1000)).unwrap_or(i64::MAX));
+    let before_ms =
+        now_ms.saturating_sub(i64::try_from(idle_secs.saturating_mul(1000)).unwrap_or(i64::MAX));
     let mut ended = 0;
     loop {
         let due = match state.store.idle_conversations(before_ms, BATCH).await {

@@ -488,14 +488,21 @@ async fn an_unregistered_participant_ends_its_conversations_and_the_others_are_t
         );
         assert_eq!(conv.reason.as_deref(), Some("@bob's session ended"));
         assert_eq!(d.message.from.peer_id, bob.peer_id);
-        assert_eq!(d.message.text, "The conversation ended: @bob's session ended.");
+        assert_eq!(
+            d.message.text,
+            "The conversation ended: @bob's session ended."
+        );
     }
     let late = a
         .submit(turn(&alice, &with_bob, "bob?"))
         .await
         .expect_err("ended");
     assert_eq!(late.code, ErrorCode::ConversationEnded);
-    assert!(late.message.contains("@bob's session ended"), "{}", late.message);
+    assert!(
+        late.message.contains("@bob's session ended"),
+        "{}",
+        late.message
+    );
     // The other conversation goes on, and its next message is the next alice gets: no second
     // notice came for the first.
     let next = c
@@ -547,7 +554,11 @@ async fn a_conversation_idle_past_the_timeout_ends_and_every_participant_is_told
         .expect("turn accepted");
     assert_eq!(next_turn(&mut a, &alice).await.message.text, "still on it");
 
-    assert_eq!(end_idle(&relay.state, opened + idle_ms).await, 0, "not idle yet");
+    assert_eq!(
+        end_idle(&relay.state, opened + idle_ms).await,
+        0,
+        "not idle yet"
+    );
     assert_eq!(end_idle(&relay.state, cut + idle_ms).await, 1);
     for (client, me) in [(&mut a, &alice), (&mut b, &bob)] {
         let d = next_turn(client, me).await;

@@ -1,7 +1,7 @@
 //! Peers, messages, inbox entries, write operations and their outcomes, as the store keeps them.
 
-use repowire_protocol::{DeliveryState, MessageKind};
 use super::{ConversationWrite, Notice, RelayEnd};
+use repowire_protocol::{DeliveryState, MessageKind};
 
 /// A peer's durable identity. Presence (online, turn state) lives in the hub, not here.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -103,7 +103,6 @@ pub struct NewMessage {
     /// and decides the recipients (every other participant; `recipients` is ignored).
     pub conversation: Option<ConversationWrite>,
 }
-
 
 /// Closing an ask with `ack` or `answer`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -241,7 +240,6 @@ pub enum AcceptOutcome {
     /// `reply_to` names no ask, or one the sender is not part of.
     BadReplyTo,
 }
-
 
 /// An ask that was closed, for telling its asker.
 #[derive(Debug, Clone, PartialEq, Eq)]
