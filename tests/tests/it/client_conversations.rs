@@ -108,9 +108,9 @@ async fn a_claude_code_and_a_codex_session_converse_across_two_machines_until_th
         unreachable!()
     };
 
-    let alpha = laptop.agent_with(&tmux, "alpha", &["--reply", "alpha says {n}"]);
+    let alpha = laptop.agent_with(tmux, "alpha", &["--reply", "alpha says {n}"]);
     let beta = desk.agent_with(
-        &tmux,
+        tmux,
         "beta",
         &["--runtime", "codex", "--reply", "beta says {n}"],
     );
@@ -118,11 +118,11 @@ async fn a_claude_code_and_a_codex_session_converse_across_two_machines_until_th
     // Codex registers at its first prompt; that turn is before the conversation.
     beta.wait("the composer drawn", |e| e["event"] == "start")
         .await;
-    beta.submit(&tmux, "hello");
+    beta.submit(tmux, "hello");
     beta.hook_done("Stop", 1).await;
 
     alpha.submit(
-        &tmux,
+        tmux,
         r#"/mcp start_conversation {"peer_names": ["beta"], "message": "let us agree on the API"}"#,
     );
     let opened = alpha
@@ -137,7 +137,7 @@ async fn a_claude_code_and_a_codex_session_converse_across_two_machines_until_th
 
     // Nobody prompts either agent from now on: each is woken by the other's turns until the
     // loop guard (20 turns without a person's prompt) pauses the conversation.
-    for (home, from) in [(&laptop, "alpha"), (&desk, "beta")] {
+    for (home, from) in [(laptop, "alpha"), (desk, "beta")] {
         let c = eventually(&format!("{from}'s daemon sees the pause"), || {
             conversation(home, from).filter(|c| c["state"] == "paused")
         })
@@ -223,7 +223,7 @@ async fn a_claude_code_and_a_codex_session_converse_across_two_machines_until_th
         .iter()
         .filter(|e| e["event"] == "prompt")
         .count();
-    alpha.submit(&tmux, "please go on");
+    alpha.submit(tmux, "please go on");
     let context = alpha
         .wait_nth(prompts_before + 1, "the person's prompt", |e| {
             e["event"] == "prompt"
@@ -266,8 +266,8 @@ async fn a_conversation_ends_from_the_cli_and_when_a_participants_session_ends()
     let (tmux, [laptop, desk]) = (&m.tmux, &m.homes[..]) else {
         unreachable!()
     };
-    let alpha = laptop.agent_with(&tmux, "alpha", &["--reply", "alpha says {n}"]);
-    let beta = desk.agent_with(&tmux, "beta", &["--reply", "beta says {n}"]);
+    let alpha = laptop.agent_with(tmux, "alpha", &["--reply", "alpha says {n}"]);
+    let beta = desk.agent_with(tmux, "beta", &["--reply", "beta says {n}"]);
     alpha.hook_done("SessionStart", 1).await;
     beta.hook_done("SessionStart", 1).await;
 
@@ -301,14 +301,14 @@ async fn a_conversation_ends_from_the_cli_and_when_a_participants_session_ends()
         "alpha",
     ]);
     assert_eq!(ended["state"], "accepted", "{ended}");
-    for (home, from) in [(&laptop, "alpha"), (&desk, "beta")] {
+    for (home, from) in [(laptop, "alpha"), (desk, "beta")] {
         let c = eventually(&format!("{from}'s daemon sees the end"), || {
             conversation(home, from).filter(|c| c["state"] == "ended")
         })
         .await;
         assert_eq!(c["conversation_id"], first.as_str());
     }
-    let end_seq = conversation(&desk, "beta").expect("beta's")["last_seq"]
+    let end_seq = conversation(desk, "beta").expect("beta's")["last_seq"]
         .as_u64()
         .expect("seq");
     // beta's agent gets the notice at its next turn: handed over at the Stop of a turn that was
@@ -346,12 +346,12 @@ async fn a_conversation_ends_from_the_cli_and_when_a_participants_session_ends()
     ]);
     let second = again["conversation_id"].as_str().expect("an id").to_owned();
     eventually("alpha takes part", || {
-        conversation(&laptop, "alpha").filter(|c| c["conversation_id"] == second.as_str())
+        conversation(laptop, "alpha").filter(|c| c["conversation_id"] == second.as_str())
     })
     .await;
     desk.ok(&["session", "end", "beta"]);
     let c = eventually("alpha's daemon sees the second end", || {
-        conversation(&laptop, "alpha")
+        conversation(laptop, "alpha")
             .filter(|c| c["conversation_id"] == second.as_str() && c["state"] == "ended")
     })
     .await;
@@ -367,12 +367,12 @@ async fn an_answer_to_an_unrelated_message_is_not_relayed_into_a_conversation() 
     let (tmux, [laptop, desk]) = (&m.tmux, &m.homes[..]) else {
         unreachable!()
     };
-    let alpha = laptop.agent_with(&tmux, "alpha", &["--reply", "alpha says {n}"]);
-    let beta = desk.agent_with(&tmux, "beta", &["--reply", "beta says {n}"]);
+    let alpha = laptop.agent_with(tmux, "alpha", &["--reply", "alpha says {n}"]);
+    let beta = desk.agent_with(tmux, "beta", &["--reply", "beta says {n}"]);
     alpha.hook_done("SessionStart", 1).await;
     beta.hook_done("SessionStart", 1).await;
     // beta is busy: the opening waits for the end of its turn.
-    beta.submit(&tmux, "/busy");
+    beta.submit(tmux, "/busy");
     beta.wait("busy", |e| e["event"] == "busy").await;
     laptop.json(&[
         "conversation",
