@@ -6,7 +6,11 @@
 //!   running daemon with one registered session (what Claude Code pays on every turn);
 //! - daemon idle RSS after start and one registered session;
 //! - local notify: daemon API `send` → `accepted` (relay persisted it), and send → the
-//!   recipient daemon's `delivered` receipt recorded, through the embedded relay.
+//!   recipient daemon's `delivered` receipt recorded, through the embedded relay;
+//! - a direct conversation's relayed turn (issue 34): one session's Stop hook spawned (its
+//!   `last_assistant_message` is the turn) → the other session's next hook has handed it over
+//!   (its prompt-submit returned with `[alpha] (n):` and the text), through the embedded relay.
+//!   No agent runs: what is timed is all Repowire's (two hook processes, the daemon, the relay).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -33,6 +37,9 @@ struct Args {
     /// MCP server starts to time.
     #[arg(long, default_value_t = 20)]
     mcp_starts: usize,
+    /// Relayed conversation turns to time.
+    #[arg(long, default_value_t = 300)]
+    turns: usize,
 }
 
 /// `repowire mcp` spawned → `initialize` answered → `tools/list` answered.
@@ -326,6 +333,92 @@ fn main() {
     }
     report("local notify: send → accepted", &accepted);
     report("local notify: send → delivered", &delivered);
+    report(
+        "conversation: Stop → handed over",
+        &conversation_turns(&d, &a, &_b, args.turns),
+    );
     println!("{:<34} {} KiB", "daemon RSS after the run", d.rss_kib());
     d.stop();
+}
+
+/// `payload` with the fields of `extra` added.
+fn with(payload: &Value, extra: Value) -> Value {
+    let mut out = payload.clone();
+    if let (Some(p), Some(e)) = (out.as_object_mut(), extra.as_object()) {
+        p.extend(e.clone());
+    }
+    out
+}
+
+/// Waits until `peer`'s inbox holds an unread message containing `text` (long-polled).
+fn wait_unread(d: &Daemon, peer: &str, text: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let listing = d.call(&Request::Inbox(api::InboxQuery {
+            from: Some(peer.into()),
+            read: false,
+            after_seq: None,
+            limit: 50,
+            peek: true,
+            wait_ms: 200,
+        }));
+        let here = listing["messages"].as_array().is_some_and(|m| {
+            m.iter()
+                .any(|m| m["unread"] == true && m["text"].as_str().is_some_and(|t| t.contains(text)))
+        });
+        if here {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{text} never reached {peer}");
+    }
+}
+
+/// A conversation between alpha and beta (two sessions of one daemon, through its relay). Each
+/// timed hop: the speaker's Stop hook is spawned with its turn's text; the turn is captured,
+/// relayed and delivered to the listener's inbox; then the listener's prompt-submit hook (a
+/// person's prompt, so no loop guard trips) hands it over: timed until that hook returned with
+/// the turn in its context. The listener speaks next.
+fn conversation_turns(d: &Daemon, alpha: &Value, beta: &Value, turns: usize) -> Histogram<u64> {
+    let opened = d.call(&Request::StartConversation {
+        from: Some("alpha".into()),
+        peers: vec!["beta".into()],
+        circle: None,
+        text: "benchmark conversation".into(),
+    });
+    assert!(opened["conversation_id"].is_string(), "{opened}");
+    wait_unread(d, "beta", "benchmark conversation");
+    let prompt = |p: &Value| {
+        with(
+            p,
+            json!({ "hook_event_name": "UserPromptSubmit", "prompt": "go on" }),
+        )
+    };
+    // Both in a turn a person started: beta takes the opening, alpha starts its next turn.
+    let (_, out) = d.hook("prompt-submit", &prompt(beta));
+    assert!(out.contains("benchmark conversation"), "{out}");
+    d.hook("prompt-submit", &prompt(alpha));
+    let mut h = Histogram::<u64>::new(3).expect("hist");
+    let sides = [("alpha", alpha), ("beta", beta)];
+    for i in 0..turns + 20 {
+        let (speaker, said) = sides[i % 2];
+        let (listener, hears) = sides[(i + 1) % 2];
+        let text = format!("{speaker} turn {i}");
+        let stop = with(
+            said,
+            json!({ "hook_event_name": "Stop", "stop_hook_active": false, "last_assistant_message": text }),
+        );
+        let started = Instant::now();
+        d.hook("stop", &stop);
+        wait_unread(d, listener, &text);
+        let (_, out) = d.hook("prompt-submit", &prompt(hears));
+        let took = started.elapsed();
+        assert!(
+            out.contains(&format!("[{speaker}] (")) && out.contains(&text),
+            "{listener} was not handed {text}: {out}"
+        );
+        if i >= 20 {
+            h.record(took.as_micros() as u64).expect("record");
+        }
+    }
+    h
 }
