@@ -325,7 +325,7 @@ impl ClaudeTeam {
                 // Enter landed inside it (the prompt stayed in the box, nothing was sent).
                 if matches!(member.cli, Cli::Gemini(_)) {
                     tokio::time::sleep(repowire::runtimes::Runtime::Gemini.paste_settle()).await;
-                    return self.enter_until_sent(member).await;
+                    return self.enter_until_sent(member, text).await;
                 }
             }
         }
@@ -338,14 +338,17 @@ impl ClaudeTeam {
     /// still take the first Enter for part of the paste (CI, 2026-11-28: the prompt stayed in
     /// the box and the model saw nothing); an Enter in an empty box or during a turn does
     /// nothing.
-    async fn enter_until_sent(&self, member: &Member) -> anyhow::Result<()> {
+    async fn enter_until_sent(&self, member: &Member, text: &str) -> anyhow::Result<()> {
         const VERIFY: Duration = Duration::from_secs(5);
         let before = self.model.requests().len();
         for _ in 0..3 {
             self.tmux.enter(&member.pane);
+            // A request that carries the prompt: not the other pane's, nor a background call.
             let sent = self
-                .until(VERIFY, "a model request after Enter", |t| {
-                    t.model.requests().len() > before
+                .until(VERIFY, "a model request with the prompt", |t| {
+                    t.model.requests()[before..]
+                        .iter()
+                        .any(|r| r.to_string().contains(text))
                 })
                 .await;
             if sent.is_ok() {

@@ -27,7 +27,7 @@ mod wait;
 pub use approvals::{Approval, LocalAsker, LocalDenial};
 pub use circle::{CircleState, Described, FileRead, StateWritten};
 pub use code::{ApiCode, DaemonCode};
-pub use conversation::{Conversation, ConversationStarted};
+pub use conversation::{Conversation, ConversationLine, ConversationShown, ConversationStarted};
 pub use dashboard::DashboardLink;
 pub use inbox::{InboxListing, InboxMessage, InboxPeer};
 pub use outbox::{OutboxDropped, OutboxRealm, OutboxReport};
@@ -320,6 +320,15 @@ pub enum Request {
         /// Ended ones too.
         #[serde(default)]
         ended: bool,
+    },
+    /// One conversation the acting peer takes part in, with its messages as this daemon saw
+    /// them.
+    ConversationShow {
+        /// Act as this local peer.
+        #[serde(default)]
+        from: Option<String>,
+        /// `cv-…`.
+        conversation_id: String,
     },
     /// The sessions this daemon hosts.
     Sessions,

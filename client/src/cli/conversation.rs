@@ -1,12 +1,12 @@
 //! `repowire conversation …`: open a direct conversation as the person at this terminal (or
-//! as `--from`), end one, and list the conversations a local peer takes part in.
+//! as `--from`), end one, list the conversations a local peer takes part in and show one.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Subcommand;
 
-use crate::api::{Conversation, ConversationStarted, Request, SendOutcome};
+use crate::api::{Conversation, ConversationShown, ConversationStarted, Request, SendOutcome};
 use crate::config::Config;
 use crate::sanitize::for_terminal;
 
@@ -39,6 +39,18 @@ pub enum ConversationCommand {
         /// Why, for the others.
         #[arg(long)]
         reason: Option<String>,
+        /// Act as this local session.
+        #[arg(long)]
+        from: Option<String>,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One conversation: its state and participants, and what this machine's participant
+    /// received (in the conversation's order) and sent in it.
+    Show {
+        /// `cv-…`.
+        conversation_id: String,
         /// Act as this local session.
         #[arg(long)]
         from: Option<String>,
@@ -130,6 +142,40 @@ pub fn run(config: &Config, command: ConversationCommand) -> anyhow::Result<Exit
             }
             Ok(ExitCode::SUCCESS)
         }
+        ConversationCommand::Show {
+            conversation_id,
+            from,
+            json,
+        } => {
+            let shown: ConversationShown = super::call_as(
+                config,
+                &Request::ConversationShow {
+                    from,
+                    conversation_id,
+                },
+                Duration::from_secs(10),
+            )?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&shown)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            println!("{}", summary(&shown.conversation));
+            for m in &shown.messages {
+                let place = m.seq.map(|n| format!("#{n}")).unwrap_or_else(|| "-".into());
+                let outcome = match (&m.state, &m.error) {
+                    (Some(state), Some(error)) => {
+                        format!(" [{state}: {}]", for_terminal(error))
+                    }
+                    (Some(state), None) if state != "accepted" => format!(" [{state}]"),
+                    _ => String::new(),
+                };
+                println!("\n{place} {} @{}{outcome}", m.event, for_terminal(&m.from));
+                for line in m.text.lines() {
+                    println!("  {}", for_terminal(line));
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         ConversationCommand::List { all, from, json } => {
             let list: Vec<Conversation> = super::call_as(
                 config,
@@ -144,26 +190,31 @@ pub fn run(config: &Config, command: ConversationCommand) -> anyhow::Result<Exit
                 println!("no conversations");
             }
             for c in list {
-                let names: Vec<String> = c
-                    .participants
-                    .iter()
-                    .map(|p| format!("@{}", for_terminal(&p.name)))
-                    .collect();
-                let why = c
-                    .reason
-                    .as_deref()
-                    .map(|r| format!(" ({})", for_terminal(r)))
-                    .unwrap_or_default();
-                println!(
-                    "{}  {}{}  {}  last #{}",
-                    for_terminal(&c.conversation_id),
-                    c.state,
-                    why,
-                    names.join(", "),
-                    c.last_seq
-                );
+                println!("{}", summary(&c));
             }
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// One line for a conversation: id, state (and why), participants, the latest place seen.
+fn summary(c: &Conversation) -> String {
+    let names: Vec<String> = c
+        .participants
+        .iter()
+        .map(|p| format!("@{}", for_terminal(&p.name)))
+        .collect();
+    let why = c
+        .reason
+        .as_deref()
+        .map(|r| format!(" ({})", for_terminal(r)))
+        .unwrap_or_default();
+    format!(
+        "{}  {}{}  {}  last #{}",
+        for_terminal(&c.conversation_id),
+        for_terminal(&c.state),
+        why,
+        names.join(", "),
+        c.last_seq
+    )
 }

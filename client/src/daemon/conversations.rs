@@ -214,6 +214,14 @@ impl Daemon {
         {
             tracing::error!(%error, conversation = %id, "could not record a conversation");
         }
+        if matches!(sent, Body::Converse(_))
+            && let Err(error) = self
+                .store
+                .conversation_opening(peer, id, &accepted.message_id.to_string())
+                .await
+        {
+            tracing::error!(%error, conversation = %id, "could not record a conversation's opening");
+        }
     }
 
     /// A delivered message of a conversation: the recipient takes part in it from now on, in

@@ -15,6 +15,7 @@
 pub mod approval;
 mod approval_text;
 pub mod bindings;
+mod conversation_show;
 mod conversations;
 mod dashboard;
 pub mod embedded;

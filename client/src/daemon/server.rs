@@ -268,6 +268,13 @@ async fn handle(
             .conversations(from.as_deref(), pid, ended)
             .await
             .map(typed),
+        Request::ConversationShow {
+            from,
+            conversation_id,
+        } => daemon
+            .conversation_show(from.as_deref(), pid, &conversation_id)
+            .await
+            .map(typed),
         Request::Sessions => {
             let sessions = daemon
                 .store

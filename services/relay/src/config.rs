@@ -311,6 +311,12 @@ pub struct RelayConfig {
     #[arg(long, env = "REPOWIRE_CONVERSATION_LOOP_TURNS", default_value_t = 20,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub conversation_loop_turns: u32,
+    /// The loop guard's second count: a turn no person's prompt started that would take the
+    /// text relayed since a person's turn past this many bytes pauses the conversation
+    /// (32768-67108864: at least one turn of the longest text).
+    #[arg(long, env = "REPOWIRE_CONVERSATION_LOOP_BYTES", default_value_t = 262_144,
+          value_parser = clap::value_parser!(u64).range(32_768..=67_108_864))]
+    pub conversation_loop_bytes: u64,
     /// A direct conversation with no turn for this long ends, and every participant is told,
     /// seconds (60-604800).
     #[arg(long, env = "REPOWIRE_CONVERSATION_IDLE_SECS", default_value_t = 3600,

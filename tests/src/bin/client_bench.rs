@@ -363,8 +363,9 @@ fn wait_unread(d: &Daemon, peer: &str, text: &str) {
             wait_ms: 200,
         }));
         let here = listing["messages"].as_array().is_some_and(|m| {
-            m.iter()
-                .any(|m| m["unread"] == true && m["text"].as_str().is_some_and(|t| t.contains(text)))
+            m.iter().any(|m| {
+                m["unread"] == true && m["text"].as_str().is_some_and(|t| t.contains(text))
+            })
         });
         if here {
             return;

@@ -59,10 +59,11 @@ fn replies(agent: &Agent) -> Vec<String> {
 /// One relay process (embedded storage) and a machine (a home with its daemon running) per
 /// entry of `machines`, each prepared by its function before setup, sharing one tmux server.
 struct Machines {
-    _data: tempfile::TempDir,
-    _relay: RelayProcess,
-    tmux: Tmux,
+    // Dropped in this order: the daemons' homes, tmux, the relay, then its data.
     homes: Vec<Home>,
+    tmux: Tmux,
+    _relay: RelayProcess,
+    _data: tempfile::TempDir,
 }
 
 impl Machines {
@@ -81,10 +82,10 @@ impl Machines {
             })
             .collect();
         Self {
-            _data: data,
-            _relay: relay,
-            tmux: Tmux::start(),
             homes,
+            tmux: Tmux::start(),
+            _relay: relay,
+            _data: data,
         }
     }
 }
@@ -516,7 +517,17 @@ async fn three_participants_converse_and_a_restarted_daemon_loses_nothing() {
             .filter(|e| e["event"] == "hook_done" && e["hook"] == "Stop")
             .count()
     };
-    let gamma_stops = stops(&gamma);
+    // The daemon calls gamma idle when its Stop hook ran; the stand-in records the hook done
+    // once the hook process has exited: wait for that too.
+    let gamma_stops = eventually("gamma's last Stop hook done", || {
+        let events = gamma.events();
+        let begun = events
+            .iter()
+            .filter(|e| e["event"] == "hook" && e["hook"] == "Stop")
+            .count();
+        (begun == stops(&gamma)).then_some(begun)
+    })
+    .await;
     attic.ok(&["daemon", "stop"]);
 
     alpha.submit(tmux, "a person: go on, you two");
@@ -568,4 +579,55 @@ async fn three_participants_converse_and_a_restarted_daemon_loses_nothing() {
         .find(|(seq, _, _)| *seq == p1 + 1)
         .expect("the turn after the first pause");
     assert_eq!(resumed.1, "alpha", "the person's prompt resumed it");
+
+    // `conversation show`: what gamma's machine received, in the conversation's order (both
+    // notices too), and what gamma said in it.
+    let shown = attic.json(&["conversation", "show", &id, "--from", "gamma"]);
+    assert_eq!(shown["conversation"]["state"], "paused", "{shown}");
+    let lines = shown["messages"].as_array().expect("messages");
+    let received: Vec<u64> = lines.iter().filter_map(|l| l["seq"].as_u64()).collect();
+    let mut expected: Vec<u64> = turns_in(&handed(&gamma))
+        .iter()
+        .map(|(seq, _, _)| *seq)
+        .chain([p1, p2])
+        .collect();
+    expected.sort();
+    assert_eq!(
+        received, expected,
+        "every message gamma received, once, in order"
+    );
+    let said = replies(&gamma);
+    let sent: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["event"] == "sent")
+        .filter_map(|l| l["text"].as_str())
+        .collect();
+    assert!(!sent.is_empty(), "{shown}");
+    assert!(sent.iter().all(|t| said.iter().any(|r| r == t)), "{sent:?}");
+    let text = attic.ok(&["conversation", "show", &id, "--from", "gamma"]);
+    assert!(text.contains("#1 open @alpha\n  the three of us"), "{text}");
+    // The opener's own opening comes first in its view, then what it sent and received.
+    let opener = laptop.json(&["conversation", "show", &id, "--from", "alpha"]);
+    let first = &opener["messages"][0];
+    assert_eq!(
+        (&first["seq"], &first["event"], &first["text"]),
+        (
+            &Value::from(1),
+            &Value::from("open"),
+            &Value::from("the three of us")
+        ),
+        "{opener}"
+    );
+    let unknown = attic.repowire(&[
+        "conversation",
+        "show",
+        "cv-0000000000000000",
+        "--from",
+        "gamma",
+    ]);
+    assert!(!unknown.status.success());
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).contains("no conversation"),
+        "{unknown:?}"
+    );
 }

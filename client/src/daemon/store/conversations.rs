@@ -143,6 +143,66 @@ impl Store {
         .await
     }
 
+    /// The messages of a conversation `peer_id` received (their stored bodies, in inbox order)
+    /// and when.
+    pub async fn conversation_received(
+        &self,
+        peer_id: &str,
+        conversation_id: &str,
+    ) -> Result<Vec<(String, i64)>> {
+        sqlx::query_as(
+            "SELECT body, received_at_ms FROM inbox WHERE realm = ? AND peer_id = ? \
+             AND json_extract(body, '$.conversation.id') = ? ORDER BY seq",
+        )
+        .bind(self.realm())
+        .bind(peer_id)
+        .bind(conversation_id)
+        .fetch_all(&self.pool)
+        .await
+    }
+
+    /// Records the message that opened a conversation `peer_id` opened.
+    pub async fn conversation_opening(
+        &self,
+        peer_id: &str,
+        conversation_id: &str,
+        message_id: &str,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE conversations SET opening_message_id = ? \
+             WHERE realm = ? AND peer_id = ? AND conversation_id = ?",
+        )
+        .bind(message_id)
+        .bind(self.realm())
+        .bind(peer_id)
+        .bind(conversation_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// What `peer_id` sent in a conversation (its opening, turns and end): whether it is the
+    /// opening, text, when, state and error.
+    pub async fn conversation_sent(
+        &self,
+        peer_id: &str,
+        conversation_id: &str,
+    ) -> Result<Vec<(bool, String, i64, String, Option<String>)>> {
+        sqlx::query_as(
+            "SELECT COALESCE(s.message_id = c.opening_message_id, 0), s.text, s.created_at_ms, s.state, s.error \
+             FROM sent s JOIN conversations c ON c.realm = s.realm AND c.peer_id = s.peer_id \
+             AND c.conversation_id = ? \
+             WHERE s.realm = ? AND s.peer_id = ? \
+             AND (s.to_name = c.conversation_id OR s.message_id = c.opening_message_id) \
+             ORDER BY s.created_at_ms, s.message_id",
+        )
+        .bind(conversation_id)
+        .bind(self.realm())
+        .bind(peer_id)
+        .fetch_all(&self.pool)
+        .await
+    }
+
     /// Starts a new segment of a session's turn.
     pub async fn segment_started(
         &self,

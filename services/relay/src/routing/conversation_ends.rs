@@ -11,6 +11,22 @@ use crate::storage::store::{EndCause, RelayEnd, WriteOp, WriteOutcome};
 /// Conversations ended per sweep query.
 const BATCH: i64 = 200;
 
+/// Ends idle conversations every `sweep_interval_secs`, the first time one interval after start,
+/// until shutdown.
+pub async fn run(state: AppState) {
+    let period = std::time::Duration::from_secs(state.config.sweep_interval_secs.max(1));
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = state.shutdown.cancelled() => return,
+            _ = tick.tick() => {
+                end_idle(&state, now_ms()).await;
+            }
+        }
+    }
+}
+
 /// Ends one conversation for the relay; whether it ended now (not before, not kept going).
 async fn end(state: &AppState, tenant_id: &str, conversation_id: &str, cause: EndCause) -> bool {
     let now = now_ms();

@@ -27,6 +27,10 @@ pub async fn run(state: AppState) {
     ));
     questions.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut questions_failing = false;
+    // Idle conversations are ended by a task of their own: a backlog of them (the first sweep
+    // after an upgrade) must not hold up the question timeouts above.
+    let conversations = tokio::spawn(super::conversation_ends::run(state.clone()));
+    let _stop_with_me = AbortOnDrop(conversations);
     loop {
         tokio::select! {
             () = state.shutdown.cancelled() => return,
@@ -41,11 +45,19 @@ pub async fn run(state: AppState) {
                 sweep(&state).await;
                 purge_deleted(&state).await;
                 forget_old_key_requests(&state).await;
-                super::conversation_ends::end_idle(&state, now_ms()).await;
                 state.http_limit.prune();
                 state.failed_auth.prune();
             }
         }
+    }
+}
+
+/// Aborts a task when dropped: the sweeper's helpers end with it.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -18,6 +18,7 @@ both_backends!(
     a_participant_ends_a_conversation_and_the_others_are_told_once,
     an_unregistered_participant_ends_its_conversations_and_the_others_are_told,
     a_conversation_idle_past_the_timeout_ends_and_every_participant_is_told,
+    the_loop_guard_also_pauses_past_its_bytes_and_a_persons_turn_starts_them_again,
 );
 
 fn converse(from: &PeerInfo, to: &[&str], text: &str) -> Body {
@@ -585,6 +586,90 @@ async fn a_conversation_idle_past_the_timeout_ends_and_every_participant_is_told
     assert_eq!(next.conversation_seq, Some(3));
     let d = next_turn(&mut b, &bob).await;
     assert_eq!(d.message.text, "yes", "no second notice came first");
+    relay.stop().await;
+}
+
+/// With the loop guard's bytes at 32 KiB (the least it takes): two turns of 13 000 bytes no
+/// person started go through, the third (39 000 bytes in all) is refused with `conversation_paused` and both participants
+/// get the notice; a person's turn resumes it and starts the count again from zero.
+async fn the_loop_guard_also_pauses_past_its_bytes_and_a_persons_turn_starts_them_again(db: Db) {
+    let mut config = repowire_relay::config::RelayConfig::for_tests();
+    config.conversation_loop_bytes = 32 * 1024;
+    let Duo {
+        relay,
+        key: _,
+        mut a,
+        alice,
+        mut b,
+        bob,
+    } = Duo::start_with(&db, config).await;
+    let id = a
+        .submit(converse(&alice, &["bob"], "long answers please"))
+        .await
+        .expect("converse accepted")
+        .conversation_id
+        .expect("id");
+    next_turn(&mut b, &bob).await;
+    let long = |who: &str| format!("{who}: {}", "x".repeat(13_000 - who.len() - 2));
+    b.submit(turn(&bob, &id, &long("bob")))
+        .await
+        .expect("13 000 bytes");
+    a.submit(turn(&alice, &id, &long("alice")))
+        .await
+        .expect("26 000 bytes");
+    let refused = b
+        .submit(turn(&bob, &id, &long("bob")))
+        .await
+        .expect_err("past 32 KiB");
+    assert_eq!(
+        refused.code,
+        ErrorCode::ConversationPaused,
+        "{}",
+        refused.message
+    );
+    for (client, me, turns) in [(&mut a, &alice, 1), (&mut b, &bob, 1)] {
+        for _ in 0..turns {
+            assert_eq!(
+                conversation_of(&next_turn(client, me).await).event,
+                ConversationEvent::Turn
+            );
+        }
+        let d = next_turn(client, me).await;
+        let conv = conversation_of(&d);
+        assert_eq!(
+            (conv.event, conv.seq),
+            (ConversationEvent::Paused, 4),
+            "{}",
+            me.name
+        );
+        assert!(
+            conv.reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with("32 KiB relayed without a person's prompt")),
+            "{:?}",
+            conv.reason
+        );
+    }
+    let person = Body::Turn(Turn {
+        from: alice.peer_id.clone(),
+        conversation_id: id.clone(),
+        text: long("alice"),
+        by_person: true,
+    });
+    let resumed = a.submit(person).await.expect("a person's turn resumes it");
+    assert_eq!(resumed.conversation_seq, Some(5));
+    // The count starts again after the person's turn: 26 000 bytes more go, 39 000 do not.
+    b.submit(turn(&bob, &id, &long("bob")))
+        .await
+        .expect("13 000");
+    a.submit(turn(&alice, &id, &long("alice")))
+        .await
+        .expect("26 000");
+    let again = b
+        .submit(turn(&bob, &id, &long("bob")))
+        .await
+        .expect_err("past 32 KiB again");
+    assert_eq!(again.code, ErrorCode::ConversationPaused);
     relay.stop().await;
 }
 

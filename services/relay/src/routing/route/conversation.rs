@@ -102,6 +102,7 @@ pub(super) async fn turn(s: &Session, id: MessageId, t: Turn, started: Instant) 
         conversation_id: t.conversation_id,
         by_person: t.by_person,
         loop_turns: i64::from(s.state.config.conversation_loop_turns),
+        loop_bytes: i64::try_from(s.state.config.conversation_loop_bytes).unwrap_or(i64::MAX),
     });
     s.submit(id, WriteOp::Accept(m), Vec::new(), started).await
 }

@@ -150,8 +150,12 @@ pub(super) async fn unregister(s: &Session, id: MessageId, r: PeerRef) -> Handle
     s.send(Body::Ok(Reply { re: id }));
     let peer_id = record.peer_id.clone();
     went_offline(&s.state, record).await;
-    // Unregistered means its session ended: so do its conversations.
-    crate::routing::conversation_ends::peer_left(&s.state, &s.tenant_id, &peer_id).await;
+    // Unregistered means its session ended: so do its conversations. Not in the way of this
+    // connection's next frames (the answer is sent).
+    let (state, tenant_id) = (s.state.clone(), s.tenant_id.clone());
+    tokio::spawn(async move {
+        crate::routing::conversation_ends::peer_left(&state, &tenant_id, &peer_id).await;
+    });
     Ok(())
 }
 

@@ -24,6 +24,9 @@ pub enum ConversationWrite {
         /// The loop guard: turns in a row no person started, after which the conversation
         /// pauses.
         loop_turns: i64,
+        /// The loop guard's bytes: text relayed in a row without a person's turn, past which
+        /// the conversation pauses.
+        loop_bytes: i64,
     },
     /// `end_conversation`: a participant ends it; the message is the notice to the others.
     End {

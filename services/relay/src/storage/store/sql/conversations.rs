@@ -41,6 +41,7 @@ struct ConversationRow {
     reason: Option<String>,
     last_seq: i64,
     turns_since_person: i64,
+    bytes_since_person: i64,
 }
 
 #[derive(sqlx::FromRow)]
@@ -102,6 +103,7 @@ impl This {
                 conversation_id,
                 by_person,
                 loop_turns,
+                loop_bytes,
             } => {
                 let (row, participants) = match Self::member_of(conn, m, conversation_id).await? {
                     Ok(found) => found,
@@ -113,12 +115,28 @@ impl This {
                         notice: None,
                     }));
                 }
-                // The loop guard: one more turn no person started than it allows pauses it.
-                let why = (!by_person && row.turns_since_person >= *loop_turns).then(|| {
-                    format!(
-                        "{loop_turns} turns in a row without a person's prompt; a person's \
-                         prompt in any participant's session resumes it"
-                    )
+                // The loop guard: one more turn no person started than it allows, or one whose
+                // text would take the bytes relayed since a person's turn past its limit, pauses
+                // it.
+                let bytes = i64::try_from(m.body.len()).unwrap_or(i64::MAX);
+                let why = if *by_person {
+                    None
+                } else if row.turns_since_person >= *loop_turns {
+                    Some(format!(
+                        "{loop_turns} turns in a row without a person's prompt"
+                    ))
+                } else if row.bytes_since_person.saturating_add(bytes) > *loop_bytes {
+                    let budget = if loop_bytes % 1024 == 0 {
+                        format!("{} KiB", loop_bytes / 1024)
+                    } else {
+                        format!("{loop_bytes} bytes")
+                    };
+                    Some(format!("{budget} relayed without a person's prompt"))
+                } else {
+                    None
+                }
+                .map(|why| {
+                    format!("{why}; a person's prompt in any participant's session resumes it")
                 });
                 let event = if why.is_some() {
                     ConversationEvent::Paused
@@ -182,7 +200,7 @@ impl This {
         conversation_id: &str,
     ) -> Result<std::result::Result<(ConversationRow, Vec<PeerSummary>), AcceptOutcome>> {
         let row: Option<ConversationRow> = sqlx::query_as(
-            "SELECT state, reason, last_seq, turns_since_person FROM conversations \
+            "SELECT state, reason, last_seq, turns_since_person, bytes_since_person FROM conversations \
              WHERE tenant_id = $1 AND conversation_id = $2",
         )
         .bind(&m.tenant_id)
@@ -318,10 +336,11 @@ impl This {
                 by_person,
                 ..
             } => {
-                // A person's turn resets the count, and resumes a paused conversation.
+                // A person's turn resets the counts, and resumes a paused conversation.
                 sqlx::query(
                     "UPDATE conversations SET last_seq = $3, last_turn_at_ms = $4, \
                      turns_since_person = CASE WHEN $5 THEN 0 ELSE turns_since_person + 1 END, \
+                     bytes_since_person = CASE WHEN $5 THEN 0 ELSE bytes_since_person + $7 END, \
                      state = $6, reason = NULL \
                      WHERE tenant_id = $1 AND conversation_id = $2",
                 )
@@ -331,6 +350,7 @@ impl This {
                 .bind(m.created_at_ms)
                 .bind(*by_person)
                 .bind(ACTIVE)
+                .bind(i64::try_from(m.body.len()).unwrap_or(i64::MAX))
                 .execute(&mut *conn)
                 .await?;
             }
