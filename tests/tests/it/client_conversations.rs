@@ -631,3 +631,79 @@ async fn three_participants_converse_and_a_restarted_daemon_loses_nothing() {
         "{unknown:?}"
     );
 }
+
+/// Two agents that echo what they hear (issue 34: "no feedback loop"): each repeats the last
+/// line it was handed. Only what an agent says is relayed, never what the daemon handed it, so
+/// every relayed turn is the opening's words exactly (no header, quote or notice grows into
+/// it), each seq reaches the other side once, and the loop guard ends the echo.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_agents_that_echo_each_other_relay_only_their_own_words_until_the_guard() {
+    let m = Machines::start(&[plain, plain]).await;
+    let (tmux, [laptop, desk]) = (&m.tmux, &m.homes[..]) else {
+        unreachable!()
+    };
+    let alpha = laptop.agent_with(tmux, "alpha", &["--reply", "{heard}"]);
+    let beta = desk.agent_with(tmux, "beta", &["--reply", "{heard}"]);
+    alpha.hook_done("SessionStart", 1).await;
+    beta.hook_done("SessionStart", 1).await;
+    let started = laptop.json(&[
+        "conversation",
+        "start",
+        "beta",
+        "-m",
+        "echo me",
+        "--from",
+        "alpha",
+    ]);
+    let id = started["conversation_id"].as_str().expect("id").to_owned();
+    let paused = eventually("the guard pauses the echo", || {
+        [(laptop, "alpha"), (desk, "beta")]
+            .iter()
+            .map(|(home, from)| {
+                conversation(home, from)
+                    .filter(|c| c["state"] == "paused")
+                    .and_then(|c| c["last_seq"].as_u64())
+            })
+            .collect::<Option<Vec<u64>>>()
+            .filter(|seqs| seqs[0] == seqs[1])
+    })
+    .await;
+    let notice = paused[0];
+    assert!(notice >= 22, "at least 20 echoes: {notice}");
+    let views = eventually("every echo handed over", || {
+        let views = [turns_in(&handed(&alpha)), turns_in(&handed(&beta))];
+        let seqs = views.iter().map(Vec::len).sum::<usize>();
+        // The opening to beta, then every turn before the notice to the other side.
+        (seqs as u64 == notice - 1).then_some(views)
+    })
+    .await;
+    for (me, view) in ["alpha", "beta"].iter().zip(&views) {
+        let seqs: Vec<u64> = view.iter().map(|(seq, _, _)| *seq).collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{me}: {seqs:?}");
+        for (seq, who, body) in view {
+            assert_ne!(who, me, "{me} was handed its own echo {seq}");
+            assert_eq!(
+                body, "echo me",
+                "{me}: turn {seq} is not the opening's words"
+            );
+        }
+    }
+    // Each side's whole handed-over text holds the words once per turn it was handed: nothing
+    // of the daemon's own text was sent back and quoted again.
+    for (me, agent, view) in [("alpha", &alpha, &views[0]), ("beta", &beta, &views[1])] {
+        let text = handed(agent);
+        assert_eq!(
+            text.matches("> echo me").count(),
+            view.len(),
+            "{me}: {text}"
+        );
+        assert!(
+            !text.contains("> > "),
+            "{me}: a quote was quoted again: {text}"
+        );
+    }
+    assert_eq!(
+        conversation(laptop, "alpha").expect("alpha's")["conversation_id"],
+        id.as_str()
+    );
+}

@@ -43,7 +43,8 @@
 //! `--paste-lag-ms N` plays a loaded machine: the end of a paste is read N ms late.
 //! `--reply TEMPLATE` makes the model's plain replies (those that would be `ok`, continuations
 //! too) the template with `{n}` replaced by how many such replies it gave, from 1: a
-//! conversation partner whose every turn can be told apart.
+//! conversation partner whose every turn can be told apart; `{heard}` is replaced by the last
+//! quoted line (`> …`) of the context it was handed last: an agent that echoes what it hears.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -86,6 +87,9 @@ struct Agent {
     paste_lag: Duration,
     /// `--reply TEMPLATE`, and the replies given from it so far.
     reply: Option<(String, u64)>,
+    /// The last quoted line (`> …`) of the context handed over most recently, without its
+    /// `> `: what `{heard}` in `--reply` repeats.
+    heard: std::sync::Mutex<String>,
 }
 
 fn main() {
@@ -188,6 +192,7 @@ fn main() {
         source: "startup",
         paste_lag,
         reply,
+        heard: std::sync::Mutex::new(String::new()),
     };
     agent.record(
         json!({ "event": "start", "pid": std::process::id(), "session_id": agent.session_id }),
@@ -385,6 +390,11 @@ impl Agent {
                 .and_then(Value::as_str)
                 .or(output.as_str())
             {
+                if let Some(last) = ctx.lines().rev().find_map(|l| l.strip_prefix("> ")) {
+                    if let Ok(mut heard) = self.heard.lock() {
+                        *heard = last.to_owned();
+                    }
+                }
                 self.record(json!({ "event": "context", "hook": event, "text": ctx }));
             }
             outputs.push(output);
@@ -565,7 +575,10 @@ impl Agent {
         match &mut self.reply {
             Some((template, n)) => {
                 *n += 1;
-                template.replace("{n}", &n.to_string())
+                template.replace("{n}", &n.to_string()).replace(
+                    "{heard}",
+                    &self.heard.lock().map(|h| h.clone()).unwrap_or_default(),
+                )
             }
             None => "ok".to_owned(),
         }
