@@ -390,10 +390,10 @@ impl Agent {
                 .and_then(Value::as_str)
                 .or(output.as_str())
             {
-                if let Some(last) = ctx.lines().rev().find_map(|l| l.strip_prefix("> ")) {
-                    if let Ok(mut heard) = self.heard.lock() {
-                        *heard = last.to_owned();
-                    }
+                if let Some(last) = ctx.lines().rev().find_map(|l| l.strip_prefix("> "))
+                    && let Ok(mut heard) = self.heard.lock()
+                {
+                    *heard = last.to_owned();
                 }
                 self.record(json!({ "event": "context", "hook": event, "text": ctx }));
             }
