@@ -139,15 +139,13 @@ async fn a_claude_code_and_a_codex_session_converse_across_two_machines_until_th
     // Nobody prompts either agent from now on: each is woken by the other's turns until the
     // loop guard (20 turns without a person's prompt) pauses the conversation.
     for (home, from) in [(laptop, "alpha"), (desk, "beta")] {
-        let c = eventually(&format!("{from}'s daemon sees the pause"), || {
-            conversation(home, from).filter(|c| c["state"] == "paused")
+        // The speaker the guard refused learns of the pause from the refusal (its daemon then
+        // knows seq 21) before the notice (22) reaches it: wait for the notice.
+        let c = eventually(&format!("{from}'s daemon sees the pause notice"), || {
+            conversation(home, from).filter(|c| c["state"] == "paused" && c["last_seq"] == 22)
         })
         .await;
         assert_eq!(c["conversation_id"], id.as_str());
-        assert_eq!(
-            c["last_seq"], 22,
-            "{from}: the opening, 20 turns and the notice"
-        );
         let names: Vec<&str> = c["participants"]
             .as_array()
             .expect("participants")

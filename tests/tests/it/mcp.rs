@@ -5,7 +5,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
-use repowire_e2e::agents::{Agent, Home, Tmux, bin};
+use repowire_e2e::agents::{Agent, Home, Tmux, bin, eventually};
 use rmcp::ServiceExt;
 use serde_json::{Value, json};
 
@@ -718,7 +718,28 @@ async fn an_agent_asks_a_choice_question_and_wait_on_ack_returns_the_typed_answe
     .await;
     assert_eq!(again["is_error"], true, "{again}");
 
-    // Alpha gets the typed answer back in this turn.
+    // The answer wakes alpha (it is idle). Its woken turn ends before anything is typed into its
+    // pane: typed while the wake pastes, the call and the wake's prompt run together (CI,
+    // 2026-11-28: send-keys does not count as a person typing, which the wake waits for).
+    let handed = |e: &Value| {
+        e["event"] == "context"
+            && e["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("sessions are short-lived"))
+    };
+    a.wait("beta's answer handed to alpha by the wake", handed)
+        .await;
+    eventually("alpha's woken turn ended", || {
+        let events = a.events();
+        let at = events.iter().rposition(handed)?;
+        events[at..]
+            .iter()
+            .any(|e| e["event"] == "hook_done" && e["hook"] == "Stop")
+            .then_some(())
+    })
+    .await;
+
+    // Alpha gets the typed answer back from `wait_on_ack`.
     let waited = mcp(
         &tmux,
         &a,
