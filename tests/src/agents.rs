@@ -617,3 +617,23 @@ pub async fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
+
+/// Spawns a program this test has just written (a copy of the stand-in under an agent's name).
+/// While the copy was open for writing, another test's thread may have forked: its child holds
+/// the file open until it execs, and spawning the copy meanwhile fails with `ETXTBSY` (Linux).
+/// That child execs within milliseconds, so the spawn is tried again, for up to 5 s, as Go's
+/// os/exec does.
+pub fn spawn_written(command: &mut Command) -> std::io::Result<std::process::Child> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match command.spawn() {
+            Err(e)
+                if e.kind() == std::io::ErrorKind::ExecutableFileBusy
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}

@@ -539,16 +539,17 @@ async fn the_stop_hand_over_form_follows_the_agents_version() {
     ] {
         let exe = dir.path().join(name);
         std::fs::copy(bin("repowire-standin"), &exe).expect("copy");
-        let mut agent = std::process::Command::new(&exe)
-            .args([
-                "--transcript",
-                &dir.path().join(format!("{name}.jsonl")).to_string_lossy(),
-            ])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("agent");
+        let mut agent = repowire_e2e::agents::spawn_written(
+            std::process::Command::new(&exe)
+                .args([
+                    "--transcript",
+                    &dir.path().join(format!("{name}.jsonl")).to_string_lossy(),
+                ])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null()),
+        )
+        .expect("agent");
         let form = for_agent(Some(i64::from(agent.id()))).await;
         let _ = agent.kill();
         let _ = agent.wait();
