@@ -317,6 +317,13 @@ pub struct RelayConfig {
     #[arg(long, env = "REPOWIRE_CONVERSATION_LOOP_BYTES", default_value_t = 262_144,
           value_parser = clap::value_parser!(u64).range(32_768..=67_108_864))]
     pub conversation_loop_bytes: u64,
+    /// A direct conversation's own rate: at most this many turns a minute, a minute's worth
+    /// at once; a turn past it is refused with `rate_limited` and a `retry_after_ms`, and sent
+    /// again by its daemon (1-6000). Bounds what one conversation can spend of its tenant's
+    /// plan however often people prompt it.
+    #[arg(long, env = "REPOWIRE_CONVERSATION_TURNS_PER_MINUTE", default_value_t = 60,
+          value_parser = clap::value_parser!(u32).range(1..=6000))]
+    pub conversation_turns_per_minute: u32,
     /// A direct conversation with no turn for this long ends, and every participant is told,
     /// seconds (60-604800).
     #[arg(long, env = "REPOWIRE_CONVERSATION_IDLE_SECS", default_value_t = 3600,

@@ -353,6 +353,21 @@ impl Dispatcher {
                     );
                 }
             }
+            AcceptOutcome::ConversationRateLimited { turns_per_minute, retry_after_ms } => {
+                self.metrics.error(ErrorCode::RateLimited);
+                if let Some(o) = origin {
+                    let mut e = ErrorFrame::new(
+                        Some(o.re),
+                        ErrorCode::RateLimited,
+                        format!(
+                            "{} allows {turns_per_minute} turns a minute; the turn was not relayed, send it again after {retry_after_ms} ms",
+                            conversation_id(m)
+                        ),
+                    );
+                    e.retry_after_ms = Some(*retry_after_ms);
+                    self.reply(origin, Body::Error(e));
+                }
+            }
             AcceptOutcome::ConversationEnded { reason } => self.refuse(
                 origin,
                 ErrorCode::ConversationEnded,

@@ -19,6 +19,7 @@ both_backends!(
     an_unregistered_participant_ends_its_conversations_and_the_others_are_told,
     a_conversation_idle_past_the_timeout_ends_and_every_participant_is_told,
     the_loop_guard_also_pauses_past_its_bytes_and_a_persons_turn_starts_them_again,
+    a_conversation_past_its_turn_rate_refuses_the_turn_for_a_while_and_stores_nothing,
 );
 
 fn converse(from: &PeerInfo, to: &[&str], text: &str) -> Body {
@@ -761,4 +762,75 @@ async fn concurrent_turns_on_two_pods_get_one_order(pool: sqlx::PgPool) {
     }
     pod_a.stop().await;
     pod_b.stop().await;
+}
+
+/// At 2 turns a minute: two turns go through at once; the third, a person's too, is refused
+/// with `rate_limited` and a wait of up to a cell (30 s) to send it again, and takes no seq and
+/// reaches nobody: the end that follows (never held to the rate) is the next message. The
+/// refill over time is `turn_rate`'s (unit-tested with its own clock).
+async fn a_conversation_past_its_turn_rate_refuses_the_turn_for_a_while_and_stores_nothing(db: Db) {
+    let mut config = repowire_relay::config::RelayConfig::for_tests();
+    config.conversation_turns_per_minute = 2;
+    let Duo {
+        relay,
+        key: _,
+        mut a,
+        alice,
+        mut b,
+        bob,
+    } = Duo::start_with(&db, config).await;
+    let id = a
+        .submit(converse(&alice, &["bob"], "rate me"))
+        .await
+        .expect("converse accepted (the opening is the tenant's rate's)")
+        .conversation_id
+        .expect("id");
+    next_turn(&mut b, &bob).await;
+    for (n, (client, me)) in [(&mut b, &bob), (&mut a, &alice)].into_iter().enumerate() {
+        let acc = client
+            .submit(turn(me, &id, &format!("turn {n}")))
+            .await
+            .expect("within the rate");
+        assert_eq!(acc.conversation_seq, Some(n as u64 + 2));
+    }
+    assert_eq!(next_turn(&mut a, &alice).await.message.text, "turn 0");
+    assert_eq!(next_turn(&mut b, &bob).await.message.text, "turn 1");
+
+    let person = Body::Turn(Turn {
+        from: bob.peer_id.clone(),
+        conversation_id: id.clone(),
+        text: "my person says hi".into(),
+        by_person: true,
+    });
+    let refused = b.submit(person).await.expect_err("past the rate");
+    assert_eq!(refused.code, ErrorCode::RateLimited, "{}", refused.message);
+    let wait = refused.retry_after_ms.expect("a retry_after_ms");
+    assert!((1..=30_000).contains(&wait), "{wait}");
+    assert!(
+        refused.message.contains("allows 2 turns a minute"),
+        "{}",
+        refused.message
+    );
+
+    let ended = b
+        .submit(Body::EndConversation(EndConversation {
+            from: bob.peer_id.clone(),
+            conversation_id: id.clone(),
+            reason: Some("enough".into()),
+        }))
+        .await
+        .expect("an end is never held to the rate");
+    assert_eq!(
+        ended.conversation_seq,
+        Some(4),
+        "the refused turn took no seq"
+    );
+    let d = next_turn(&mut a, &alice).await;
+    assert_eq!(
+        (conversation_of(&d).event, conversation_of(&d).seq),
+        (ConversationEvent::Ended, 4),
+        "{}",
+        d.message.text
+    );
+    relay.stop().await;
 }

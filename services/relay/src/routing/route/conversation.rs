@@ -103,6 +103,7 @@ pub(super) async fn turn(s: &Session, id: MessageId, t: Turn, started: Instant) 
         by_person: t.by_person,
         loop_turns: i64::from(s.state.config.conversation_loop_turns),
         loop_bytes: i64::try_from(s.state.config.conversation_loop_bytes).unwrap_or(i64::MAX),
+        turns_per_minute: i64::from(s.state.config.conversation_turns_per_minute),
     });
     s.submit(id, WriteOp::Accept(m), Vec::new(), started).await
 }

@@ -27,6 +27,8 @@ pub enum ConversationWrite {
         /// The loop guard's bytes: text relayed in a row without a person's turn, past which
         /// the conversation pauses.
         loop_bytes: i64,
+        /// The conversation's own rate: turns a minute, a minute's worth at once.
+        turns_per_minute: i64,
     },
     /// `end_conversation`: a participant ends it; the message is the notice to the others.
     End {
@@ -35,6 +37,22 @@ pub enum ConversationWrite {
         /// Why.
         reason: String,
     },
+}
+
+/// A conversation's turn rate as a generic cell rate (GCRA): `tat_ms` is the theoretical
+/// arrival time of the next turn as stored (0 for none yet). A turn at `now_ms` goes ahead, and
+/// the new time is returned, unless it comes more than a minute's worth of turns early; then
+/// the error is how long to wait, ms (at least 1). Pure, so its time is the caller's.
+pub fn turn_rate(tat_ms: i64, now_ms: i64, per_minute: i64) -> Result<i64, u64> {
+    let interval = 60_000 / per_minute.max(1);
+    // A minute's worth of turns may come at once: `per_minute` cells of `interval`.
+    let tolerance = interval.saturating_mul(per_minute.max(1) - 1);
+    let tat = tat_ms.max(now_ms);
+    let early = tat - now_ms - tolerance;
+    if early > 0 {
+        return Err(u64::try_from(early).unwrap_or(1).max(1));
+    }
+    Ok(tat + interval)
 }
 
 impl ConversationWrite {
@@ -100,4 +118,41 @@ pub enum EndCause {
         /// The idle timeout, for the notice (seconds).
         idle_secs: u64,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::turn_rate;
+
+    #[test]
+    fn a_minutes_worth_of_turns_goes_at_once_then_one_each_interval() {
+        // 3 a minute: one each 20 s, three at once.
+        let t0 = 1_000_000;
+        let mut tat = 0;
+        for _ in 0..3 {
+            tat = turn_rate(tat, t0, 3).unwrap();
+        }
+        assert_eq!(tat, t0 + 60_000);
+        // The fourth at once waits until one interval has passed.
+        assert_eq!(turn_rate(tat, t0, 3), Err(20_000));
+        assert_eq!(turn_rate(tat, t0 + 19_999, 3), Err(1));
+        let tat = turn_rate(tat, t0 + 20_000, 3).unwrap();
+        assert_eq!(tat, t0 + 80_000);
+        // Idle for long: a full minute's worth again, not more.
+        let later = t0 + 10 * 60_000;
+        let mut tat2 = tat;
+        for _ in 0..3 {
+            tat2 = turn_rate(tat2, later, 3).unwrap();
+        }
+        assert!(turn_rate(tat2, later, 3).is_err());
+    }
+
+    #[test]
+    fn a_refused_turn_changes_nothing_and_one_a_minute_spaces_them_by_a_minute() {
+        let tat = turn_rate(0, 5_000, 1).unwrap();
+        assert_eq!(tat, 65_000);
+        assert_eq!(turn_rate(tat, 5_001, 1), Err(59_999));
+        assert_eq!(turn_rate(tat, 65_000, 1), Ok(125_000));
+    }
 }

@@ -227,6 +227,13 @@ pub enum AcceptOutcome {
         /// The notice written now (none when it was paused before).
         notice: Option<Box<Notice>>,
     },
+    /// The conversation's own rate is used up; the turn was not stored.
+    ConversationRateLimited {
+        /// The rate.
+        turns_per_minute: i64,
+        /// When the turn would go ahead, ms from now.
+        retry_after_ms: u64,
+    },
     /// The (single) recipient's inbox is full.
     InboxFull {
         /// The recipient.

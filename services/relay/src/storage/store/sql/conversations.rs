@@ -33,6 +33,8 @@ pub(super) struct Prepared {
     pub(super) conversation: String,
     /// Why it pauses (the loop guard tripped) or ends.
     pub(super) reason: Option<String>,
+    /// A turn's new theoretical arrival time of the next turn (its rate).
+    pub(super) turn_rate_tat_ms: Option<i64>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -42,6 +44,7 @@ struct ConversationRow {
     last_seq: i64,
     turns_since_person: i64,
     bytes_since_person: i64,
+    turn_rate_tat_ms: i64,
 }
 
 #[derive(sqlx::FromRow)]
@@ -95,6 +98,7 @@ impl This {
         m: &NewMessage,
         write: &ConversationWrite,
     ) -> Result<Check> {
+        let mut turn_rate_tat_ms = None;
         let (participants, seq, event, why) = match write {
             ConversationWrite::Open { participants, .. } => {
                 (participants.clone(), 1, ConversationEvent::Open, None)
@@ -104,6 +108,7 @@ impl This {
                 by_person,
                 loop_turns,
                 loop_bytes,
+                turns_per_minute,
             } => {
                 let (row, participants) = match Self::member_of(conn, m, conversation_id).await? {
                     Ok(found) => found,
@@ -114,6 +119,16 @@ impl This {
                         reason: row.reason,
                         notice: None,
                     }));
+                }
+                // Its own rate, a person's turns too: refused turns are sent again later.
+                match turn_rate(row.turn_rate_tat_ms, m.created_at_ms, *turns_per_minute) {
+                    Ok(tat) => turn_rate_tat_ms = Some(tat),
+                    Err(retry_after_ms) => {
+                        return Ok(Check::Refuse(AcceptOutcome::ConversationRateLimited {
+                            turns_per_minute: *turns_per_minute,
+                            retry_after_ms,
+                        }));
+                    }
                 }
                 // The loop guard: one more turn no person started than it allows, or one whose
                 // text would take the bytes relayed since a person's turn past its limit, pauses
@@ -184,6 +199,7 @@ impl This {
             seq,
             conversation,
             reason: why,
+            turn_rate_tat_ms,
         };
         Ok(if pauses {
             Check::Pause(prepared)
@@ -200,7 +216,8 @@ impl This {
         conversation_id: &str,
     ) -> Result<std::result::Result<(ConversationRow, Vec<PeerSummary>), AcceptOutcome>> {
         let row: Option<ConversationRow> = sqlx::query_as(
-            "SELECT state, reason, last_seq, turns_since_person, bytes_since_person FROM conversations \
+            "SELECT state, reason, last_seq, turns_since_person, bytes_since_person, turn_rate_tat_ms \
+             FROM conversations \
              WHERE tenant_id = $1 AND conversation_id = $2",
         )
         .bind(&m.tenant_id)
@@ -341,7 +358,7 @@ impl This {
                     "UPDATE conversations SET last_seq = $3, last_turn_at_ms = $4, \
                      turns_since_person = CASE WHEN $5 THEN 0 ELSE turns_since_person + 1 END, \
                      bytes_since_person = CASE WHEN $5 THEN 0 ELSE bytes_since_person + $7 END, \
-                     state = $6, reason = NULL \
+                     state = $6, reason = NULL, turn_rate_tat_ms = $8 \
                      WHERE tenant_id = $1 AND conversation_id = $2",
                 )
                 .bind(&m.tenant_id)
@@ -351,6 +368,7 @@ impl This {
                 .bind(*by_person)
                 .bind(ACTIVE)
                 .bind(i64::try_from(m.body.len()).unwrap_or(i64::MAX))
+                .bind(prepared.turn_rate_tat_ms.unwrap_or_default())
                 .execute(&mut *conn)
                 .await?;
             }
