@@ -9,7 +9,8 @@
 //! - anything else → the text `MOCK-REPLY: ` and the end of the newest text.
 //!
 //! Each answer is one chunk (the CLI's AfterAgent `prompt_response` garbles replies streamed in
-//! several: docs/agents/gemini-cli.md).
+//! several: docs/agents/gemini-cli.md), unless the newest text holds `MOCK-CHUNKS`: then a text
+//! answer is streamed in two.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -121,11 +122,24 @@ fn handle(requests: &Mutex<Vec<Value>>, uri: &Uri, body: &[u8]) -> Response {
         "modelVersion": "mock",
     });
     if uri.path().ends_with(":streamGenerateContent") {
-        (
-            [(header::CONTENT_TYPE, "text/event-stream")],
-            format!("data: {answer}\r\n\r\n"),
-        )
-            .into_response()
+        let chunks = match answer["candidates"][0]["content"]["parts"][0]["text"].as_str() {
+            Some(text) if request.to_string().contains("MOCK-CHUNKS") => {
+                let mut half = text.len() / 2;
+                while !text.is_char_boundary(half) {
+                    half -= 1;
+                }
+                let mut first = answer.clone();
+                first["candidates"][0]["content"]["parts"][0]["text"] = json!(&text[..half]);
+                first["candidates"][0]
+                    .as_object_mut()
+                    .map(|c| c.remove("finishReason"));
+                let mut second = answer.clone();
+                second["candidates"][0]["content"]["parts"][0]["text"] = json!(&text[half..]);
+                format!("data: {first}\r\n\r\ndata: {second}\r\n\r\n")
+            }
+            _ => format!("data: {answer}\r\n\r\n"),
+        };
+        ([(header::CONTENT_TYPE, "text/event-stream")], chunks).into_response()
     } else {
         axum::Json(answer).into_response()
     }

@@ -1,6 +1,7 @@
 //! A run of a real agent CLI for its facts tests (`codex_facts.rs`, `gemini_facts.rs`): a
 //! temporary directory with a home, a project, and `hook.sh`, a command hook that appends its
-//! stdin (the event's payload) to `hooks.jsonl` and prints `answer-EVENT.json` — for the event
+//! stdin (the event's payload) to `hooks.jsonl`, copies the session transcript the payload names
+//! (`transcript_path`) to `transcript-EVENT.jsonl` as it is then, and prints `answer-EVENT.json` — for the event
 //! that continues a turn, only the first time, so a turn is continued once.
 
 use std::path::PathBuf;
@@ -10,8 +11,10 @@ use serde_json::Value;
 /// The hook script; `CONTINUE` is replaced by the event that continues a turn.
 const HOOK: &str = r#"#!/bin/sh
 dir=$(dirname "$0")
-cat >> "$dir/hooks.jsonl"
-echo >> "$dir/hooks.jsonl"
+payload=$(cat)
+printf '%s\n' "$payload" >> "$dir/hooks.jsonl"
+t=$(printf '%s' "$payload" | sed -n 's/.*"transcript_path": *"\([^"]*\)".*/\1/p')
+if [ -n "$t" ] && [ -f "$t" ]; then cp "$t" "$dir/transcript-$1.jsonl"; fi
 if [ "$1" = CONTINUE ] && [ -e "$dir/continued" ]; then echo '{}'; exit 0; fi
 [ "$1" = CONTINUE ] && : > "$dir/continued"
 if [ -e "$dir/answer-$1.json" ]; then cat "$dir/answer-$1.json"; else echo '{}'; fi

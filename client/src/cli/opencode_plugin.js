@@ -7,7 +7,8 @@
 //     session this process spoke for before, when it moved to another: /new, /sessions), then
 //     every prompt: `prompt-submit`. What they answer (who you are, your peers, messages that
 //     arrived) is added to the prompt as a part the model reads and the TUI hides;
-//   - the end of a turn (`session.idle`): `stop`. When messages arrived during the turn, the
+//   - the end of a turn (`session.idle`): `stop`, with the text of the turn's last assistant
+//     message (relayed in a direct conversation). When messages arrived during the turn, the
 //     plugin sends a prompt of its own, and its `prompt-submit` hands them over;
 //   - with approvals on, before each tool call (`tool.execute.before`), a subagent's as its
 //     session's: `pre-tool-use`. A denial, or no decision at all, stops the call.
@@ -121,6 +122,24 @@ export const Repowire = async ({ client, directory }) => {
     return at;
   }
 
+  // The text parts of session `id`'s last assistant message (the turn's final words, as
+  // Claude Code's Stop hook reports them); null when there is none or it cannot be read.
+  async function lastReply(id) {
+    try {
+      const got = await client.session.messages({ path: { id } });
+      const all = got?.data ?? got;
+      if (!Array.isArray(all)) return null;
+      const last = [...all].reverse().find((m) => m?.info?.role === "assistant");
+      const text = (last?.parts ?? [])
+        .filter((p) => p.type === "text" && !p.synthetic && typeof p.text === "string")
+        .map((p) => p.text)
+        .join("\n");
+      return text || null;
+    } catch {
+      return null;
+    }
+  }
+
   return {
     "chat.message": async (input, output) => {
       const id = input.sessionID;
@@ -197,8 +216,12 @@ export const Repowire = async ({ client, directory }) => {
       const id = event.properties?.sessionID;
       if (!id || id !== current) return;
       const again = continued.delete(id);
-      const stop = await serial(id, () =>
-        quiet("stop", { ...base(id, "session.idle"), stop_hook_active: again }),
+      const stop = await serial(id, async () =>
+        quiet("stop", {
+          ...base(id, "session.idle"),
+          stop_hook_active: again,
+          last_assistant_message: await lastReply(id),
+        }),
       );
       if (!stop?.continue) return;
       // Messages are waiting: a prompt of ours, whose prompt-submit hands them over (so they

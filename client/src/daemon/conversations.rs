@@ -343,7 +343,13 @@ impl Daemon {
         let Some(segment) = self.store.segment(&session.session_id).await.ok().flatten() else {
             return;
         };
-        let Some(text) = runtime.turn_text(payload).filter(|t| !t.trim().is_empty()) else {
+        let payload = payload.clone();
+        let said = tokio::task::spawn_blocking(move || runtime.turn_text(&payload))
+            .await
+            .ok()
+            .flatten();
+        let Some(text) = said.filter(|t| !t.trim().is_empty()) else {
+            tracing::debug!(session = %session.session_id, "a turn with no text to relay");
             return;
         };
         let text = turn_text(&text);

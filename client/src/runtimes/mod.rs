@@ -16,6 +16,7 @@ use crate::api::HookEvent;
 pub mod claude;
 mod codex;
 mod gemini;
+mod gemini_transcript;
 mod opencode;
 mod tools;
 
@@ -175,16 +176,23 @@ impl Runtime {
     /// The final text of the turn segment that just ended, from the Stop hook's payload:
     /// Claude Code's and Codex's `last_assistant_message` (the text that ended this segment:
     /// after a tool call, the text after it; after a Stop continuation, the continuation's own;
-    /// `tests/it/claude_facts.rs`, `codex_facts.rs`). Not read yet for Gemini CLI (its
-    /// `prompt_response` is garbled when the reply was streamed in chunks) or OpenCode (its
-    /// plugin has no such field): their turns are not relayed.
+    /// `tests/it/claude_facts.rs`, `codex_facts.rs`), the same field our OpenCode plugin adds
+    /// at `session.idle` (the last assistant message's text parts), and for Gemini CLI the
+    /// last reply in the transcript AfterAgent names (its own `prompt_response` is garbled when
+    /// the reply was streamed in chunks: [`gemini_transcript`]). Reads a file for Gemini: call
+    /// it off the async threads.
     pub fn turn_text(self, payload: &serde_json::Value) -> Option<String> {
         match self {
-            Runtime::ClaudeCode | Runtime::Codex => payload
+            Runtime::ClaudeCode | Runtime::Codex | Runtime::OpenCode => payload
                 .get("last_assistant_message")
                 .and_then(serde_json::Value::as_str)
                 .map(str::to_owned),
-            Runtime::Gemini | Runtime::OpenCode => None,
+            Runtime::Gemini => payload
+                .get("transcript_path")
+                .and_then(serde_json::Value::as_str)
+                .and_then(|path| {
+                    gemini_transcript::last_reply(std::path::Path::new(path), &gemini_dir())
+                }),
         }
     }
 

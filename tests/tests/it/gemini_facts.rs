@@ -10,7 +10,9 @@
 //! - BeforeTool `decision: deny` stops the shell command, and the model is told why;
 //! - AfterAgent `decision: deny` continues with the reason as a new prompt (BeforeAgent fires
 //!   for it), and the next AfterAgent says `stop_hook_active` (reminders);
-//! - `gemini --resume <id> -p …` resumes the session (`source: resume`, the same id).
+//! - `gemini --resume <id> -p …` resumes the session (`source: resume`, the same id);
+//! - a reply streamed in two chunks is garbled in AfterAgent's `prompt_response` but whole in
+//!   the transcript when AfterAgent fires (what a direct conversation relays).
 //!
 //! Skipped with the reason printed when `REPOWIRE_GEMINI_BIN` is unset and
 //! `REPOWIRE_REQUIRE_GEMINI` is not (scripts/test sets the first unless npm cannot install it).
@@ -225,4 +227,42 @@ async fn gemini_fires_its_hooks_offline_and_takes_their_answers() {
     assert_eq!(hooks[0]["session_id"], session.as_str(), "the same session");
     assert!(hooks[3]["tool_response"].is_object(), "{}", hooks[3]);
     assert!(run.path("proj/ran.txt").exists(), "the allowed command ran");
+}
+
+/// A reply streamed in two chunks: AfterAgent's `prompt_response` is not it, but the session's
+/// transcript (`transcript_path`) holds it whole when AfterAgent fires, as the last `gemini`
+/// message after the prompt's `user` one: what the daemon relays of a Gemini turn
+/// (`client/src/runtimes/gemini_transcript.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_reply_is_whole_in_the_transcript_when_after_agent_fires() {
+    let Some(bin) = gemini_bin() else { return };
+    let mock = GeminiMock::start().await.expect("the mock model");
+    let run = gemini_run();
+    let prompt = "MOCK-CHUNKS say something long enough to split";
+    gemini(&run, &bin, &mock.url, &["-p", prompt]).await;
+    let reply = format!("MOCK-REPLY: {prompt}");
+    let hooks = run.take_hooks();
+    let after = hooks
+        .iter()
+        .find(|h| h["hook_event_name"] == "AfterAgent")
+        .expect("AfterAgent fired");
+    assert_ne!(
+        after["prompt_response"],
+        reply.as_str(),
+        "AfterAgent's own text came whole: docs/agents/gemini-cli.md is out of date"
+    );
+    let transcript =
+        std::fs::read_to_string(run.path("transcript-AfterAgent.jsonl")).expect("the transcript");
+    let mut last = None;
+    for line in transcript.lines() {
+        let Ok(record) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        match record["type"].as_str() {
+            Some("user") => last = None,
+            Some("gemini") => last = Some(record["content"].clone()),
+            _ => {}
+        }
+    }
+    assert_eq!(last, Some(Value::from(reply)), "{transcript}");
 }
