@@ -298,14 +298,6 @@ impl ClaudeTeam {
         )
     }
 
-    /// Types `BENCH-START beta TURNS` into alpha's prompt. Into Codex it is pasted, and Enter
-    /// waits until the composer shows it: typed text with Enter right behind it is taken for a
-    /// paste whose Enter is a newline (docs/agents/codex.md).
-    pub async fn begin(&self, turns: u32) -> anyhow::Result<()> {
-        let start = format!("BENCH-START {} {turns}", self.beta.name);
-        self.submit(&self.alpha, &start).await
-    }
-
     /// Submits `text` as a person would in `member`'s CLI: typed into Claude Code; pasted into
     /// Codex and Gemini CLI (typed text followed at once by Enter is taken for a paste whose
     /// Enter is a newline), with Enter once the box shows it — for Gemini, also once its paste
@@ -392,7 +384,20 @@ impl ClaudeTeam {
         what: &str,
         done: impl Fn(&[Seen]) -> bool,
     ) -> anyhow::Result<Vec<Seen>> {
-        self.begin(turns).await?;
+        let start = format!("BENCH-START {} {turns}", self.beta.name);
+        self.run_until(&start, within, what, done).await
+    }
+
+    /// Submits `start` to alpha and waits until `done` holds of what the model saw; prompts
+    /// again when our MCP server's tools were not offered yet.
+    pub async fn run_until(
+        &self,
+        start: &str,
+        within: Duration,
+        what: &str,
+        done: impl Fn(&[Seen]) -> bool,
+    ) -> anyhow::Result<Vec<Seen>> {
+        self.submit(&self.alpha, start).await?;
         let mut not_ready = 0;
         let deadline = Instant::now() + within;
         loop {
@@ -417,7 +422,7 @@ impl ClaudeTeam {
                         Self::idle(&t.alpha)
                     })
                     .await?;
-                    self.begin(turns).await?;
+                    self.submit(&self.alpha, start).await?;
                 }
             }
             if Instant::now() > deadline {

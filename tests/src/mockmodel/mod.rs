@@ -29,6 +29,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 mod chat;
+mod converse;
 mod gemini;
 mod responses;
 
@@ -51,6 +52,11 @@ pub enum Step {
     ReplySeen(u32),
     /// The asker got the last reply and ended the conversation.
     Finished,
+    /// A direct conversation's turn `n` (`CONV n/T`) was said: the opening (1) when the
+    /// `start_conversation` call was answered, a later one when the turn's text was.
+    Said(u32),
+    /// The model answered with an `end_conversation` call.
+    EndedConversation,
     /// Our MCP server's tools were not offered yet (it connects in the background).
     NotReady,
     /// A tool result for another tool, or a tool-search step.
@@ -428,11 +434,14 @@ fn decide(request: &Value) -> (Vec<Step>, Reply) {
             .rev()
             .filter(|m| m["role"] != "assistant")
             .map(text_of)
-            .find(|t| t.contains("BENCH"))
+            .find(|t| t.contains("BENCH") || converse::is_instruction(t))
             .unwrap_or_default()
     } else {
         tail.iter().map(text_of).collect::<Vec<_>>().join("\n")
     };
+    if let Some(conversing) = converse::decide(request, &text, searched) {
+        return conversing;
+    }
     let mut steps = Vec::new();
     let reply = if let Some((_, rest)) = text.rsplit_once("MOCK-SAY ") {
         // The facts tests' turn with a known final text.

@@ -29,6 +29,7 @@ mod client_typing;
 mod client_versions;
 mod codex_facts;
 mod codex_real;
+mod conversation_real;
 mod dashboard;
 mod dashboard_browser;
 mod dashboard_oidc_browser;
