@@ -110,7 +110,15 @@ impl Daemon {
                 let via = (!ours).then_some("with the next prompt typed in the pane");
                 let handed = self.hand_over(&session, true, via).await?;
                 let carried = handed.as_ref().and_then(|(_, after)| after.as_ref());
-                self.segment_started(&session, !ours, carried).await;
+                // For a conversation's loop guard, a wake's prompt whose submit came late is
+                // still not a person's.
+                let by_person = !ours
+                    && !call
+                        .payload
+                        .get("prompt")
+                        .and_then(Value::as_str)
+                        .is_some_and(super::wake::is_wake_prompt);
+                self.segment_started(&session, by_person, carried).await;
                 Ok(match handed {
                     Some((text, after)) => (
                         Some(call.runtime.context_output(HookEvent::PromptSubmit, &text)),

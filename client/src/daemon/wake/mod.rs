@@ -9,6 +9,7 @@
 //! exactly the wake prompt — never a person's draft with it. Otherwise the messages wait for
 //! the agent's next turn boundary (the person's own prompt), and the outcome says so.
 
+mod prompt;
 mod screen;
 
 use std::collections::HashMap;
@@ -21,6 +22,7 @@ use super::Daemon;
 use super::store::SessionRow;
 use crate::runtimes::{InputBox, Runtime};
 use crate::{sanitize, tmux};
+pub(super) use prompt::is_wake_prompt;
 use screen::Landed;
 
 /// How often the box is read while the paste lands, and how long it may take.
@@ -230,12 +232,7 @@ impl Daemon {
             .filter_map(|r| serde_json::from_str::<repowire_protocol::Message>(&r.body).ok())
             .map(|m| format!("@{}", super::hooks::display_name(&m.from.name)))
             .collect();
-        let prompt = sanitize::for_terminal(&format!(
-            "[repowire] {} new message{} from {} - read them in your context and respond.",
-            queued.len(),
-            if queued.len() == 1 { "" } else { "s" },
-            senders_text(dedup(senders))
-        ));
+        let prompt = sanitize::for_terminal(&prompt::wake_prompt(queued.len(), senders));
         // Nothing is typed into a screen whose input box the wake cannot read: it could
         // not tell a person's draft from its prompt, nor see that the prompt landed.
         // The session is between turns (its hook said so): a screen that still shows the
@@ -493,24 +490,3 @@ async fn take_back(
 
 /// Where deferred messages go instead.
 const LATER: &str = "the messages are handed over at the agent's next turn";
-
-/// The senders a wake prompt names: the first three, then how many more, so the prompt stays
-/// one short line (Codex shows a paste of over 1 000 characters as a placeholder, which the
-/// wake would not recognise).
-fn senders_text(senders: Vec<String>) -> String {
-    const NAMED: usize = 3;
-    if senders.len() <= NAMED + 1 {
-        return senders.join(", ");
-    }
-    format!(
-        "{} and {} others",
-        senders[..NAMED].join(", "),
-        senders.len() - NAMED
-    )
-}
-
-fn dedup(mut v: Vec<String>) -> Vec<String> {
-    let mut seen = std::collections::HashSet::new();
-    v.retain(|s| seen.insert(s.clone()));
-    v
-}
