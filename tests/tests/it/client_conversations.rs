@@ -93,6 +93,17 @@ impl Machines {
 /// A machine with nothing more than setup does.
 fn plain(_: &Home) {}
 
+/// Opens a conversation from the CLI as `home`'s session `from` with `peers`; its id.
+fn open(home: &Home, from: &str, peers: &[&str], text: &str) -> String {
+    let mut args = vec!["conversation", "start"];
+    args.extend_from_slice(peers);
+    args.extend_from_slice(&["-m", text, "--from", from]);
+    home.json(&args)["conversation_id"]
+        .as_str()
+        .expect("a conversation id")
+        .to_owned()
+}
+
 /// The one conversation `home`'s session `from` takes part in, as `conversation list` shows it.
 fn conversation(home: &Home, from: &str) -> Option<Value> {
     let list = home.json(&["conversation", "list", "--all", "--from", from]);
@@ -271,19 +282,7 @@ async fn a_conversation_ends_from_the_cli_and_when_a_participants_session_ends()
     beta.hook_done("SessionStart", 1).await;
 
     // 1. A person on the laptop opens one as alpha and, once beta has answered, ends it.
-    let started = laptop.json(&[
-        "conversation",
-        "start",
-        "beta",
-        "-m",
-        "short one",
-        "--from",
-        "alpha",
-    ]);
-    let first = started["conversation_id"]
-        .as_str()
-        .expect("an id")
-        .to_owned();
+    let first = open(laptop, "alpha", &["beta"], "short one");
     eventually("beta's first turn reaches alpha", || {
         turns_in(&alpha.context())
             .into_iter()
@@ -334,16 +333,7 @@ async fn a_conversation_ends_from_the_cli_and_when_a_participants_session_ends()
     }
 
     // 2. beta opens another; beta's session is ended on the desk: alpha learns it.
-    let again = desk.json(&[
-        "conversation",
-        "start",
-        "alpha",
-        "-m",
-        "one more",
-        "--from",
-        "beta",
-    ]);
-    let second = again["conversation_id"].as_str().expect("an id").to_owned();
+    let second = open(desk, "beta", &["alpha"], "one more");
     eventually("alpha takes part", || {
         conversation(laptop, "alpha").filter(|c| c["conversation_id"] == second.as_str())
     })
@@ -459,20 +449,7 @@ async fn three_participants_converse_and_a_restarted_daemon_loses_nothing() {
             .then_some(())
     };
 
-    let started = laptop.json(&[
-        "conversation",
-        "start",
-        "beta",
-        "gamma",
-        "-m",
-        "the three of us",
-        "--from",
-        "alpha",
-    ]);
-    let id = started["conversation_id"]
-        .as_str()
-        .expect("an id")
-        .to_owned();
+    let id = open(laptop, "alpha", &["beta", "gamma"], "the three of us");
     // A speaker refused by the guard learns of the pause before the notice reaches it: wait
     // until every daemon has the notice.
     let p1 = eventually("every daemon sees the first pause", || {
@@ -644,16 +621,7 @@ async fn two_agents_that_echo_each_other_relay_only_their_own_words_until_the_gu
     let beta = desk.agent_with(tmux, "beta", &["--reply", "{heard}"]);
     alpha.hook_done("SessionStart", 1).await;
     beta.hook_done("SessionStart", 1).await;
-    let started = laptop.json(&[
-        "conversation",
-        "start",
-        "beta",
-        "-m",
-        "echo me",
-        "--from",
-        "alpha",
-    ]);
-    let id = started["conversation_id"].as_str().expect("id").to_owned();
+    let id = open(laptop, "alpha", &["beta"], "echo me");
     let paused = eventually("the guard pauses the echo", || {
         [(laptop, "alpha"), (desk, "beta")]
             .iter()
