@@ -122,14 +122,16 @@ export const Repowire = async ({ client, directory }) => {
     return at;
   }
 
-  // The text parts of session `id`'s last assistant message (the turn's final words, as
-  // Claude Code's Stop hook reports them); null when there is none or it cannot be read.
+  // The text parts of session `id`'s last assistant message after its last user message (the
+  // turn's final words, as Claude Code's Stop hook reports them; a turn that said nothing new
+  // has none); null when there is none or it cannot be read.
   async function lastReply(id) {
     try {
       const got = await client.session.messages({ path: { id } });
       const all = got?.data ?? got;
       if (!Array.isArray(all)) return null;
-      const last = [...all].reverse().find((m) => m?.info?.role === "assistant");
+      const since = all.findLastIndex((m) => m?.info?.role === "user");
+      const last = all.slice(since + 1).findLast((m) => m?.info?.role === "assistant");
       const text = (last?.parts ?? [])
         .filter((p) => p.type === "text" && !p.synthetic && typeof p.text === "string")
         .map((p) => p.text)

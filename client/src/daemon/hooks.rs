@@ -94,8 +94,10 @@ impl Daemon {
             HookEvent::PromptSubmit => {
                 // A submit while our wake presses Enter is the wake's, and so is the prompt
                 // OpenCode's plugin sends when messages arrived during a turn (it says so); any
-                // other prompt is a person's, also one that sends the prompt a deferred or
-                // unconfirmed wake left in the box (its messages then carry the wake's reason).
+                // other prompt is a person's for its messages' senders, also one that sends the
+                // prompt a deferred or unconfirmed wake left in the box (its messages then carry
+                // the wake's reason). For a conversation's loop guard only, a prompt that is a
+                // wake's own words never counts as a person's, whoever pressed Enter on it.
                 // Read before the wake hears of the submit, which ends its Enter.
                 let ours = self.wake_entering(&session_id)
                     || (call.runtime == Runtime::OpenCode

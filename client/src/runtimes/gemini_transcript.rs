@@ -22,7 +22,13 @@ const TAIL_BYTES: u64 = 4 * 1024 * 1024;
 /// path is not a Gemini transcript under `gemini_dir`, cannot be read, or the segment has no
 /// text after its prompt.
 pub(crate) fn last_reply(path: &Path, gemini_dir: &Path) -> Option<String> {
-    let path = transcript(path, gemini_dir)?;
+    let Some(path) = transcript(path, gemini_dir) else {
+        // A Gemini CLI run with another GEMINI_CLI_HOME than the daemon's: its turns are not
+        // relayed, and the log says why.
+        tracing::warn!(path = %path.display(), gemini_dir = %gemini_dir.display(),
+            "not a Gemini CLI transcript under the daemon's Gemini directory; the turn is not relayed");
+        return None;
+    };
     let mut file = std::fs::File::open(&path).ok()?;
     let len = file.metadata().ok()?.len();
     let start = len.saturating_sub(TAIL_BYTES);

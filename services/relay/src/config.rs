@@ -317,8 +317,8 @@ pub struct RelayConfig {
     #[arg(long, env = "REPOWIRE_CONVERSATION_LOOP_BYTES", default_value_t = 262_144,
           value_parser = clap::value_parser!(u64).range(32_768..=67_108_864))]
     pub conversation_loop_bytes: u64,
-    /// A direct conversation's own rate: at most this many turns a minute, a minute's worth
-    /// at once; a turn past it is refused with `rate_limited` and a `retry_after_ms`, and sent
+    /// A direct conversation's own rate: this many turns a minute sustained, after a burst of
+    /// up to as many at once (so a 60 s window can hold up to twice as many); a turn past it is refused with `rate_limited` and a `retry_after_ms`, and sent
     /// again by its daemon (1-6000). Bounds what one conversation can spend of its tenant's
     /// plan however often people prompt it.
     #[arg(long, env = "REPOWIRE_CONVERSATION_TURNS_PER_MINUTE", default_value_t = 60,

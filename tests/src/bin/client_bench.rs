@@ -106,6 +106,9 @@ fn env_for(home: &Path) -> Vec<(&'static str, String)> {
             home.join(".repowire").to_string_lossy().into_owned(),
         ),
         ("REPOWIRE_LOG", "warn".into()),
+        // The conversation phase relays 320 turns in one conversation as fast as it can: the
+        // embedded relay's turn rate (60 a minute by default) would measure the rate limit.
+        ("REPOWIRE_CONVERSATION_TURNS_PER_MINUTE", "6000".into()),
     ]
 }
 

@@ -694,6 +694,8 @@ async fn concurrent_turns_on_two_pods_get_one_order(pool: sqlx::PgPool) {
     // The agents here never get a person's prompt: the loop guard must let 50 turns through.
     let mut config = repowire_relay::config::RelayConfig::for_tests();
     config.conversation_loop_turns = 1000;
+    // Measured is the order, not the rate.
+    config.conversation_turns_per_minute = 6000;
     let pod_a = TestRelay::start_pod_with(&db, config.clone(), bus("pod-a").await).await;
     let pod_b = TestRelay::start_pod_with(&db, config, bus("pod-b").await).await;
     let (_, key) = pod_a.tenant("acme").await;

@@ -47,7 +47,9 @@ pub fn turn_rate(tat_ms: i64, now_ms: i64, per_minute: i64) -> Result<i64, u64> 
     let interval = 60_000 / per_minute.max(1);
     // A minute's worth of turns may come at once: `per_minute` cells of `interval`.
     let tolerance = interval.saturating_mul(per_minute.max(1) - 1);
-    let tat = tat_ms.max(now_ms);
+    // A stored time more than a minute ahead (a pod whose clock ran fast) waits a minute at
+    // most, never as long as that clock was off.
+    let tat = tat_ms.min(now_ms.saturating_add(60_000)).max(now_ms);
     let early = tat - now_ms - tolerance;
     if early > 0 {
         return Err(u64::try_from(early).unwrap_or(1).max(1));
@@ -146,6 +148,13 @@ mod tests {
             tat2 = turn_rate(tat2, later, 3).unwrap();
         }
         assert!(turn_rate(tat2, later, 3).is_err());
+    }
+
+    #[test]
+    fn a_time_stored_far_ahead_waits_a_minute_at_most() {
+        let now = 1_000_000;
+        let wait = turn_rate(now + 3_600_000, now, 60).unwrap_err();
+        assert!(wait <= 60_000, "{wait}");
     }
 
     #[test]
