@@ -69,6 +69,34 @@ impl Cli {
     }
 }
 
+/// The Codex CLI binary (`REPOWIRE_CODEX_BIN`), or `None` after printing why the test is
+/// skipped (unless `REPOWIRE_REQUIRE_CODEX` makes its absence a failure).
+pub fn codex_or_skip() -> Option<PathBuf> {
+    crate::hookrun::cli_from_env(
+        "REPOWIRE_CODEX_BIN",
+        "REPOWIRE_REQUIRE_CODEX",
+        "scripts/install-codex",
+    )
+}
+
+/// The Gemini CLI binary, as [`codex_or_skip`].
+pub fn gemini_or_skip() -> Option<PathBuf> {
+    crate::hookrun::cli_from_env(
+        "REPOWIRE_GEMINI_BIN",
+        "REPOWIRE_REQUIRE_GEMINI",
+        "scripts/install-gemini-cli",
+    )
+}
+
+/// The OpenCode binary, as [`codex_or_skip`].
+pub fn opencode_or_skip() -> Option<PathBuf> {
+    crate::hookrun::cli_from_env(
+        "REPOWIRE_OPENCODE_BIN",
+        "REPOWIRE_REQUIRE_OPENCODE",
+        "scripts/install-opencode",
+    )
+}
+
 /// One agent: its machine and the pane its CLI runs in.
 pub struct Member {
     /// The CLI.

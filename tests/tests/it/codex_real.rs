@@ -12,20 +12,15 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use repowire_e2e::claude::{ClaudeTeam, Cli, claude_or_skip};
+use repowire_e2e::claude::{ClaudeTeam, Cli, claude_or_skip, codex_or_skip};
 use repowire_e2e::gated::GatedPair;
-use repowire_e2e::hookrun::cli_from_env;
 use repowire_e2e::mockmodel::Step;
 use repowire_e2e::offline::codex_config_with_patches;
 use repowire_e2e::responses::ResponsesMock;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claude_code_session_asks_a_codex_session_and_gets_each_reply() {
-    let Some(codex) = cli_from_env(
-        "REPOWIRE_CODEX_BIN",
-        "REPOWIRE_REQUIRE_CODEX",
-        "scripts/install-codex",
-    ) else {
+    let Some(codex) = codex_or_skip() else {
         return;
     };
     let Some(claude) = claude_or_skip() else {
@@ -63,11 +58,7 @@ async fn a_claude_code_session_asks_a_codex_session_and_gets_each_reply() {
 /// each reply reaches Codex (handed over at its turn end, or by a wake into its composer).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_codex_session_asks_a_claude_code_session_and_gets_each_reply() {
-    let Some(codex) = cli_from_env(
-        "REPOWIRE_CODEX_BIN",
-        "REPOWIRE_REQUIRE_CODEX",
-        "scripts/install-codex",
-    ) else {
+    let Some(codex) = codex_or_skip() else {
         return;
     };
     let Some(claude) = claude_or_skip() else {
@@ -113,11 +104,7 @@ async fn codex_exec_env(
 /// model who denied it and why. With `Edit` gated, its patches (`apply_patch`) wait the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_codex_shell_call_is_approved_or_denied_by_a_person_on_another_machine() {
-    let Some(codex) = cli_from_env(
-        "REPOWIRE_CODEX_BIN",
-        "REPOWIRE_REQUIRE_CODEX",
-        "scripts/install-codex",
-    ) else {
+    let Some(codex) = codex_or_skip() else {
         return;
     };
     let model = ResponsesMock::start().await.expect("the mock model");

@@ -10,8 +10,9 @@
 
 use std::time::Duration;
 
-use repowire_e2e::claude::{ClaudeTeam, Cli, Member, claude_or_skip};
-use repowire_e2e::hookrun::cli_from_env;
+use repowire_e2e::claude::{
+    ClaudeTeam, Cli, Member, claude_or_skip, codex_or_skip, gemini_or_skip, opencode_or_skip,
+};
 use repowire_e2e::mockmodel::{Seen, Step};
 use serde_json::Value;
 
@@ -29,11 +30,7 @@ async fn two_real_claude_code_sessions_converse_through_their_turns_until_one_en
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_claude_code_session_and_a_real_codex_session_converse_until_one_ends_it() {
-    let Some(codex) = cli_from_env(
-        "REPOWIRE_CODEX_BIN",
-        "REPOWIRE_REQUIRE_CODEX",
-        "scripts/install-codex",
-    ) else {
+    let Some(codex) = codex_or_skip() else {
         return;
     };
     let Some(claude) = claude_or_skip() else {
@@ -49,11 +46,7 @@ async fn a_real_claude_code_session_and_a_real_codex_session_converse_until_one_
 /// when streamed in chunks).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_claude_code_session_and_a_real_gemini_session_converse_until_one_ends_it() {
-    let Some(gemini) = cli_from_env(
-        "REPOWIRE_GEMINI_BIN",
-        "REPOWIRE_REQUIRE_GEMINI",
-        "scripts/install-gemini-cli",
-    ) else {
+    let Some(gemini) = gemini_or_skip() else {
         return;
     };
     let Some(claude) = claude_or_skip() else {
@@ -69,11 +62,7 @@ async fn a_real_claude_code_session_and_a_real_gemini_session_converse_until_one
 /// `session.idle`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_claude_code_session_and_a_real_opencode_session_converse_until_one_ends_it() {
-    let Some(opencode) = cli_from_env(
-        "REPOWIRE_OPENCODE_BIN",
-        "REPOWIRE_REQUIRE_OPENCODE",
-        "scripts/install-opencode",
-    ) else {
+    let Some(opencode) = opencode_or_skip() else {
         return;
     };
     let Some(claude) = claude_or_skip() else {

@@ -12,19 +12,14 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use repowire_e2e::claude::{ClaudeTeam, Cli, claude_or_skip};
+use repowire_e2e::claude::{ClaudeTeam, Cli, claude_or_skip, gemini_or_skip};
 use repowire_e2e::gated::GatedPair;
 use repowire_e2e::gemini_api::GeminiMock;
-use repowire_e2e::hookrun::cli_from_env;
 use repowire_e2e::offline::prepare_gemini;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claude_code_session_asks_a_gemini_session_and_gets_each_reply() {
-    let Some(gemini) = cli_from_env(
-        "REPOWIRE_GEMINI_BIN",
-        "REPOWIRE_REQUIRE_GEMINI",
-        "scripts/install-gemini-cli",
-    ) else {
+    let Some(gemini) = gemini_or_skip() else {
         return;
     };
     let Some(claude) = claude_or_skip() else {
@@ -42,11 +37,7 @@ async fn a_claude_code_session_asks_a_gemini_session_and_gets_each_reply() {
 /// The other way round: a Gemini session asks a Claude Code session through our MCP `ask`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gemini_session_asks_a_claude_code_session_and_gets_each_reply() {
-    let Some(gemini) = cli_from_env(
-        "REPOWIRE_GEMINI_BIN",
-        "REPOWIRE_REQUIRE_GEMINI",
-        "scripts/install-gemini-cli",
-    ) else {
+    let Some(gemini) = gemini_or_skip() else {
         return;
     };
     let Some(claude) = claude_or_skip() else {
@@ -90,11 +81,7 @@ async fn gemini_p(
 /// they deny it — and Gemini tells its model why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gemini_shell_call_is_approved_or_denied_by_a_person_on_another_machine() {
-    let Some(gemini) = cli_from_env(
-        "REPOWIRE_GEMINI_BIN",
-        "REPOWIRE_REQUIRE_GEMINI",
-        "scripts/install-gemini-cli",
-    ) else {
+    let Some(gemini) = gemini_or_skip() else {
         return;
     };
     let model = GeminiMock::start().await.expect("the mock model");
